@@ -1,0 +1,1 @@
+"""Pure planners: (snapshot, node) -> DesiredState. No I/O, no clock, no randomness."""

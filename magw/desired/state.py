@@ -1,0 +1,196 @@
+"""The objects of a node's desired (or observed) state, as frozen keyed values.
+
+Each object has a ``key`` that names it the way the kernel does (a route is
+``(table, dst, metric)``, a nexthop is its id, ...). Two objects with the same key
+and different fields mean "replace". The same types describe what a driver
+observes, so the diff engine compares like with like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Literal, Protocol, Union
+
+import attrs
+
+from magw.desired.nft import NftTable
+
+MAIN_TABLE = 254
+
+
+@attrs.frozen(kw_only=True)
+class Link:
+    """A VXLAN device we own."""
+
+    name: str
+    vni: int
+    port: int
+    mtu: int
+    mac: str
+    local: IPv4Address | None = None
+    learning: bool = False
+    up: bool = True
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+@attrs.frozen(kw_only=True)
+class Address:
+    dev: str
+    address: IPv4Interface
+
+    @property
+    def key(self) -> tuple[str, IPv4Interface]:
+        return (self.dev, self.address)
+
+
+@attrs.frozen(kw_only=True)
+class Neighbor:
+    """A static (``nud permanent``) neighbor entry: VTEP IP -> MAC."""
+
+    dev: str
+    ip: IPv4Address
+    mac: str
+
+    @property
+    def key(self) -> tuple[str, IPv4Address]:
+        return (self.dev, self.ip)
+
+
+@attrs.frozen(kw_only=True)
+class Fdb:
+    """A unicast VXLAN FDB entry: MAC -> underlay IP (``self permanent``)."""
+
+    dev: str
+    mac: str
+    dst: IPv4Address
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dev, self.mac)
+
+
+@attrs.frozen(kw_only=True)
+class Nexthop:
+    """A nexthop object: ``ip nexthop add id ID via VIA dev DEV``."""
+
+    id: int
+    via: IPv4Address
+    dev: str
+
+    @property
+    def key(self) -> int:
+        return self.id
+
+
+GroupType = Literal["mpath", "resilient"]
+
+
+@attrs.frozen(kw_only=True)
+class GroupMember:
+    id: int
+    weight: int = 1
+
+
+@attrs.frozen(kw_only=True)
+class NexthopGroup:
+    """A nexthop group. ``buckets``/timers are only meaningful for ``resilient``."""
+
+    id: int
+    members: tuple[GroupMember, ...]
+    type: GroupType = "mpath"
+    buckets: int = 0
+    idle_timer: int = 0
+    unbalanced_timer: int = 0
+
+    @property
+    def key(self) -> int:
+        return self.id
+
+
+@attrs.frozen(kw_only=True)
+class RouteNexthop:
+    """One resolved path of a route."""
+
+    via: IPv4Address
+    dev: str
+    weight: int = 1
+
+
+RouteType = Literal["unicast", "unreachable"]
+
+
+@attrs.frozen(kw_only=True)
+class Route:
+    """A route we own.
+
+    A unicast route either names a nexthop object/group (``nhid``) or carries its
+    paths inline (``nexthops``, one or several: classic multipath). An unreachable
+    route has neither.
+    """
+
+    table: int
+    dst: IPv4Network
+    metric: int
+    src: IPv4Address | None = None
+    type: RouteType = "unicast"
+    nhid: int | None = None
+    nexthops: tuple[RouteNexthop, ...] = ()
+
+    @property
+    def key(self) -> tuple[int, IPv4Network, int]:
+        return (self.table, self.dst, self.metric)
+
+
+@attrs.frozen(kw_only=True)
+class Rule:
+    """An ip rule we own, identified by its priority: ``from all lookup TABLE``."""
+
+    priority: int
+    table: int
+
+    @property
+    def key(self) -> int:
+        return self.priority
+
+
+NetObject = Union[Link, Address, Neighbor, Fdb, Nexthop, NexthopGroup, Route, Rule]
+
+
+class Keyed(Protocol):
+    @property
+    def key(self) -> Hashable: ...
+
+
+# Kinds in dependency order: each may refer only to kinds before it.
+KINDS: tuple[str, ...] = ("links", "addresses", "neighbors", "fdb", "nexthops", "groups", "routes", "rules")
+
+
+def _sorted(objs: object) -> tuple[object, ...]:
+    items = tuple(objs)  # type: ignore[call-overload]
+    return tuple(sorted(items, key=lambda o: o.key))
+
+
+@attrs.frozen(kw_only=True)
+class DesiredState:
+    """The complete state of one node, sorted by key in every kind.
+
+    ``nft`` is None when the node needs no nftables table of ours.
+    """
+
+    links: tuple[Link, ...] = attrs.field(default=(), converter=_sorted)
+    addresses: tuple[Address, ...] = attrs.field(default=(), converter=_sorted)
+    neighbors: tuple[Neighbor, ...] = attrs.field(default=(), converter=_sorted)
+    fdb: tuple[Fdb, ...] = attrs.field(default=(), converter=_sorted)
+    nexthops: tuple[Nexthop, ...] = attrs.field(default=(), converter=_sorted)
+    groups: tuple[NexthopGroup, ...] = attrs.field(default=(), converter=_sorted)
+    routes: tuple[Route, ...] = attrs.field(default=(), converter=_sorted)
+    rules: tuple[Rule, ...] = attrs.field(default=(), converter=_sorted)
+    nft: NftTable | None = None
+
+    def of_kind(self, kind: str) -> tuple[NetObject, ...]:
+        objs: tuple[NetObject, ...] = getattr(self, kind)
+        return objs

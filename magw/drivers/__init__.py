@@ -1,0 +1,1 @@
+"""Drivers carry a ChangeSet out: netlink (pyroute2 + our nexthop messages), nftables, fakes."""

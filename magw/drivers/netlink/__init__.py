@@ -1,0 +1,1 @@
+"""The netlink driver: links, addresses, neighbors, FDB, nexthops, groups, routes and rules."""

@@ -1,0 +1,27 @@
+"""What we own in the kernel's routing state. Declared once, here.
+
+Routes carry our own protocol number, so foreign routes in the same tables are
+never touched. Nexthop ids come from ``magw.desired.ids`` (the planner allocates
+them); rules are ours by priority.
+"""
+
+from __future__ import annotations
+
+from magw.desired.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
+
+# RTPROT value written on every route we install ("proto 157" in `ip route`).
+# 157 is unassigned in iproute2's rt_protos and in the kernel's rtnetlink.h.
+RTPROT_MAGW = 157
+
+# Tables whose magw-protocol routes we own: main, gateway (100), OVN ingress (149), host network (150).
+OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150})
+
+# ip rule priorities we own.
+OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100})
+
+# Link names we create.
+OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel"})
+
+
+def owns_nexthop(nh_id: int) -> bool:
+    return NEXTHOP_ID_MIN <= nh_id <= NEXTHOP_ID_MAX

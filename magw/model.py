@@ -1,0 +1,157 @@
+"""Frozen input values: the cluster state a planner works from.
+
+Everything here is a plain value (attrs frozen). Nothing here does I/O; the
+snapshot loader (``magw.snapshot``) builds these from YAML and validates them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from ipaddress import IPv4Address, IPv4Network
+
+import attrs
+
+
+class Strategy(enum.Enum):
+    """How traffic is spread over several gateways.
+
+    ``resilient``: a nexthop object per gateway and a resilient group (kernel >= 5.13).
+    ``group``: the same with a plain (hash-threshold) group (kernel >= 5.3).
+    ``multipath``: classic routes with several inline nexthops (any kernel).
+    """
+
+    RESILIENT = "resilient"
+    GROUP = "group"
+    MULTIPATH = "multipath"
+
+
+def _nets(value: Iterable[IPv4Network]) -> tuple[IPv4Network, ...]:
+    return tuple(sorted(set(value)))
+
+
+@attrs.frozen(kw_only=True)
+class Cluster:
+    """One cluster of the clusterset and the address ranges it owns."""
+
+    id: str
+    pod_cidrs: tuple[IPv4Network, ...] = attrs.field(converter=_nets)
+    service_cidrs: tuple[IPv4Network, ...] = attrs.field(converter=_nets)
+    global_cidrs: tuple[IPv4Network, ...] = attrs.field(default=(), converter=_nets)
+
+    @property
+    def cidrs(self) -> tuple[IPv4Network, ...]:
+        """Every range routed toward this cluster: pods, services and global IPs."""
+        return _nets((*self.pod_cidrs, *self.service_cidrs, *self.global_cidrs))
+
+
+@attrs.frozen(kw_only=True)
+class Node:
+    """A node of the local cluster."""
+
+    name: str
+    ip: IPv4Address
+    cni_ip: IPv4Address
+    gateway: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Endpoint:
+    """A published gateway of some cluster (local or remote).
+
+    ``private_ip`` is the gateway's node IP inside its cluster; the VTEP
+    addresses (240/8, 241/8) are derived from it. ``public_ip`` is where other
+    clusters' gateways send the inter-cluster VXLAN; it defaults to the private IP.
+    """
+
+    cluster: str
+    hostname: str
+    private_ip: IPv4Address
+    public_ip: IPv4Address | None = None
+    subnets: tuple[IPv4Network, ...] = attrs.field(default=(), converter=_nets)
+
+    @property
+    def underlay_ip(self) -> IPv4Address:
+        """The address other clusters tunnel to."""
+        return self.public_ip if self.public_ip is not None else self.private_ip
+
+
+@attrs.frozen(kw_only=True)
+class ResilientParams:
+    """Parameters of resilient nexthop groups (see the kernel's nexthop-group-resilient doc)."""
+
+    buckets: int = 128
+    idle_timer: int = 10
+    unbalanced_timer: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """Clusterset-wide settings."""
+
+    multi_active: bool = True
+    strategy: Strategy = Strategy.RESILIENT
+    underlay_mtu: int = 1500
+    resilient: ResilientParams = ResilientParams()
+
+
+def _reach(value: Mapping[str, Iterable[str]] | Iterable[tuple[str, Iterable[str]]]) -> tuple[tuple[str, frozenset[str]], ...]:
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((gw, frozenset(clusters)) for gw, clusters in items))
+
+
+@attrs.frozen(kw_only=True)
+class Health:
+    """What the planning node knows about gateway health.
+
+    ``down``: hostnames of gateways (local or remote) that must not carry traffic.
+    ``reach``: for a local gateway hostname, the remote cluster ids it can reach.
+    A gateway absent from ``reach`` is assumed to reach every cluster.
+    """
+
+    down: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    reach: tuple[tuple[str, frozenset[str]], ...] = attrs.field(default=(), converter=_reach)
+
+    def usable(self, hostname: str, cluster: str | None = None) -> bool:
+        """True when ``hostname`` is up and (if ``cluster`` is given) reaches it."""
+        if hostname in self.down:
+            return False
+        if cluster is None:
+            return True
+        for gw, clusters in self.reach:
+            if gw == hostname:
+                return cluster in clusters
+        return True
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """The complete input of a planner: the clusterset as seen from one cluster."""
+
+    local_cluster: str
+    clusters: tuple[Cluster, ...] = attrs.field(converter=lambda v: tuple(sorted(v, key=lambda c: c.id)))
+    nodes: tuple[Node, ...] = attrs.field(converter=lambda v: tuple(sorted(v, key=lambda n: n.name)))
+    endpoints: tuple[Endpoint, ...] = attrs.field(
+        converter=lambda v: tuple(sorted(v, key=lambda e: (e.cluster, e.hostname)))
+    )
+    config: Config = Config()
+    health: Health = Health()
+
+    def cluster(self, cluster_id: str) -> Cluster:
+        for c in self.clusters:
+            if c.id == cluster_id:
+                return c
+        raise KeyError(cluster_id)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def remote_clusters(self) -> tuple[Cluster, ...]:
+        return tuple(c for c in self.clusters if c.id != self.local_cluster)
+
+    def endpoints_of(self, cluster_id: str) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.endpoints if e.cluster == cluster_id)

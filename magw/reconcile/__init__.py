@@ -1,0 +1,1 @@
+"""Pure diff engine and the reconciler loop."""

@@ -1,0 +1,53 @@
+"""A ChangeSet: the ordered operations that turn observed state into desired state."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from magw.desired.nft import NftTable
+from magw.desired.state import NetObject
+
+Verb = Literal["create", "replace", "delete"]
+
+
+@attrs.frozen(kw_only=True)
+class Op:
+    """One operation on one netlink object.
+
+    ``replace`` carries the new object; ``old`` is what was observed (for logs).
+    Every operation is idempotent in the drivers: ``delete`` of a missing object
+    succeeds, ``create`` of an existing identical object succeeds.
+    """
+
+    verb: Verb
+    kind: str
+    obj: NetObject
+    old: NetObject | None = None
+
+    def describe(self) -> str:
+        return f"{self.verb} {self.kind[:-1] if self.kind.endswith('s') else self.kind} {self.obj.key}"
+
+
+@attrs.frozen(kw_only=True)
+class NftChange:
+    """Replace our table with ``table`` (None: delete ``family``/``name``). One transaction."""
+
+    family: str
+    name: str
+    table: NftTable | None
+
+
+@attrs.frozen(kw_only=True)
+class ChangeSet:
+    """Netlink operations in a kernel-valid order, plus at most one nft table change per table."""
+
+    ops: tuple[Op, ...] = ()
+    nft: tuple[NftChange, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.ops or self.nft)
+
+    def __len__(self) -> int:
+        return len(self.ops) + len(self.nft)
