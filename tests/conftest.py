@@ -2,9 +2,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.netns import can_use_netns, netns
+
+# No deadlines: these machines are shared and timing is noisy. CI runs a fixed, modest number of examples.
+settings.register_profile("default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("MAGW_HYPOTHESIS_PROFILE", "default"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
