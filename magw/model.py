@@ -95,7 +95,14 @@ class Config:
     resilient: ResilientParams = ResilientParams()
 
 
-def _reach(value: Mapping[str, Iterable[str]] | Iterable[tuple[str, Iterable[str]]]) -> tuple[tuple[str, frozenset[str]], ...]:
+def _hostnames(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+ReachInput = Mapping[str, Iterable[str]] | Iterable[tuple[str, Iterable[str]]]
+
+
+def _reach(value: ReachInput) -> tuple[tuple[str, frozenset[str]], ...]:
     items = value.items() if isinstance(value, Mapping) else value
     return tuple(sorted((gw, frozenset(clusters)) for gw, clusters in items))
 
@@ -109,7 +116,7 @@ class Health:
     A gateway absent from ``reach`` is assumed to reach every cluster.
     """
 
-    down: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    down: frozenset[str] = attrs.field(default=frozenset(), converter=_hostnames)
     reach: tuple[tuple[str, frozenset[str]], ...] = attrs.field(default=(), converter=_reach)
 
     def usable(self, hostname: str, cluster: str | None = None) -> bool:
@@ -124,16 +131,26 @@ class Health:
         return True
 
 
+def _clusters(value: Iterable[Cluster]) -> tuple[Cluster, ...]:
+    return tuple(sorted(value, key=lambda c: c.id))
+
+
+def _nodes(value: Iterable[Node]) -> tuple[Node, ...]:
+    return tuple(sorted(value, key=lambda n: n.name))
+
+
+def _endpoints(value: Iterable[Endpoint]) -> tuple[Endpoint, ...]:
+    return tuple(sorted(value, key=lambda e: (e.cluster, e.hostname)))
+
+
 @attrs.frozen(kw_only=True)
 class Snapshot:
     """The complete input of a planner: the clusterset as seen from one cluster."""
 
     local_cluster: str
-    clusters: tuple[Cluster, ...] = attrs.field(converter=lambda v: tuple(sorted(v, key=lambda c: c.id)))
-    nodes: tuple[Node, ...] = attrs.field(converter=lambda v: tuple(sorted(v, key=lambda n: n.name)))
-    endpoints: tuple[Endpoint, ...] = attrs.field(
-        converter=lambda v: tuple(sorted(v, key=lambda e: (e.cluster, e.hostname)))
-    )
+    clusters: tuple[Cluster, ...] = attrs.field(converter=_clusters)
+    nodes: tuple[Node, ...] = attrs.field(converter=_nodes)
+    endpoints: tuple[Endpoint, ...] = attrs.field(converter=_endpoints)
     config: Config = Config()
     health: Health = Health()
 
