@@ -10,17 +10,48 @@ Set and map elements are strings: an address (``10.1.1.1``) or a prefix
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
 Family = str  # "ip", "ip6", "inet", ...
+
+
+def _sorted_flags(value: Iterable[str]) -> tuple[str, ...]:
+    """Set flags are a set; nft prints them in a fixed order, we keep them sorted."""
+    return tuple(sorted(set(value)))
+
+
+def _rules_by_chain(value: Iterable[NftRule]) -> tuple[NftRule, ...]:
+    return tuple(sorted(value, key=lambda r: r.chain))
+
+
+def _sorted_elements(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(value)))
+
+
+def _sorted_pairs(value: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(set(value)))
+
+
+def _sets_by_name(value: Iterable[NftSet]) -> tuple[NftSet, ...]:
+    return tuple(sorted(value, key=lambda s: s.name))
+
+
+def _maps_by_name(value: Iterable[NftMap]) -> tuple[NftMap, ...]:
+    return tuple(sorted(value, key=lambda m: m.name))
+
+
+def _chains_by_name(value: Iterable[NftChain]) -> tuple[NftChain, ...]:
+    return tuple(sorted(value, key=lambda c: c.name))
 
 
 @attrs.frozen(kw_only=True)
 class NftSet:
     name: str
     type: str
-    flags: tuple[str, ...] = ()
-    elements: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(set(v))))
+    flags: tuple[str, ...] = attrs.field(default=(), converter=_sorted_flags)
+    elements: tuple[str, ...] = attrs.field(default=(), converter=_sorted_elements)
 
 
 @attrs.frozen(kw_only=True)
@@ -28,8 +59,8 @@ class NftMap:
     name: str
     type: str
     map: str
-    flags: tuple[str, ...] = ()
-    elements: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(set(v))))
+    flags: tuple[str, ...] = attrs.field(default=(), converter=_sorted_flags)
+    elements: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_sorted_pairs)
 
 
 @attrs.frozen(kw_only=True)
@@ -54,14 +85,19 @@ class NftRule:
 
 @attrs.frozen(kw_only=True)
 class NftTable:
-    """A whole table of ours. Rules keep their order (it matters within a chain)."""
+    """A whole table of ours. Rules keep their order within a chain (it matters there).
+
+    Rules are grouped by chain, chains in name order (a stable sort): the order
+    across chains means nothing to the kernel, and ``nft list`` prints rules
+    grouped by chain, so a planned table and the kernel's read-back compare equal.
+    """
 
     family: Family
     name: str
-    sets: tuple[NftSet, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v, key=lambda s: s.name)))
-    maps: tuple[NftMap, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v, key=lambda m: m.name)))
-    chains: tuple[NftChain, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v, key=lambda c: c.name)))
-    rules: tuple[NftRule, ...] = ()
+    sets: tuple[NftSet, ...] = attrs.field(default=(), converter=_sets_by_name)
+    maps: tuple[NftMap, ...] = attrs.field(default=(), converter=_maps_by_name)
+    chains: tuple[NftChain, ...] = attrs.field(default=(), converter=_chains_by_name)
+    rules: tuple[NftRule, ...] = attrs.field(default=(), converter=_rules_by_chain)
 
     @property
     def key(self) -> tuple[str, str]:

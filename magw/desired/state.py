@@ -8,9 +8,9 @@ observes, so the diff engine compares like with like.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Literal, Protocol, Union
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -157,21 +157,24 @@ class Rule:
         return self.priority
 
 
-NetObject = Union[Link, Address, Neighbor, Fdb, Nexthop, NexthopGroup, Route, Rule]
+NetObject = Link | Address | Neighbor | Fdb | Nexthop | NexthopGroup | Route | Rule
 
 
 class Keyed(Protocol):
+    """Anything with a kernel-style key. Keys of one kind are of one type and compare with each other."""
+
     @property
-    def key(self) -> Hashable: ...
+    def key(self) -> Any: ...
 
 
 # Kinds in dependency order: each may refer only to kinds before it.
 KINDS: tuple[str, ...] = ("links", "addresses", "neighbors", "fdb", "nexthops", "groups", "routes", "rules")
 
 
-def _sorted(objs: object) -> tuple[object, ...]:
-    items = tuple(objs)  # type: ignore[call-overload]
-    return tuple(sorted(items, key=lambda o: o.key))
+def _sorted(objs: Iterable[Any]) -> tuple[Any, ...]:
+    # Typed Any on purpose: the attrs mypy plugin cannot solve a generic converter per field,
+    # and the field annotations below already say what each tuple holds.
+    return tuple(sorted(objs, key=lambda o: o.key))
 
 
 @attrs.frozen(kw_only=True)
@@ -194,3 +197,15 @@ class DesiredState:
     def of_kind(self, kind: str) -> tuple[NetObject, ...]:
         objs: tuple[NetObject, ...] = getattr(self, kind)
         return objs
+
+    def render(self) -> str:
+        """Stable text close to ``ip``/``bridge``/``nft`` output (see ``magw.desired.render``)."""
+        from magw.desired.render import render_text  # function-level: render imports this module
+
+        return render_text(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values, routes resolved to their paths (see ``magw.desired.render``)."""
+        from magw.desired.render import render_json  # function-level: render imports this module
+
+        return render_json(self)

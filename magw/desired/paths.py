@@ -1,0 +1,143 @@
+"""Which gateways carry traffic to which remote cluster, and the routing objects that say so.
+
+A worker sends remote traffic over ``vx-submariner`` to the local active
+gateways (main table); a gateway sends it over ``vxlan-tunnel`` to the remote
+cluster's active gateways (table 100, looked up through ``ip rule`` 100).
+
+Per remote cluster, the *candidates* are every gateway a route could use,
+whatever its health; the *usable* ones are those health allows. With nexthop
+objects, a nexthop exists for every candidate and a group per cluster holds the
+usable ones, so a failover or a recovery changes one group and no route. A
+cluster without a usable gateway gets ``unreachable`` routes, so its traffic
+never leaks to the default route.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address
+
+import attrs
+
+from magw.desired.ids import group_ids, nexthop_id
+from magw.desired.roles import NodeRole, active_endpoints
+from magw.desired.state import MAIN_TABLE, GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop, Rule
+from magw.desired.vtep import VX_SUBMARINER, VXLAN_TUNNEL, vtep_ip
+from magw.model import Cluster, Snapshot, Strategy
+
+GATEWAY_TABLE = 100
+GATEWAY_RULE_PRIORITY = 100
+ROUTE_METRIC = 100
+
+
+@attrs.frozen(kw_only=True)
+class Hop:
+    """A gateway a route may go through."""
+
+    hostname: str
+    via: IPv4Address
+    dev: str
+    nexthop_id: int
+
+
+@attrs.frozen(kw_only=True)
+class ClusterPaths:
+    """The candidate and usable gateways toward one remote cluster (both sorted by via)."""
+
+    cluster: Cluster
+    candidates: tuple[Hop, ...]
+    usable: tuple[Hop, ...]
+
+
+@attrs.frozen(kw_only=True)
+class RoutingObjects:
+    nexthops: tuple[Nexthop, ...]
+    groups: tuple[NexthopGroup, ...]
+    routes: tuple[Route, ...]
+    rules: tuple[Rule, ...]
+
+
+def _hop(hostname: str, ip: IPv4Address, *, inter_cluster: bool) -> Hop:
+    via = vtep_ip(ip, inter_cluster=inter_cluster)
+    return Hop(
+        hostname=hostname,
+        via=via,
+        dev=VXLAN_TUNNEL if inter_cluster else VX_SUBMARINER,
+        nexthop_id=nexthop_id(via, inter_cluster=inter_cluster),
+    )
+
+
+def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> ClusterPaths:
+    """Candidates and usable gateways toward ``cluster`` from this node."""
+    health = snapshot.health
+    if role.gateway:
+        endpoints = active_endpoints(snapshot, cluster.id)
+        candidates = [_hop(e.hostname, e.private_ip, inter_cluster=True) for e in endpoints]
+        usable = [h for h in candidates if health.usable(h.hostname)]
+    else:
+        candidates = [_hop(e.hostname, e.private_ip, inter_cluster=False) for e in role.local_gateways]
+        usable = [h for h in candidates if health.usable(h.hostname, cluster.id)]
+    return ClusterPaths(
+        cluster=cluster,
+        candidates=tuple(sorted(candidates, key=lambda h: h.via)),
+        usable=tuple(sorted(usable, key=lambda h: h.via)),
+    )
+
+
+def _nexthops(paths: tuple[ClusterPaths, ...]) -> tuple[Nexthop, ...]:
+    by_id = {h.nexthop_id: Nexthop(id=h.nexthop_id, via=h.via, dev=h.dev) for p in paths for h in p.candidates}
+    return tuple(by_id[i] for i in sorted(by_id))
+
+
+def _groups(snapshot: Snapshot, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
+    """One group per remote cluster with a usable gateway, keyed by cluster id."""
+    resilient = snapshot.config.strategy is Strategy.RESILIENT
+    ids = group_ids((c.id for c in snapshot.remote_clusters), resilient=resilient)
+    params = snapshot.config.resilient
+    groups: dict[str, NexthopGroup] = {}
+    for p in paths:
+        if not p.usable:
+            continue
+        members = tuple(GroupMember(id=i, weight=1) for i in sorted({h.nexthop_id for h in p.usable}))
+        if resilient:
+            groups[p.cluster.id] = NexthopGroup(
+                id=ids[p.cluster.id],
+                members=members,
+                type="resilient",
+                buckets=params.buckets,
+                idle_timer=params.idle_timer,
+                unbalanced_timer=params.unbalanced_timer,
+            )
+        else:
+            groups[p.cluster.id] = NexthopGroup(id=ids[p.cluster.id], members=members, type="mpath")
+    return groups
+
+
+def _routes(
+    p: ClusterPaths, *, table: int, src: IPv4Address, groups: dict[str, NexthopGroup], inline: bool
+) -> tuple[Route, ...]:
+    dsts = p.cluster.cidrs
+    if not p.usable:
+        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, type="unreachable") for dst in dsts)
+    if inline:
+        hops = tuple(RouteNexthop(via=h.via, dev=h.dev, weight=1) for h in p.usable)
+        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nexthops=hops) for dst in dsts)
+    nhid = groups[p.cluster.id].id  # a cluster with a usable gateway always has a group
+    return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nhid=nhid) for dst in dsts)
+
+
+def plan_routing(snapshot: Snapshot, role: NodeRole) -> RoutingObjects:
+    """Nexthops, groups, routes and rules of the node, per ``config.strategy``."""
+    paths = tuple(cluster_paths(snapshot, role, c) for c in snapshot.remote_clusters)
+    table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
+    rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
+    inline = snapshot.config.strategy is Strategy.MULTIPATH
+    groups = {} if inline else _groups(snapshot, paths)
+    routes = tuple(
+        r for p in paths for r in _routes(p, table=table, src=role.node.cni_ip, groups=groups, inline=inline)
+    )
+    return RoutingObjects(
+        nexthops=() if inline else _nexthops(paths),
+        groups=tuple(groups.values()),
+        routes=routes,
+        rules=rules,
+    )

@@ -1,0 +1,230 @@
+"""Render a DesiredState as stable text (close to ``ip``/``bridge``/``nft`` output) or as JSON.
+
+The text lists the objects kind by kind, in ``KINDS`` order and sorted by key,
+then the nft table in ``nft list`` layout. It is what golden tests compare and
+what ``magw plan`` prints. The JSON resolves every route to its paths whatever
+the strategy (``nhid`` -> group -> nexthops), so two strategies can be compared
+path by path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from magw.desired.nft import NftTable
+from magw.desired.nftexpr import element_json
+from magw.desired.nfttext import table_text
+from magw.desired.state import (
+    MAIN_TABLE,
+    Address,
+    DesiredState,
+    Fdb,
+    Link,
+    Neighbor,
+    Nexthop,
+    NexthopGroup,
+    Route,
+    RouteNexthop,
+    Rule,
+)
+
+
+def _table_name(table: int) -> str:
+    return "main" if table == MAIN_TABLE else str(table)
+
+
+# --- text ----------------------------------------------------------------------------------------
+
+
+def link_text(link: Link) -> str:
+    local = f" local {link.local}" if link.local is not None else ""
+    learning = "learning" if link.learning else "nolearning"
+    state = "up" if link.up else "down"
+    return (
+        f"link {link.name} type vxlan id {link.vni} dstport {link.port} {learning}{local} mtu {link.mtu} "
+        f"address {link.mac} {state}"
+    )
+
+
+def address_text(addr: Address) -> str:
+    return f"addr {addr.address} dev {addr.dev}"
+
+
+def neighbor_text(neigh: Neighbor) -> str:
+    return f"neigh {neigh.ip} dev {neigh.dev} lladdr {neigh.mac} nud permanent"
+
+
+def fdb_text(fdb: Fdb) -> str:
+    return f"fdb {fdb.mac} dev {fdb.dev} dst {fdb.dst} self permanent"
+
+
+def nexthop_text(nh: Nexthop) -> str:
+    return f"nexthop id {nh.id} via {nh.via} dev {nh.dev}"
+
+
+def group_text(group: NexthopGroup) -> str:
+    members = "/".join(str(m.id) if m.weight == 1 else f"{m.id},{m.weight}" for m in group.members)
+    text = f"nexthop id {group.id} group {members}"
+    if group.type == "resilient":
+        text += (
+            f" type resilient buckets {group.buckets} idle_timer {group.idle_timer}"
+            f" unbalanced_timer {group.unbalanced_timer}"
+        )
+    return text
+
+
+def _path_text(hop: RouteNexthop) -> str:
+    return f"via {hop.via} dev {hop.dev}"
+
+
+def route_text(route: Route) -> str:
+    """One route; a multipath route continues on indented ``nexthop`` lines."""
+    table = _table_name(route.table)
+    if route.type != "unicast":
+        return f"route {route.type} {route.dst} table {table} metric {route.metric}"
+    parts = [f"route {route.dst} table {table}"]
+    if route.nhid is not None:
+        parts.append(f"nhid {route.nhid}")
+    elif len(route.nexthops) == 1:
+        parts.append(_path_text(route.nexthops[0]))
+    if route.src is not None:
+        parts.append(f"src {route.src}")
+    parts.append(f"metric {route.metric}")
+    lines = [" ".join(parts)]
+    if route.nhid is None and len(route.nexthops) > 1:
+        lines += [f"    nexthop {_path_text(h)} weight {h.weight}" for h in route.nexthops]
+    return "\n".join(lines)
+
+
+def rule_text(rule: Rule) -> str:
+    return f"rule {rule.priority}: from all lookup {_table_name(rule.table)}"
+
+
+def render_text(state: DesiredState) -> str:
+    """The whole state as text, one object per line (multipath routes use several)."""
+    lines = [
+        *(link_text(o) for o in state.links),
+        *(address_text(o) for o in state.addresses),
+        *(neighbor_text(o) for o in state.neighbors),
+        *(fdb_text(o) for o in state.fdb),
+        *(nexthop_text(o) for o in state.nexthops),
+        *(group_text(o) for o in state.groups),
+        *(route_text(o) for o in state.routes),
+        *(rule_text(o) for o in state.rules),
+    ]
+    text = "\n".join(lines) + "\n" if lines else ""
+    if state.nft is not None:
+        text += ("\n" if text else "") + table_text(state.nft)
+    return text
+
+
+# --- JSON ----------------------------------------------------------------------------------------
+
+
+def resolve_paths(state: DesiredState, route: Route) -> tuple[RouteNexthop, ...]:
+    """The paths of ``route``, sorted by via: inline nexthops, or ``nhid`` resolved through groups.
+
+    References that do not resolve are left out (an observed state may be
+    inconsistent); planned states never have them.
+    """
+    if route.nhid is None:
+        return tuple(sorted(route.nexthops, key=lambda h: (h.via, h.dev)))
+    nexthops = {nh.id: nh for nh in state.nexthops}
+    groups = {g.id: g for g in state.groups}
+    if route.nhid in nexthops:
+        nh = nexthops[route.nhid]
+        return (RouteNexthop(via=nh.via, dev=nh.dev, weight=1),)
+    group = groups.get(route.nhid)
+    if group is None:
+        return ()
+    hops = [
+        RouteNexthop(via=nexthops[m.id].via, dev=nexthops[m.id].dev, weight=m.weight)
+        for m in group.members
+        if m.id in nexthops
+    ]
+    return tuple(sorted(hops, key=lambda h: (h.via, h.dev)))
+
+
+def _route_json(state: DesiredState, route: Route) -> dict[str, Any]:
+    return {
+        "table": route.table,
+        "dst": str(route.dst),
+        "metric": route.metric,
+        "src": None if route.src is None else str(route.src),
+        "type": route.type,
+        "nhid": route.nhid,
+        "nexthops": [{"via": str(h.via), "dev": h.dev, "weight": h.weight} for h in resolve_paths(state, route)],
+    }
+
+
+def nft_json(table: NftTable) -> dict[str, Any]:
+    """The table as libnftables JSON (``nft -j list`` without handles and metainfo)."""
+    family, name = table.family, table.name
+    objects: list[dict[str, Any]] = [{"table": {"family": family, "name": name}}]
+    for s in table.sets:
+        body: dict[str, Any] = {"family": family, "table": name, "name": s.name, "type": s.type}
+        if s.flags:
+            body["flags"] = list(s.flags)
+        if s.elements:
+            body["elem"] = [element_json(e) for e in s.elements]
+        objects.append({"set": body})
+    for m in table.maps:
+        mbody: dict[str, Any] = {"family": family, "table": name, "name": m.name, "type": m.type, "map": m.map}
+        if m.flags:
+            mbody["flags"] = list(m.flags)
+        if m.elements:
+            mbody["elem"] = [[element_json(k), v] for k, v in m.elements]
+        objects.append({"map": mbody})
+    for c in table.chains:
+        cbody: dict[str, Any] = {"family": family, "table": name, "name": c.name}
+        if c.hook is not None:
+            cbody.update(type=c.type, hook=c.hook, prio=c.priority, policy=c.policy)
+        objects.append({"chain": cbody})
+    for r in table.rules:
+        rbody: dict[str, Any] = {"family": family, "table": name, "chain": r.chain, "expr": json.loads(r.expr)}
+        if r.comment is not None:
+            rbody["comment"] = r.comment
+        objects.append({"rule": rbody})
+    return {"nftables": objects}
+
+
+def _link_json(o: Link) -> dict[str, Any]:
+    local = None if o.local is None else str(o.local)
+    return {
+        "name": o.name,
+        "vni": o.vni,
+        "port": o.port,
+        "mtu": o.mtu,
+        "mac": o.mac,
+        "local": local,
+        "learning": o.learning,
+        "up": o.up,
+    }
+
+
+def _group_json(o: NexthopGroup) -> dict[str, Any]:
+    members = [{"id": m.id, "weight": m.weight} for m in o.members]
+    return {
+        "id": o.id,
+        "type": o.type,
+        "members": members,
+        "buckets": o.buckets,
+        "idle_timer": o.idle_timer,
+        "unbalanced_timer": o.unbalanced_timer,
+    }
+
+
+def render_json(state: DesiredState) -> dict[str, Any]:
+    """The state as plain JSON values; ``json.dumps(..., sort_keys=True)`` of it is deterministic."""
+    return {
+        "links": [_link_json(o) for o in state.links],
+        "addresses": [{"dev": o.dev, "address": str(o.address)} for o in state.addresses],
+        "neighbors": [{"dev": o.dev, "ip": str(o.ip), "mac": o.mac} for o in state.neighbors],
+        "fdb": [{"mac": o.mac, "dev": o.dev, "dst": str(o.dst)} for o in state.fdb],
+        "nexthops": [{"id": o.id, "via": str(o.via), "dev": o.dev} for o in state.nexthops],
+        "groups": [_group_json(o) for o in state.groups],
+        "routes": [_route_json(state, o) for o in state.routes],
+        "rules": [{"priority": o.priority, "table": o.table} for o in state.rules],
+        "nft": None if state.nft is None else nft_json(state.nft),
+    }
