@@ -1,0 +1,179 @@
+"""NftTable <-> libnftables JSON: the one-transaction replace document, and observe's normalization.
+
+The transaction for ``NftChange(table=T)`` is ONE JSON document, so ONE netlink
+batch, so one kernel transaction (all or nothing)::
+
+    add table; delete table; add table      # replace, whether or not it existed
+    add chain ...                           # every chain first: verdict maps may jump to them
+    add set ... (with elements)
+    add map ... (with elements)
+    add rule ...                            # in table.rules order
+
+and for ``NftChange(table=None)``: ``add table; delete table`` (deleting a missing
+table succeeds). nft 1.0.6 has no ``destroy``. Chains go first because nft 1.0.6
+fails the whole batch with "Could not process rule: No such file or directory"
+when a verdict-map element jumps to a chain added later in the same batch.
+
+Chains are added in name order (``NftTable.chains`` is sorted); the kernel lists
+them in the order they were added and rules grouped by chain in that order, so
+the read-back comes out in the same order as ``NftTable`` keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+
+from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.drivers.nft import elements
+
+log = structlog.get_logger(__name__)
+
+_MODELLED = ("metainfo", "table", "set", "map", "chain", "rule")
+
+
+# ---- NftTable -> JSON commands ------------------------------------------------------------------------------
+
+
+def _ref(table: NftTable) -> dict[str, str]:
+    return {"family": table.family, "table": table.name}
+
+
+def _chain_json(table: NftTable, c: NftChain) -> dict[str, Any]:
+    body: dict[str, Any] = {**_ref(table), "name": c.name}
+    if c.hook is not None:
+        body.update(type=c.type, hook=c.hook, prio=c.priority)
+        if c.policy is not None:
+            body["policy"] = c.policy
+    return {"add": {"chain": body}}
+
+
+def _set_json(table: NftTable, s: NftSet) -> dict[str, Any]:
+    body: dict[str, Any] = {**_ref(table), "name": s.name, "type": elements.type_to_json(s.type)}
+    interval = "interval" in s.flags
+    if s.flags:
+        body["flags"] = list(s.flags)
+    if s.elements:
+        body["elem"] = [elements.to_json(e, s.type, interval=interval) for e in s.elements]
+    return {"add": {"set": body}}
+
+
+def _map_json(table: NftTable, m: NftMap) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        **_ref(table),
+        "name": m.name,
+        "type": elements.type_to_json(m.type),
+        "map": elements.type_to_json(m.map),
+    }
+    interval = "interval" in m.flags
+    if m.flags:
+        body["flags"] = list(m.flags)
+    if m.elements:
+        body["elem"] = [
+            [elements.to_json(k, m.type, interval=interval), elements.to_json(v, m.map)] for k, v in m.elements
+        ]
+    return {"add": {"map": body}}
+
+
+def _rule_json(table: NftTable, r: NftRule) -> dict[str, Any]:
+    body: dict[str, Any] = {**_ref(table), "chain": r.chain, "expr": json.loads(r.expr)}
+    if r.comment is not None:
+        body["comment"] = r.comment
+    return {"add": {"rule": body}}
+
+
+def delete_commands(family: str, name: str) -> list[dict[str, Any]]:
+    """Delete ``family name`` whether or not it exists (``add`` is idempotent, so ``delete`` always finds it)."""
+    t = {"table": {"family": family, "name": name}}
+    return [{"add": t}, {"delete": t}]
+
+
+def replace_commands(table: NftTable) -> list[dict[str, Any]]:
+    """The commands that make the kernel's table exactly ``table``."""
+    return [
+        *delete_commands(table.family, table.name),
+        {"add": {"table": {"family": table.family, "name": table.name}}},
+        *(_chain_json(table, c) for c in table.chains),
+        *(_set_json(table, s) for s in table.sets),
+        *(_map_json(table, m) for m in table.maps),
+        *(_rule_json(table, r) for r in table.rules),
+    ]
+
+
+def document(commands: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"nftables": commands}
+
+
+# ---- JSON listing -> NftTable -------------------------------------------------------------------------------
+
+
+def _zero_counters(node: Any) -> Any:
+    """Counters count packets; observe reports them as a fresh counter so a rule compares equal to its plan."""
+    if isinstance(node, dict):
+        return {
+            k: ({"packets": 0, "bytes": 0} if k == "counter" and isinstance(v, dict) else _zero_counters(v))
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_zero_counters(v) for v in node]
+    return node
+
+
+def canonical_expr(expr: Any) -> str:
+    """The string form of a rule expression kept in ``NftRule.expr``."""
+    return json.dumps(_zero_counters(expr), sort_keys=True)
+
+
+def _parse_set(body: dict[str, Any]) -> NftSet:
+    return NftSet(
+        name=body["name"],
+        type=elements.type_from_json(body["type"]),
+        flags=tuple(sorted(body.get("flags", ()))),
+        elements=tuple(elements.from_json(e) for e in body.get("elem", ())),
+    )
+
+
+def _parse_map(body: dict[str, Any]) -> NftMap:
+    return NftMap(
+        name=body["name"],
+        type=elements.type_from_json(body["type"]),
+        map=elements.type_from_json(body["map"]),
+        flags=tuple(sorted(body.get("flags", ()))),
+        elements=tuple((elements.from_json(k), elements.from_json(v)) for k, v in body.get("elem", ())),
+    )
+
+
+def _parse_chain(body: dict[str, Any]) -> NftChain:
+    return NftChain(
+        name=body["name"],
+        type=body.get("type"),
+        hook=body.get("hook"),
+        priority=body.get("prio"),
+        policy=body.get("policy"),
+    )
+
+
+def _parse_rule(body: dict[str, Any]) -> NftRule:
+    return NftRule(chain=body["chain"], expr=canonical_expr(body.get("expr", [])), comment=body.get("comment"))
+
+
+def parse_table(doc: dict[str, Any], family: str, name: str) -> NftTable:
+    """The table ``family name`` of an ``nft -j list table`` document, without handles or counter values."""
+    sets, maps, chains, rules = [], [], [], []
+    for item in doc.get("nftables", ()):
+        ((kind, body),) = item.items()
+        if kind == "metainfo" or (body.get("family"), body.get("table", body.get("name"))) != (family, name):
+            continue
+        if kind == "set":
+            sets.append(_parse_set(body))
+        elif kind == "map":
+            maps.append(_parse_map(body))
+        elif kind == "chain":
+            chains.append(_parse_chain(body))
+        elif kind == "rule":
+            rules.append(_parse_rule(body))
+        elif kind not in _MODELLED:
+            log.warning("nft.observe_unmodelled", family=family, table=name, kind=kind, name=body.get("name"))
+    return NftTable(family=family, name=name, sets=sets, maps=maps, chains=chains, rules=rules)

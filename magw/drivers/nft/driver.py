@@ -1,0 +1,111 @@
+"""NftDriver: observe and replace our nftables tables, each in ONE kernel transaction.
+
+- ``observe()`` lists our table (``nft -j list table``) and normalizes it into an
+  ``NftTable``: no handles, set elements as our strings, rule expressions as
+  ``json.dumps(expr, sort_keys=True)`` with counters zeroed, comments apart.
+- ``apply(changes)``: each ``NftChange`` is one JSON document, one netlink batch,
+  all or nothing (see ``codec`` for its shape). ``table=None`` deletes the table,
+  and deleting a missing table succeeds.
+- Only the tables named in ``tables`` are ever touched: never ``flush ruleset``,
+  never another table. A change for any other table is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import structlog
+
+from magw.desired.nft import NftTable
+from magw.drivers.nft import codec, preflight
+from magw.drivers.nft.libnft import Nft, NftError
+from magw.drivers.nft.preflight import TableKey, change_refusal
+from magw.reconcile.changeset import NftChange
+from magw.reconcile.driver import ApplyResult, Failure
+
+log = structlog.get_logger(__name__)
+
+
+def transaction(change: NftChange) -> dict[str, object]:
+    """The libnftables JSON document that carries out ``change`` (one kernel transaction)."""
+    if change.table is None:
+        return codec.document(codec.delete_commands(change.family, change.name))
+    return codec.document(codec.replace_commands(change.table))
+
+
+class NftDriver:
+    """Our nftables tables in namespace ``netns`` (None: the current one), through libnftables."""
+
+    def __init__(
+        self,
+        netns: str | None = None,
+        tables: Iterable[TableKey] = (("ip", "magw"),),
+        *,
+        nft: Nft | None = None,
+    ) -> None:
+        self.netns = netns
+        self.tables: tuple[TableKey, ...] = tuple(tables)
+        if not self.tables:
+            raise ValueError("tables: give at least one (family, name) we own")
+        self._nft = nft if nft is not None else Nft(netns)
+
+    def close(self) -> None:
+        self._nft.close()
+
+    def __enter__(self) -> NftDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def observe_table(self, family: str, name: str) -> NftTable | None:
+        """One table, normalized; None when it does not exist."""
+        doc = self._nft.list_table_json(family, name)
+        return None if doc is None else codec.parse_table(doc, family, name)
+
+    def observe(self) -> NftTable | None:
+        """Our first table (the node's ``ip magw``), None when it does not exist."""
+        return self.observe_table(*self.tables[0])
+
+    def observe_all(self) -> tuple[NftTable, ...]:
+        """Every table of ours that exists."""
+        found = (self.observe_table(family, name) for family, name in self.tables)
+        return tuple(t for t in found if t is not None)
+
+    def _transaction(self, change: NftChange) -> str | None:
+        reason = change_refusal(change, self.tables)
+        if reason is None and change.table is not None:
+            errors = preflight.table_errors(change.table)
+            reason = "; ".join(errors) if errors else None
+        if reason is not None:
+            return reason
+        try:
+            self._nft.json_cmd(transaction(change))
+        except NftError as exc:
+            return exc.message
+        return None
+
+    def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
+        """Carry out each change as one transaction; a failed one leaves its table as it was."""
+        applied: list[NftChange] = []
+        failed: list[Failure] = []
+        for change in changes:
+            start = time.monotonic()
+            error = self._transaction(change)
+            took_ms = round((time.monotonic() - start) * 1000, 2)
+            if error is None:
+                applied.append(change)
+                log.info(
+                    "nft.apply_done",
+                    netns=self.netns,
+                    family=change.family,
+                    table=change.name,
+                    delete=change.table is None,
+                    rules=0 if change.table is None else len(change.table.rules),
+                    took_ms=took_ms,
+                )
+            else:
+                failed.append(Failure(op=change, error=error))
+                log.warning("nft.apply_failed", netns=self.netns, family=change.family, table=change.name, error=error)
+        return ApplyResult(applied=tuple(applied), failed=tuple(failed))

@@ -1,0 +1,234 @@
+"""Set and map elements: our strings <-> libnftables JSON, validated and in the kernel's canonical form.
+
+Our strings (``magw.desired.nft``): ``10.1.1.1``, ``10.1.0.0/16``, ``10.0.0.1-10.0.0.9``,
+``4500``, ``1000-2000``, ``eth0``, ``02:53:f0:12:00:06``, concatenations joined by
+`` . `` (``10.0.0.1 . 80``), and verdicts as map values (``accept``, ``drop``,
+``continue``, ``return``, ``jump CHAIN``, ``goto CHAIN``).
+
+``canonical`` returns what nft 1.0.6 prints back for an element, so the fake
+stores what the kernel would, and a desired table written non-canonically is
+refused with a clear message instead of being replaced on every sync. Measured
+on nft 1.0.6 / kernel 6.18: a prefix with host bits is masked (``10.1.0.1/16`` ->
+``10.1.0.0/16``), a /32 prints as the address, a range that is exactly one prefix
+prints as the prefix, ``a-a`` prints as ``a``, MACs print in lower case, marks
+print as decimal in JSON.
+
+We validate before libnftables sees an element: nft resolves an unparsable
+``ipv4_addr`` element as a HOST NAME (a DNS lookup from the driver) and an
+unknown ``inet_service`` as a service name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+SCALAR_TYPES = ("ipv4_addr", "ipv6_addr", "inet_service", "mark", "ifname", "ether_addr")
+VALUE_TYPES = (*SCALAR_TYPES, "verdict")
+_INT_BITS = {"inet_service": 16, "mark": 32}
+_IP_VERSION = {"ipv4_addr": 4, "ipv6_addr": 6}
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@+*-]{1,15}$")
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_PLAIN_VERDICTS = ("accept", "drop", "continue", "return")
+_CHAIN_VERDICTS = ("jump", "goto")
+CONCAT_SEP = " . "
+
+
+class ElementError(ValueError):
+    """An element or datatype nft would refuse (or misread); one line naming the element and the reason."""
+
+
+def split_type(type_: str, *, allow_verdict: bool = False) -> tuple[str, ...]:
+    """The component datatypes of ``type_`` (``ipv4_addr . inet_service`` -> two); raises for unknown ones."""
+    parts = tuple(p.strip() for p in type_.split(" . "))
+    allowed = VALUE_TYPES if allow_verdict else SCALAR_TYPES
+    for part in parts:
+        if part not in allowed:
+            raise ElementError(f"datatype {part!r} is not supported (supported: {', '.join(allowed)})")
+    if "verdict" in parts and len(parts) > 1:
+        raise ElementError(f"datatype {type_!r}: a verdict cannot be part of a concatenation")
+    return parts
+
+
+def type_to_json(type_: str) -> str | list[str]:
+    """``ipv4_addr`` stays a string; a concatenation becomes libnftables' list form."""
+    parts = split_type(type_, allow_verdict=True)
+    return parts[0] if len(parts) == 1 else list(parts)
+
+
+def type_from_json(value: Any) -> str:
+    return CONCAT_SEP.join(value) if isinstance(value, list) else str(value)
+
+
+# ---- one component ------------------------------------------------------------------------------------------
+
+
+def _ip(text: str, version: int) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    try:
+        addr = ipaddress.ip_address(text)
+    except ValueError:
+        raise ElementError(f"{text!r} is not an IPv{version} address") from None
+    if addr.version != version:
+        raise ElementError(f"{text!r} is not an IPv{version} address")
+    return addr
+
+
+def _ip_bounds(text: str, version: int, interval: bool) -> tuple[int, int]:
+    if "/" in text or "-" in text:
+        if not interval:
+            raise ElementError(f"{text!r}: prefixes and ranges need a set with flags interval")
+        if "/" in text:
+            try:
+                net = ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                raise ElementError(f"{text!r} is not an IPv{version} prefix") from None
+            if net.version != version:
+                raise ElementError(f"{text!r} is not an IPv{version} prefix")
+            return int(net.network_address), int(net.broadcast_address)
+        lo_text, hi_text = text.split("-", 1)
+        lo, hi = int(_ip(lo_text, version)), int(_ip(hi_text, version))
+        if lo > hi:
+            raise ElementError(f"{text!r}: range start is above its end")
+        return lo, hi
+    value = int(_ip(text, version))
+    return value, value
+
+
+def _canonical_ip(text: str, version: int, interval: bool) -> str:
+    lo, hi = _ip_bounds(text, version, interval)
+    cls = ipaddress.IPv4Address if version == 4 else ipaddress.IPv6Address
+    first, last = cls(lo), cls(hi)
+    if lo == hi:
+        return str(first)
+    nets = list(ipaddress.summarize_address_range(first, last))
+    if len(nets) == 1:
+        return str(nets[0])
+    return f"{first}-{last}"
+
+
+def _int(text: str, bits: int) -> int:
+    if not text.isdigit():
+        raise ElementError(f"{text!r} is not a decimal number")
+    value = int(text)
+    if value >= 1 << bits:
+        raise ElementError(f"{text!r} does not fit in {bits} bits")
+    return value
+
+
+def _int_bounds(text: str, bits: int, interval: bool) -> tuple[int, int]:
+    if "-" in text:
+        if not interval:
+            raise ElementError(f"{text!r}: ranges need a set with flags interval")
+        lo_text, hi_text = text.split("-", 1)
+        lo, hi = _int(lo_text, bits), _int(hi_text, bits)
+        if lo > hi:
+            raise ElementError(f"{text!r}: range start is above its end")
+        return lo, hi
+    value = _int(text, bits)
+    return value, value
+
+
+def _canonical_verdict(text: str) -> str:
+    words = text.split()
+    if len(words) == 1 and words[0] in _PLAIN_VERDICTS:
+        return words[0]
+    if len(words) == 2 and words[0] in _CHAIN_VERDICTS:
+        return f"{words[0]} {words[1]}"
+    raise ElementError(f"{text!r} is not a verdict (accept, drop, continue, return, jump CHAIN, goto CHAIN)")
+
+
+def _canonical_one(text: str, type_: str, interval: bool) -> str:
+    text = text.strip()
+    if type_ in _IP_VERSION:
+        return _canonical_ip(text, _IP_VERSION[type_], interval)
+    if type_ in _INT_BITS:
+        lo, hi = _int_bounds(text, _INT_BITS[type_], interval)
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+    if type_ == "ifname":
+        if not _IFNAME.match(text):
+            raise ElementError(f"{text!r} is not an interface name (1-15 characters, no spaces or quotes)")
+        return text
+    if type_ == "ether_addr":
+        if not _MAC.match(text):
+            raise ElementError(f"{text!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+        return text.lower()
+    return _canonical_verdict(text)
+
+
+def bounds(text: str, type_: str) -> tuple[int, int] | None:
+    """The integer span of an interval-capable element (addresses and numbers), else None."""
+    if type_ in _IP_VERSION:
+        return _ip_bounds(text, _IP_VERSION[type_], True)
+    if type_ in _INT_BITS:
+        return _int_bounds(text, _INT_BITS[type_], True)
+    return None
+
+
+# ---- whole elements -----------------------------------------------------------------------------------------
+
+
+def _parts(text: str, types: tuple[str, ...]) -> list[str]:
+    parts = text.split(CONCAT_SEP) if len(types) > 1 else [text]
+    if len(parts) != len(types):
+        raise ElementError(f"{text!r} has {len(parts)} part(s), datatype {CONCAT_SEP.join(types)!r} has {len(types)}")
+    return parts
+
+
+def canonical(text: str, type_: str, *, interval: bool = False) -> str:
+    """``text`` in the form nft prints it back; raises ElementError when nft would refuse or misread it."""
+    types = split_type(type_, allow_verdict=True)
+    try:
+        return CONCAT_SEP.join(_canonical_one(p, t, interval) for p, t in zip(_parts(text, types), types, strict=True))
+    except ElementError as exc:
+        raise ElementError(f"element {text!r} of type {type_!r}: {exc}") from None
+
+
+def _one_to_json(text: str, type_: str) -> Any:
+    if type_ == "verdict":
+        verb, *target = text.split()
+        return {verb: {"target": target[0]}} if target else {verb: None}
+    if type_ in _IP_VERSION:
+        if "/" in text:
+            addr, length = text.split("/")
+            return {"prefix": {"addr": addr, "len": int(length)}}
+        if "-" in text:
+            return {"range": text.split("-", 1)}
+        return text
+    if type_ in _INT_BITS:
+        if "-" in text:
+            lo, hi = text.split("-", 1)
+            return {"range": [int(lo), int(hi)]}
+        return int(text)
+    return text
+
+
+def to_json(text: str, type_: str, *, interval: bool = False) -> Any:
+    """The libnftables JSON of one element (validated, canonical)."""
+    types = split_type(type_, allow_verdict=True)
+    parts = _parts(canonical(text, type_, interval=interval), types)
+    items = [_one_to_json(p, t) for p, t in zip(parts, types, strict=True)]
+    return items[0] if len(items) == 1 else {"concat": items}
+
+
+def from_json(value: Any) -> str:
+    """Our string for an element (or map value) as ``nft -j list`` prints it."""
+    if isinstance(value, bool) or value is None:
+        raise ElementError(f"unexpected element {value!r}")
+    if isinstance(value, str | int):
+        return str(value)
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, inner),) = value.items()
+        if key == "prefix":
+            return f"{inner['addr']}/{inner['len']}"
+        if key == "range":
+            return f"{from_json(inner[0])}-{from_json(inner[1])}"
+        if key == "concat":
+            return CONCAT_SEP.join(from_json(v) for v in inner)
+        if key == "elem":  # an element with options (timeout, comment, counter): keep the value
+            return from_json(inner["val"])
+        if key in _PLAIN_VERDICTS and inner is None:
+            return str(key)
+        if key in _CHAIN_VERDICTS and isinstance(inner, dict):
+            return f"{key} {inner['target']}"
+    raise ElementError(f"unexpected element {value!r}")

@@ -1,0 +1,94 @@
+"""FakeNft beyond the shared contract: its readable dump and its foreign tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from structlog.testing import capture_logs
+
+from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.drivers.fake_nft import FakeNft
+from magw.reconcile.changeset import NftChange
+
+SADDR = {"payload": {"protocol": "ip", "field": "saddr"}}
+OURS = NftTable(
+    family="ip",
+    name="magw",
+    sets=(NftSet(name="local_cidrs", type="ipv4_addr", flags=("interval",), elements=("10.1.0.0/16",)),),
+    maps=(NftMap(name="v", type="ipv4_addr", map="verdict", elements=(("10.2.0.1", "accept"),)),),
+    chains=(
+        NftChain(name="postrouting", type="nat", hook="postrouting", priority=90, policy="accept"),
+        NftChain(name="forward", type="filter", hook="forward", priority=0, policy="accept"),
+    ),
+    rules=(
+        NftRule(
+            chain="postrouting",
+            expr=json.dumps(
+                [{"match": {"op": "==", "left": SADDR, "right": "@local_cidrs"}}, {"snat": {"addr": SADDR}}],
+                sort_keys=True,
+            ),
+            comment="keep",
+        ),
+        NftRule(chain="forward", expr=json.dumps([{"vmap": {"key": SADDR, "data": "@v"}}], sort_keys=True)),
+    ),
+)
+FOREIGN = NftTable(
+    family="ip",
+    name="cni",
+    chains=(NftChain(name="post", type="nat", hook="postrouting", priority=100, policy="accept"),),
+    rules=(NftRule(chain="post", expr=json.dumps([{"masquerade": None}])),),
+)
+
+
+def test_dump_is_sorted_readable_text() -> None:
+    """dump() lists every table by (family, name), sets and maps, then chains with their rules in nft text.
+
+    A rule shape the nft printer does not know (a verdict map lookup) is shown as its exact JSON.
+    """
+    fake = FakeNft()
+    fake.add_foreign(FOREIGN)
+    assert fake.apply([NftChange(family="ip", name="magw", table=OURS)]).failed == ()
+    vmap = '[{"vmap": {"data": "@v", "key": {"payload": {"field": "saddr", "protocol": "ip"}}}}]'
+    assert fake.dump() == (
+        "table ip cni\n"
+        "  chain post type nat hook postrouting priority 100 policy accept\n"
+        "    masquerade\n"
+        "table ip magw\n"
+        "  set local_cidrs type ipv4_addr flags interval elements { 10.1.0.0/16 }\n"
+        "  map v type ipv4_addr : verdict elements { 10.2.0.1 : accept }\n"
+        "  chain forward type filter hook forward priority 0 policy accept\n"
+        f"    {vmap}\n"
+        "  chain postrouting type nat hook postrouting priority 90 policy accept\n"
+        '    ip saddr @local_cidrs snat to ip saddr comment "keep"\n'
+    )
+
+
+def test_empty_fake_dumps_nothing() -> None:
+    """No tables, no text."""
+    assert FakeNft().dump() == ""
+
+
+def test_foreign_tables_must_be_valid() -> None:
+    """add_foreign refuses a table the kernel would refuse, naming the reason."""
+    bad = NftTable(family="ip", name="cni", rules=(NftRule(chain="post", expr="[]"),))
+    with pytest.raises(ValueError, match="foreign table ip cni: ENOENT: rule in chain post: no such chain"):
+        FakeNft().add_foreign(bad)
+
+
+def test_observe_all_lists_only_our_existing_tables() -> None:
+    """With two tables of ours, observe() is the first and observe_all() every one that exists."""
+    fake = FakeNft(tables=(("ip", "magw"), ("ip", "magw-extra")))
+    fake.add_foreign(FOREIGN)
+    extra = NftTable(family="ip", name="magw-extra")
+    assert fake.apply([NftChange(family="ip", name="magw-extra", table=extra)]).failed == ()
+    assert (fake.observe(), fake.observe_all()) == (None, (extra,))
+
+
+def test_failures_are_logged_with_the_reason() -> None:
+    """A refused change logs fake_nft.apply_failed with the table and the error."""
+    with capture_logs() as logs:
+        FakeNft().apply([NftChange(family="ip", name="cni", table=None)])
+    assert [(e["event"], e["table"], e["error"]) for e in logs] == [
+        ("fake_nft.apply_failed", "cni", "refused: table ip cni is not one of ours")
+    ]
