@@ -1,0 +1,180 @@
+"""``up`` and ``down``: build a lab's namespaces, network, servers and daemons; remove all of it.
+
+``up`` records every namespace in the state file before creating any, and on
+any failure (including Ctrl-C) calls ``down`` before re-raising, so a failed
+``up`` leaves nothing behind. ``down`` works from the state file and also
+sweeps namespaces named ``<lab>-*`` (a lab name has no hyphen, so that prefix
+is the lab's alone).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+import attrs
+import structlog
+
+from magw.lab import daemons as lab_daemons
+from magw.lab import naming, netns, procs, services, state, wiring
+from magw.lab.connectivity import traffic_argv
+from magw.lab.errors import LabError
+from magw.lab.layout import ECHO_PORT, LabLayout, layout
+from magw.lab.ready import wait_local
+from magw.lab.state import LabState
+from magw.lab.topology import Topology
+
+log = structlog.get_logger(__name__)
+
+PARALLEL = 8
+Progress = Callable[[str], None]
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class DownReport:
+    name: str
+    namespaces: tuple[str, ...]
+    processes: dict[int, str]
+    state_removed: bool
+
+
+def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) -> None:
+    """Run ``fn(*item)`` for every item on a small thread pool; re-raise the first failure."""
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        for future in [pool.submit(fn, *item) for item in items]:
+            future.result()
+
+
+def lab_exists(name: str) -> bool:
+    """True when lab ``name`` has a state directory or any namespace with its prefix."""
+    prefix = naming.ns_prefix(name)
+    return naming.state_dir(name).exists() or any(ns.startswith(prefix) for ns in netns.list_namespaces())
+
+
+def up(
+    topology: Topology,
+    *,
+    name: str = naming.DEFAULT_LAB_NAME,
+    daemons: bool = True,
+    wait_timeout: float = 60.0,
+    progress: Progress = _quiet,
+) -> LabState:
+    """Build lab ``name``; on any failure remove what was built and re-raise."""
+    lab = layout(name, topology)
+    if lab_exists(name):
+        raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})")
+    _claim_state_dir(name)
+    started = time.monotonic()
+
+    def step(text: str) -> None:
+        progress(f"[{time.monotonic() - started:5.1f}s] {text}")
+
+    st = LabState(name=name, topology=topology, phase="building", daemons=daemons, namespaces=lab.namespaces)
+    try:
+        st.logs_dir.mkdir()
+        state.write(st)
+        build_network(lab, step)
+        st = attrs.evolve(st, processes=start_echo_servers(lab, st))
+        state.write(st)
+        step(f"echo servers: {len(lab.pods)} started (port {ECHO_PORT})")
+        if daemons:
+            st = lab_daemons.start_all(lab, st, step)
+            state.write(st)
+            lab_daemons.wait_ready(lab, st, step, timeout=wait_timeout)
+        else:
+            wait_local(lab, step, timeout=wait_timeout)
+        st = attrs.evolve(st, phase="up")
+        state.write(st)
+        step(f"lab {name} is up")
+        log.info("lab.up_done", name=name, namespaces=len(lab.namespaces), processes=len(st.processes))
+        return st
+    except BaseException as exc:
+        log.info("lab.up_failed", name=name, error=str(exc), error_type=type(exc).__name__)
+        progress(f"up failed ({type(exc).__name__}: {exc}); removing lab {name}")
+        down(name)
+        raise
+
+
+def _claim_state_dir(name: str) -> None:
+    """Create the lab's state directory; it is the lock against a second ``up`` of the same name."""
+    naming.STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    try:
+        naming.state_dir(name).mkdir()
+    except FileExistsError:
+        raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})") from None
+
+
+def build_network(lab: LabLayout, step: Progress) -> None:
+    """Namespaces, bridges, veths, addresses, routes, nft tables and (optionally) WAN shaping."""
+    _parallel(_make_namespace, ((ns, lab) for ns in lab.namespaces))
+    step(f"namespaces: {len(lab.namespaces)} created")
+    mtu = lab.topology.underlay_mtu
+    for ns in (lab.wan_ns, *(c.underlay_ns for c in lab.clusters)):
+        netns.ip_batch(ns, wiring.bridge_commands(mtu))
+    _parallel(netns.ip_batch, ((n.namespace, wiring.node_commands(lab, c, n)) for c in lab.clusters for n in c.nodes))
+    netns.ip_batch(lab.wan_ns, wiring.port_commands(wiring.wan_ports(lab)))
+    for c in lab.clusters:
+        netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c)))
+    pods = ((p.namespace, wiring.pod_commands(p, lab.node(p.node))) for p in lab.pods)
+    _parallel(netns.ip_batch, pods)
+    step(f"network: {len(lab.clusters)} underlays, {len(lab.gateways)} gateways on the WAN, {len(lab.pods)} pods")
+    _parallel(netns.nft_load, ((n.namespace, services.node_script(c)) for c in lab.clusters for n in c.nodes))
+    step("nft: lab-kube (ClusterIP DNAT) and lab-cni (masquerade) on every node")
+    if lab.topology.wan_rate is not None:
+        for gw in lab.gateways:
+            netns.run(wiring.tbf_argv(gw.namespace, lab.topology.wan_rate))
+        step(f"wan: tbf {lab.topology.wan_rate} on every gateway's {naming.WAN_IF}")
+
+
+def _make_namespace(ns: str, lab: LabLayout) -> None:
+    netns.add_namespace(ns)
+    node = next((n for n in lab.nodes if n.namespace == ns), None)
+    netns.sysctl(ns, wiring.NODE_SYSCTLS if node is not None else wiring.BASE_SYSCTLS)
+
+
+def start_echo_servers(lab: LabLayout, st: LabState) -> tuple[procs.ProcRecord, ...]:
+    """An echo server (TCP+UDP, ECHO_PORT) in every pod; returns the state's processes plus these."""
+    records = list(st.processes)
+    for pod in lab.pods:
+        argv = traffic_argv("serve", "--name", pod.name, "--port", str(ECHO_PORT))
+        log_path = st.logs_dir / f"echo-{pod.name}.log"
+        records.append(procs.start(kind="echo", owner=pod.name, namespace=pod.namespace, argv=argv, log_path=log_path))
+    return tuple(records)
+
+
+def down(name: str, *, grace: float = procs.STOP_GRACE) -> DownReport:
+    """Remove every process, namespace and file of lab ``name`` (and nothing else). Idempotent."""
+    naming.check_lab_name(name)
+    try:
+        st = state.read(name)
+    except LabError as exc:
+        log.warning("lab.state_unreadable", name=name, error=str(exc))
+        st = None
+    stopped = procs.stop(st.processes, grace=grace) if st is not None else {}
+    prefix = naming.ns_prefix(name)
+    recorded = st.namespaces if st is not None else ()
+    namespaces = sorted({*recorded, *(ns for ns in netns.list_namespaces() if ns.startswith(prefix))})
+    stopped.update(_stop_namespace_processes(namespaces, grace))
+    deleted = tuple(ns for ns in namespaces if netns.delete_namespace(ns))
+    state_dir = naming.state_dir(name)
+    removed = state_dir.exists()
+    shutil.rmtree(state_dir, ignore_errors=True)
+    log.info("lab.down_done", name=name, namespaces=len(deleted), processes=len(stopped))
+    return DownReport(name=name, namespaces=deleted, processes=stopped, state_removed=removed)
+
+
+def _stop_namespace_processes(namespaces: Iterable[str], grace: float) -> dict[int, str]:
+    """Stop whatever still runs inside the lab's own namespaces (e.g. started with ``magw lab exec``)."""
+    targets = []
+    for ns in namespaces:
+        for pid in netns.namespace_pids(ns):
+            ticks = procs.start_ticks(pid)
+            if ticks is not None:
+                targets.append((pid, ticks))
+    return procs.stop_pids(targets, grace=grace) if targets else {}

@@ -1,0 +1,206 @@
+"""The real daemons in the lab: broker documents, one process per node, and the wait until they carry traffic.
+
+The lab writes the Cluster, Config and Node documents of the file broker
+(docs/filebroker.md); each gateway's ``magw-gateway`` publishes its own
+Endpoint document. ``magw-route-agent`` runs in every node namespace and
+programs that node's whole plan there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from magw.lab import procs
+from magw.lab.errors import LabError
+from magw.lab.layout import LabLayout, NodeLayout
+from magw.lab.ready import wait_remote
+from magw.lab.state import LabState
+from magw.sources.filebroker import endpoint_path
+
+ROUTE_AGENT = "magw-route-agent"
+GATEWAY = "magw-gateway"
+# Each node namespace has its own 127.0.0.1, so every daemon can use the same port.
+ROUTE_AGENT_METRICS_PORT = 9101
+GATEWAY_METRICS_PORT = 9102
+
+Progress = Callable[[str], None]
+
+
+def script(name: str) -> Path:
+    """A console script of this installation (next to the running interpreter)."""
+    path = Path(sys.executable).parent / name
+    if not os.access(path, os.X_OK):
+        raise LabError(f"{name}: not found next to {sys.executable} (install magw with: pip install -e .)")
+    return path
+
+
+def daemons_installed() -> bool:
+    """True when both daemon console scripts are installed next to the interpreter."""
+    return all(os.access(Path(sys.executable).parent / n, os.X_OK) for n in (ROUTE_AGENT, GATEWAY))
+
+
+def broker_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
+    """File name -> document: every Cluster, the Config, and every Node (gateways with their public IP)."""
+    topo = lab.topology
+    docs: dict[str, dict[str, Any]] = {
+        "config.yaml": {
+            "kind": "Config",
+            "multi_active_gateway": topo.multi_active,
+            "strategy": topo.strategy.value,
+            "underlay_mtu": topo.underlay_mtu,
+        }
+    }
+    for c in lab.clusters:
+        docs[f"cluster-{c.id}.yaml"] = {
+            "kind": "Cluster",
+            "id": c.id,
+            "pod_cidrs": [str(c.pod_cidr)],
+            "service_cidrs": [str(c.service_cidr)],
+        }
+        for n in c.nodes:
+            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n)
+    return docs
+
+
+def _node_doc(node: NodeLayout) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "kind": "Node",
+        "cluster": node.cluster,
+        "name": node.name,
+        "ip": str(node.node_ip),
+        "cni_ip": str(node.cni_ip),
+        "gateway": node.gateway,
+    }
+    if node.public_ip is not None:
+        doc["public_ip"] = str(node.public_ip)
+    return doc
+
+
+def write_broker(lab: LabLayout, broker_dir: Path) -> None:
+    """Write the lab's documents, each atomically (temp file + rename)."""
+    broker_dir.mkdir(parents=True, exist_ok=True)
+    for fname, doc in broker_documents(lab).items():
+        tmp = broker_dir / f".{fname}.tmp"
+        tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+        os.replace(tmp, broker_dir / fname)
+
+
+def endpoint_file(broker_dir: Path, node: NodeLayout) -> Path:
+    """Where ``magw-gateway`` publishes a gateway's Endpoint document."""
+    return endpoint_path(broker_dir, node.cluster, node.name)
+
+
+def _common_flags(st: LabState, node: NodeLayout, metrics_port: int) -> list[str]:
+    return ["--broker-dir", str(st.broker_dir), "--node", node.name, "--cluster", node.cluster,
+            "--log-format", "json", "--log-level", "info", "--metrics-port", str(metrics_port)]  # fmt: skip
+
+
+def agent_status_path(st: LabState, node: NodeLayout) -> Path:
+    """Where a node's route agent writes its JSON status after every sync (``--status-file``)."""
+    return st.dir / "status" / f"route-agent-{node.name}.json"
+
+
+def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
+    """The route agent's last status document, None if there is none (yet) or it is unreadable."""
+    try:
+        doc = json.loads(agent_status_path(st, node).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
+    status = ["--status-file", str(agent_status_path(st, node))]
+    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status]
+
+
+def gateway_argv(st: LabState, node: NodeLayout) -> list[str]:
+    argv = [str(script(GATEWAY)), *_common_flags(st, node, GATEWAY_METRICS_PORT), "--private-ip", str(node.node_ip)]
+    if node.public_ip is not None:
+        argv += ["--public-ip", str(node.public_ip)]
+    return argv
+
+
+def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
+    """Write the broker documents, then start a route agent on every node and a gateway daemon on each gateway."""
+    write_broker(lab, st.broker_dir)
+    (st.dir / "status").mkdir(exist_ok=True)
+    step(f"broker: {len(broker_documents(lab))} documents in {st.broker_dir}")
+    records = list(st.processes)
+    for node in lab.nodes:
+        records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
+        if node.gateway:
+            records.append(_start(st, node, "gateway", gateway_argv(st, node)))
+    n_gw = len(lab.gateways)
+    step(f"daemons: {len(lab.nodes)} route agents and {n_gw} gateway daemons started (logs in {st.logs_dir})")
+    return attrs.evolve(st, processes=tuple(records))
+
+
+def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> procs.ProcRecord:
+    log_path = st.logs_dir / f"{kind}-{node.name}.log"
+    return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path)
+
+
+def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float) -> None:
+    """Wait (bounded) until every gateway has published its Endpoint and pods reach the other clusters."""
+    deadline = time.monotonic() + timeout
+    _wait_endpoints(lab, st, step, deadline)
+    _wait_converged(lab, st, step, deadline)
+    wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0))
+    _check_alive(st)
+
+
+def _wait_endpoints(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
+    last = -1
+    while True:
+        published = sum(1 for gw in lab.gateways if endpoint_file(st.broker_dir, gw).exists())
+        if published != last:
+            step(f"endpoints: {published}/{len(lab.gateways)} gateways published")
+            last = published
+        if published == len(lab.gateways):
+            return
+        _check_alive(st)
+        if time.monotonic() >= deadline:
+            raise LabError(f"endpoints: only {published}/{len(lab.gateways)} gateways published (see {st.logs_dir})")
+        time.sleep(0.2)
+
+
+def _wait_converged(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
+    """Until every route agent's status file says it converged (all planned objects applied)."""
+    last = -1
+    while True:
+        pending = [n.name for n in lab.nodes if (agent_status(st, n) or {}).get("converged") is not True]
+        done = len(lab.nodes) - len(pending)
+        if done != last:
+            step(f"route agents: {done}/{len(lab.nodes)} converged")
+            last = done
+        if not pending:
+            return
+        _check_alive(st)
+        if time.monotonic() >= deadline:
+            raise LabError(f"route agents not converged: {', '.join(pending)} (see {st.dir / 'status'})")
+        time.sleep(0.2)
+
+
+def _check_alive(st: LabState) -> None:
+    for rec in st.processes:
+        if rec.kind != "echo" and not procs.alive(rec):
+            tail = _last_line(Path(rec.log))
+            raise LabError(f"{rec.kind} on {rec.owner} exited: {tail} (log: {rec.log})")
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "empty log"

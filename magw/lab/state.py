@@ -1,0 +1,105 @@
+"""The lab's state file, ``/run/magw-lab/<name>/state.json``: what ``down`` must remove.
+
+It is written before anything is created and rewritten after every step that
+creates something, so a partial ``up`` (crash, error, Ctrl-C) leaves a record
+that ``down`` can act on. Writes are atomic (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from magw.lab import naming
+from magw.lab.errors import LabError
+from magw.lab.procs import ProcRecord
+from magw.lab.topology import Topology, parse_topology
+
+STATE_FILE = "state.json"
+FORMAT_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class LabState:
+    name: str
+    topology: Topology
+    phase: str  # "building", "up" or "failed"
+    daemons: bool
+    namespaces: tuple[str, ...] = ()
+    processes: tuple[ProcRecord, ...] = ()
+
+    @property
+    def dir(self) -> Path:
+        return naming.state_dir(self.name)
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.dir / "broker"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.dir / "logs"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "name": self.name,
+            "phase": self.phase,
+            "daemons": self.daemons,
+            "topology": self.topology.to_doc(),
+            "namespaces": list(self.namespaces),
+            "processes": [p.to_doc() for p in self.processes],
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], *, source: str) -> LabState:
+        try:
+            return cls(
+                name=str(doc["name"]),
+                topology=parse_topology(doc["topology"], source=f"{source}: topology"),
+                phase=str(doc["phase"]),
+                daemons=bool(doc["daemons"]),
+                namespaces=tuple(str(n) for n in doc["namespaces"]),
+                processes=tuple(ProcRecord.from_doc(p) for p in doc["processes"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LabError(f"{source}: unreadable lab state ({type(exc).__name__}: {exc})") from None
+
+
+def state_path(name: str) -> Path:
+    return naming.state_dir(name) / STATE_FILE
+
+
+def write(state: LabState) -> None:
+    """Atomically (re)write the state file."""
+    path = state_path(state.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{STATE_FILE}.tmp")
+    tmp.write_text(json.dumps(state.to_doc(), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read(name: str) -> LabState | None:
+    """The state of lab ``name``, None if it has no state file."""
+    path = state_path(name)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LabError(f"{path}: unreadable lab state ({exc})") from None
+    return LabState.from_doc(doc, source=str(path))
+
+
+def list_labs() -> list[str]:
+    """Names of labs with a state directory."""
+    try:
+        return sorted(p.name for p in naming.STATE_ROOT.iterdir() if p.is_dir())
+    except FileNotFoundError:
+        return []

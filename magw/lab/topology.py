@@ -1,0 +1,274 @@
+"""The lab's topology: schema, YAML loader and validation.
+
+A topology says how many clusters, gateways, workers and pods to build, and a
+few clusterset settings. Addresses are not part of it: ``magw.lab.layout``
+derives them. Every error is one line: ``<source>: <field path>: <reason>``.
+The schema is documented in docs/lab.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from ipaddress import IPv4Network
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from magw.lab.errors import LabInputError
+from magw.lab.naming import CLUSTER_ID_RE
+from magw.model import Strategy
+
+MAX_CLUSTERS = 8
+MAX_GATEWAYS = 8
+MAX_WORKERS = 32
+MAX_PODS_PER_NODE = 16
+DEFAULT_SERVICE_PORT = 8080
+RATE_RE = re.compile(r"^[1-9][0-9]*(kbit|mbit|gbit)$")
+
+# Ranges the lab uses itself (underlays, WAN, VTEPs): cluster CIDRs must stay clear of them.
+RESERVED: tuple[tuple[str, IPv4Network], ...] = (
+    ("the lab underlays", IPv4Network("172.16.0.0/12")),
+    ("the lab WAN", IPv4Network("198.18.0.0/24")),
+    ("the VTEP ranges", IPv4Network("240.0.0.0/4")),
+    ("loopback", IPv4Network("127.0.0.0/8")),
+    ("link-local", IPv4Network("169.254.0.0/16")),
+)
+
+
+@attrs.frozen(kw_only=True)
+class ServiceSpec:
+    """A ClusterIP service; ``backends`` are pod short names (``w1-p1``). Empty means p1 of every node."""
+
+    name: str
+    port: int = DEFAULT_SERVICE_PORT
+    backends: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ClusterSpec:
+    id: str
+    pod_cidr: IPv4Network
+    service_cidr: IPv4Network
+    gateways: int = 2
+    workers: int = 2
+    pods_per_node: int = 2
+    services: tuple[ServiceSpec, ...] = (ServiceSpec(name="echo"),)
+
+
+@attrs.frozen(kw_only=True)
+class Topology:
+    clusters: tuple[ClusterSpec, ...]
+    multi_active: bool = True
+    strategy: Strategy = Strategy.RESILIENT
+    underlay_mtu: int = 1500
+    wan_rate: str | None = None
+
+    def to_doc(self) -> dict[str, Any]:
+        """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
+        return {
+            "multi_active": self.multi_active,
+            "strategy": self.strategy.value,
+            "underlay_mtu": self.underlay_mtu,
+            "wan_rate": self.wan_rate,
+            "clusters": [
+                {
+                    "id": c.id,
+                    "pod_cidr": str(c.pod_cidr),
+                    "service_cidr": str(c.service_cidr),
+                    "gateways": c.gateways,
+                    "workers": c.workers,
+                    "pods_per_node": c.pods_per_node,
+                    "services": [{"name": s.name, "port": s.port, "backends": list(s.backends)} for s in c.services],
+                }
+                for c in self.clusters
+            ],
+        }
+
+
+def default_topology() -> Topology:
+    """Two clusters (east, west), each with 2 gateways, 2 workers, 2 pods per node and one service."""
+    return parse_topology({"clusters": [{"id": "east"}, {"id": "west"}]}, source="<default topology>")
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read and validate a topology YAML file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise LabInputError(f"{source}: cannot read: {exc.strerror}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        reason = getattr(exc, "problem", None) or "invalid YAML"
+        raise LabInputError(f"{source}{where}: {reason}") from None
+    return parse_topology({} if doc is None else doc, source=source)
+
+
+def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
+    """Validate a topology document (already parsed YAML) into a Topology."""
+    p = _Parser(source)
+    top = p.mapping(doc, "", {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate"})
+    clusters_doc = p.sequence(top.get("clusters"), "clusters", min_len=1, max_len=MAX_CLUSTERS)
+    clusters = tuple(p.cluster(c, f"clusters[{i}]", i) for i, c in enumerate(clusters_doc))
+    topo = Topology(
+        clusters=clusters,
+        multi_active=p.boolean(top.get("multi_active", True), "multi_active"),
+        strategy=p.strategy(top.get("strategy", "resilient"), "strategy"),
+        underlay_mtu=p.integer(top.get("underlay_mtu", 1500), "underlay_mtu", 1280, 9000),
+        wan_rate=p.rate(top.get("wan_rate"), "wan_rate"),
+    )
+    _check_clusterset(p, topo)
+    return topo
+
+
+class _Parser:
+    """Field checks that raise ``LabInputError`` with the source and the field path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, reason: str) -> LabInputError:
+        where = f"{path}: " if path else ""
+        return LabInputError(f"{self.source}: {where}{reason}")
+
+    def mapping(self, value: object, path: str, allowed: set[str]) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        for key in value:
+            if key not in allowed:
+                prefix = f"{path}." if path else ""
+                raise self.fail(f"{prefix}{key}", f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+        return value
+
+    def sequence(self, value: object, path: str, *, min_len: int, max_len: int) -> list[Any]:
+        if value is None and min_len > 0:
+            raise self.fail(path, "is required")
+        if not isinstance(value, list):
+            raise self.fail(path, f"must be a list, got {type(value).__name__}")
+        if not min_len <= len(value) <= max_len:
+            raise self.fail(path, f"must have {min_len} to {max_len} items, got {len(value)}")
+        return value
+
+    def integer(self, value: object, path: str, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"must be an integer, got {value!r}")
+        if not low <= value <= high:
+            raise self.fail(path, f"must be from {low} to {high}, got {value}")
+        return value
+
+    def boolean(self, value: object, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"must be true or false, got {value!r}")
+        return value
+
+    def string(self, value: object, path: str, pattern: re.Pattern[str], what: str) -> str:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise self.fail(path, f"{value!r} is not {what}")
+        return value
+
+    def strategy(self, value: object, path: str) -> Strategy:
+        names = [s.value for s in Strategy]
+        if value not in names:
+            raise self.fail(path, f"{value!r} is not one of {', '.join(names)}")
+        return Strategy(value)
+
+    def rate(self, value: object, path: str) -> str | None:
+        if value is None:
+            return None
+        return self.string(value, path, RATE_RE, "a rate like 50mbit (kbit, mbit or gbit)")
+
+    def cidr(self, value: object, path: str) -> IPv4Network:
+        if not isinstance(value, str):
+            raise self.fail(path, f"{value!r} is not an IPv4 CIDR")
+        try:
+            loose = IPv4Network(value, strict=False)
+        except ValueError:
+            raise self.fail(path, f"{value!r} is not an IPv4 CIDR") from None
+        try:
+            return IPv4Network(value)
+        except ValueError:
+            raise self.fail(path, f"{value!r} has host bits set (did you mean {loose}?)") from None
+
+    def cluster(self, value: object, path: str, index: int) -> ClusterSpec:
+        keys = {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services"}
+        doc = self.mapping(value, path, keys)
+        if "id" not in doc:
+            raise self.fail(f"{path}.id", "is required")
+        cid = self.string(doc["id"], f"{path}.id", CLUSTER_ID_RE, "a cluster id (a-z then a-z0-9, 1-10 chars)")
+        pod_cidr = self.cidr(doc.get("pod_cidr", f"10.{index + 1}.0.0/16"), f"{path}.pod_cidr")
+        service_cidr = self.cidr(doc.get("service_cidr", f"100.{index + 1}.0.0/16"), f"{path}.service_cidr")
+        spec = ClusterSpec(
+            id=cid,
+            pod_cidr=pod_cidr,
+            service_cidr=service_cidr,
+            gateways=self.integer(doc.get("gateways", 2), f"{path}.gateways", 1, MAX_GATEWAYS),
+            workers=self.integer(doc.get("workers", 2), f"{path}.workers", 0, MAX_WORKERS),
+            pods_per_node=self.integer(doc.get("pods_per_node", 2), f"{path}.pods_per_node", 1, MAX_PODS_PER_NODE),
+            services=self.services(doc.get("services", [{"name": "echo"}]), f"{path}.services"),
+        )
+        self.check_cluster_ranges(spec, path)
+        self.check_backends(spec, path)
+        return spec
+
+    def services(self, value: object, path: str) -> tuple[ServiceSpec, ...]:
+        items = self.sequence(value, path, min_len=0, max_len=32)
+        out: list[ServiceSpec] = []
+        for i, item in enumerate(items):
+            spath = f"{path}[{i}]"
+            doc = self.mapping(item, spath, {"name", "port", "backends"})
+            if "name" not in doc:
+                raise self.fail(f"{spath}.name", "is required")
+            name = self.string(doc["name"], f"{spath}.name", re.compile(r"^[a-z][a-z0-9-]{0,30}$"), "a service name")
+            if any(s.name == name for s in out):
+                raise self.fail(f"{spath}.name", f"duplicate service {name!r}")
+            backends = self.sequence(doc.get("backends", []), f"{spath}.backends", min_len=0, max_len=256)
+            for j, b in enumerate(backends):
+                if not isinstance(b, str):
+                    raise self.fail(f"{spath}.backends[{j}]", f"{b!r} is not a pod name like w1-p1")
+            port = self.integer(doc.get("port", DEFAULT_SERVICE_PORT), f"{spath}.port", 1, 65535)
+            out.append(ServiceSpec(name=name, port=port, backends=tuple(backends)))
+        return tuple(out)
+
+    def check_cluster_ranges(self, spec: ClusterSpec, path: str) -> None:
+        nodes = spec.gateways + spec.workers
+        if spec.pod_cidr.prefixlen > 24 or 2 ** (24 - spec.pod_cidr.prefixlen) < nodes + 1:
+            raise self.fail(f"{path}.pod_cidr", f"{spec.pod_cidr} has fewer than {nodes + 1} /24s (one per node)")
+        if spec.service_cidr.num_addresses < 16 + len(spec.services):
+            raise self.fail(
+                f"{path}.service_cidr", f"{spec.service_cidr} is too small for {len(spec.services)} services"
+            )
+        for field, net in (("pod_cidr", spec.pod_cidr), ("service_cidr", spec.service_cidr)):
+            for what, reserved in RESERVED:
+                if net.overlaps(reserved):
+                    raise self.fail(f"{path}.{field}", f"{net} overlaps {what} ({reserved})")
+        if spec.pod_cidr.overlaps(spec.service_cidr):
+            raise self.fail(f"{path}.service_cidr", f"{spec.service_cidr} overlaps pod_cidr {spec.pod_cidr}")
+
+    def check_backends(self, spec: ClusterSpec, path: str) -> None:
+        shorts = [f"gw{k}" for k in range(1, spec.gateways + 1)] + [f"w{k}" for k in range(1, spec.workers + 1)]
+        pods = {f"{n}-p{i}" for n in shorts for i in range(1, spec.pods_per_node + 1)}
+        for i, svc in enumerate(spec.services):
+            for j, b in enumerate(svc.backends):
+                if b not in pods:
+                    raise self.fail(f"{path}.services[{i}].backends[{j}]", f"no pod {b!r} in cluster {spec.id}")
+
+
+def _check_clusterset(p: _Parser, topo: Topology) -> None:
+    seen: dict[str, int] = {}
+    for i, c in enumerate(topo.clusters):
+        if c.id in seen:
+            raise p.fail(f"clusters[{i}].id", f"duplicate cluster id {c.id!r} (also clusters[{seen[c.id]}])")
+        seen[c.id] = i
+    for i, c in enumerate(topo.clusters):
+        for j in range(i):
+            other = topo.clusters[j]
+            for field, net in (("pod_cidr", c.pod_cidr), ("service_cidr", c.service_cidr)):
+                for onet in (other.pod_cidr, other.service_cidr):
+                    if net.overlaps(onet):
+                        raise p.fail(f"clusters[{i}].{field}", f"{net} overlaps {onet} of cluster {other.id}")

@@ -1,0 +1,42 @@
+"""Helpers for the lab's kernel tests: unique lab names, a lab that is always removed, leftovers checks."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Sequence
+
+from magw.lab import build, naming, netns, procs
+from magw.lab.layout import LabLayout, layout
+from magw.lab.procs import ProcRecord
+from magw.lab.state import LabState
+from magw.lab.topology import Topology
+
+
+def unique_name() -> str:
+    """A lab name no other test (or person) uses: 't' + 7 hex digits."""
+    return f"t{uuid.uuid4().hex[:7]}"
+
+
+@contextlib.contextmanager
+def running_lab(topology: Topology, *, daemons: bool, name: str | None = None) -> Iterator[tuple[LabLayout, LabState]]:
+    """Bring a lab up and always take it down afterwards, also when up or the test fails."""
+    lab_name = name or unique_name()
+    try:
+        st = build.up(topology, name=lab_name, daemons=daemons, wait_timeout=90.0)
+        yield layout(lab_name, topology), st
+    finally:
+        build.down(lab_name)
+
+
+def leftovers(name: str, processes: Sequence[ProcRecord]) -> dict[str, object]:
+    """What of lab ``name`` still exists: namespaces with its prefix, live processes, its state directory."""
+    prefix = naming.ns_prefix(name)
+    return {
+        "namespaces": [ns for ns in netns.list_namespaces() if ns.startswith(prefix)],
+        "pids": [p.pid for p in processes if procs.is_alive(p.pid, p.start_ticks)],
+        "state_dir": naming.state_dir(name).exists(),
+    }
+
+
+NOTHING_LEFT: dict[str, object] = {"namespaces": [], "pids": [], "state_dir": False}
