@@ -11,6 +11,16 @@ from magw.desired.state import NetObject
 
 Verb = Literal["create", "replace", "delete"]
 
+_SINGULAR = {
+    "links": "link",
+    "addresses": "address",
+    "neighbors": "neighbor",
+    "nexthops": "nexthop",
+    "groups": "group",
+    "routes": "route",
+    "rules": "rule",
+}
+
 
 @attrs.frozen(kw_only=True)
 class Op:
@@ -27,7 +37,7 @@ class Op:
     old: NetObject | None = None
 
     def describe(self) -> str:
-        return f"{self.verb} {self.kind[:-1] if self.kind.endswith('s') else self.kind} {self.obj.key}"
+        return f"{self.verb} {_SINGULAR.get(self.kind, self.kind)} {self.obj.key}"
 
 
 @attrs.frozen(kw_only=True)
