@@ -1,0 +1,67 @@
+"""``magw apply``: bring a node's namespace to its plan, on the real kernel.
+
+    magw apply --snapshot FILE --node NAME [--netns NS] [--dry-run]
+
+Loads the snapshot, detects what the kernel supports (strategy fallback:
+resilient -> group -> multipath), plans the node, sets and verifies
+``net.ipv4.fib_multipath_hash_policy=1`` in that namespace, then observes,
+diffs and applies. Prints each change and each failure on one line, then a
+summary; exit 1 when anything failed. A second run prints ``no changes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import attrs
+import structlog
+
+from magw.cli import UsageError
+from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
+from magw.cli.sync import sync
+from magw.desired.planner import plan
+from magw.drivers.netlink.capabilities import HASH_POLICY_KEY, HASH_POLICY_L4, detect, set_hash_policy
+from magw.model import Snapshot
+from magw.snapshot import load_snapshot
+
+log = structlog.get_logger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--snapshot", required=True, metavar="FILE", help="the snapshot YAML (see docs/snapshot-format.md)"
+    )
+    parser.add_argument("--node", required=True, metavar="NAME", help="the node of the local cluster to apply")
+    add_netns_argument(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the changes without applying them")
+
+
+def _with_strategy(snapshot: Snapshot, netns: str | None) -> Snapshot:
+    caps = detect(netns)
+    strategy = caps.strategy(snapshot.config.strategy)
+    return attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
+
+
+def _check_node(snapshot: Snapshot, node: str) -> None:
+    names = [n.name for n in snapshot.nodes]
+    if node not in names:
+        raise UsageError(f"--node: unknown node {node!r} (known: {', '.join(names)})")
+
+
+def run(args: argparse.Namespace) -> int:
+    snapshot = load_snapshot(args.snapshot)
+    _check_node(snapshot, args.node)
+    netns = require_netns(args.netns)
+    try:
+        desired = plan(_with_strategy(snapshot, netns), args.node)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(f"{args.snapshot}: {exc.args[0] if exc.args else exc}") from exc
+    if args.dry_run:
+        print(f"would set {HASH_POLICY_KEY}={HASH_POLICY_L4}")
+    else:
+        set_hash_policy(netns, HASH_POLICY_L4)
+    with open_node_driver(netns) as driver:
+        report = sync(driver, desired, dry_run=args.dry_run, out=sys.stdout)
+    log.info("apply.done", node=args.node, netns=netns, changes=len(report.changes), failed=len(report.result.failed))
+    return 1 if report.result.failed else 0

@@ -1,0 +1,36 @@
+"""``magw cleanup``: remove exactly what magw owns from a namespace, nothing else.
+
+    magw cleanup [--netns NS] [--dry-run]
+
+The sync is a diff against an empty DesiredState: our links (and with them
+what hangs on them), nexthop ids in our range, routes with our protocol in our
+tables, rules at our priorities, and our nft table. Foreign routes, rules,
+links, nexthops and nft tables are never observed, so never touched. The
+multipath hash policy is left as it is (we do not know what it was before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import structlog
+
+from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
+from magw.cli.sync import sync
+from magw.desired.state import DesiredState
+
+log = structlog.get_logger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_netns_argument(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print what would be removed without removing it")
+
+
+def run(args: argparse.Namespace) -> int:
+    netns = require_netns(args.netns)
+    with open_node_driver(netns) as driver:
+        report = sync(driver, DesiredState(), dry_run=args.dry_run, out=sys.stdout)
+    log.info("cleanup.done", netns=netns, changes=len(report.changes), failed=len(report.result.failed))
+    return 1 if report.result.failed else 0

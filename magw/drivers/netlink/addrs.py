@@ -1,0 +1,159 @@
+"""Addresses, static neighbors and VXLAN FDB entries on the links we own.
+
+Everything here hangs on one of our links (``constants.OWNED_LINKS``): every IPv4
+address on them, every ``nud permanent`` IPv4 neighbor, every ``self permanent``
+FDB entry with a destination. Create and replace are the same request
+(NLM_F_CREATE|NLM_F_REPLACE), so both are idempotent. Deleting something that is
+missing, or whose link is missing, is success.
+
+VXLAN FDB semantics (kernel drivers/net/vxlan, checked on 6.18):
+- ``bridge fdb append`` (NLM_F_APPEND) adds a destination only to an all-zero or
+  multicast MAC; on an existing unicast MAC it silently changes nothing. So a
+  unicast entry is written with ``replace``, which swaps its one destination.
+- ``bridge fdb del`` naming a destination removes that destination only; without
+  one it removes the whole entry. We always name it, once per destination we saw.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from ipaddress import IPv4Address, IPv4Interface
+from typing import Any
+
+import attrs
+
+from magw.desired.state import Address, Fdb, Neighbor
+from magw.drivers.netlink.constants import OWNED_LINKS
+from magw.drivers.netlink.links import LinkTable
+from magw.drivers.netlink.session import OpError, error_code
+
+_EPERM = 1
+_ENOENT = 2
+_ENODEV = 19
+_EADDRNOTAVAIL = 99
+_NUD_PERMANENT = 0x80
+_NTF_SELF = 0x02
+_AF_BRIDGE = 7
+
+
+def _require_owned(dev: str, what: str) -> None:
+    if dev not in OWNED_LINKS:
+        raise OpError(_EPERM, f"{what} on {dev}: device is not one of ours")
+
+
+def _owned_index(table: LinkTable, dev: str) -> int | None:
+    """The ifindex of our link ``dev``, None when it does not exist (a delete then has nothing to do)."""
+    return table.index(dev) if table.has(dev) else None
+
+
+def _ignore(exc: BaseException, *codes: int) -> None:
+    if error_code(exc) not in codes:
+        raise exc
+
+
+@attrs.define
+class AddressIO:
+    """IPv4 addresses of our links."""
+
+    ipr: Any
+    table: LinkTable
+
+    def observe(self) -> list[Address]:
+        out = []
+        for msg in self.ipr.get_addr(family=socket.AF_INET):
+            dev = self.table.name(msg["index"])
+            if dev in OWNED_LINKS:
+                ip = msg.get("IFA_LOCAL") or msg.get("IFA_ADDRESS")
+                out.append(Address(dev=dev, address=IPv4Interface(f"{ip}/{msg['prefixlen']}")))
+        return out
+
+    def ensure(self, addr: Address) -> None:
+        _require_owned(addr.dev, "address")
+        index = self.table.index(addr.dev)
+        self.ipr.addr("replace", index=index, address=str(addr.address.ip), prefixlen=addr.address.network.prefixlen)
+
+    def delete(self, addr: Address) -> None:
+        _require_owned(addr.dev, "address")
+        index = _owned_index(self.table, addr.dev)
+        if index is None:
+            return
+        try:
+            self.ipr.addr("del", index=index, address=str(addr.address.ip), prefixlen=addr.address.network.prefixlen)
+        except Exception as exc:
+            _ignore(exc, _EADDRNOTAVAIL, _ENODEV)
+
+
+@attrs.define
+class NeighborIO:
+    """Static (``nud permanent``) IPv4 neighbors on our links."""
+
+    ipr: Any
+    table: LinkTable
+
+    def observe(self) -> list[Neighbor]:
+        out = []
+        for msg in self.ipr.get_neighbours(family=socket.AF_INET):
+            dev = self.table.name(msg["ifindex"])
+            if dev in OWNED_LINKS and msg["state"] & _NUD_PERMANENT and msg.get("NDA_LLADDR"):
+                mac = str(msg.get("NDA_LLADDR")).lower()
+                out.append(Neighbor(dev=dev, ip=IPv4Address(msg.get("NDA_DST")), mac=mac))
+        return out
+
+    def ensure(self, neigh: Neighbor) -> None:
+        _require_owned(neigh.dev, "neighbor")
+        index = self.table.index(neigh.dev)
+        self.ipr.neigh("replace", ifindex=index, dst=str(neigh.ip), lladdr=neigh.mac, state=_NUD_PERMANENT)
+
+    def delete(self, neigh: Neighbor) -> None:
+        _require_owned(neigh.dev, "neighbor")
+        index = _owned_index(self.table, neigh.dev)
+        if index is None:
+            return
+        try:
+            self.ipr.neigh("del", ifindex=index, dst=str(neigh.ip))
+        except Exception as exc:
+            _ignore(exc, _ENOENT, _ENODEV)
+
+
+@attrs.define
+class FdbIO:
+    """Unicast VXLAN FDB entries (``MAC dst IP self permanent``) on our links."""
+
+    ipr: Any
+    table: LinkTable
+
+    def _entries(self) -> Iterator[Fdb]:
+        """Every permanent entry with a destination on our links, one per destination."""
+        for msg in self.ipr.fdb("dump"):
+            if msg["family"] != _AF_BRIDGE or not msg["state"] & _NUD_PERMANENT:
+                continue
+            dev = self.table.name(msg["ifindex"])
+            dst = msg.get("NDA_DST")
+            if dev in OWNED_LINKS and dst and msg.get("NDA_LLADDR") and ":" not in str(dst):
+                yield Fdb(dev=dev, mac=str(msg.get("NDA_LLADDR")).lower(), dst=IPv4Address(dst))
+
+    def observe(self) -> list[Fdb]:
+        """One entry per (dev, MAC): an all-zero MAC with several destinations shows its lowest one."""
+        first: dict[tuple[str, str], Fdb] = {}
+        for entry in sorted(self._entries(), key=lambda f: (f.key, f.dst)):
+            first.setdefault(entry.key, entry)
+        return list(first.values())
+
+    def ensure(self, fdb: Fdb) -> None:
+        _require_owned(fdb.dev, "fdb entry")
+        index = self.table.index(fdb.dev)
+        self.ipr.fdb("replace", ifindex=index, lladdr=fdb.mac, dst=str(fdb.dst), state=_NUD_PERMANENT, flags=_NTF_SELF)
+
+    def delete(self, fdb: Fdb) -> None:
+        """Remove the entry: every destination it has, each named (the observed one may be stale)."""
+        _require_owned(fdb.dev, "fdb entry")
+        index = _owned_index(self.table, fdb.dev)
+        if index is None:
+            return
+        dsts = {e.dst for e in self._entries() if e.key == fdb.key}
+        for dst in sorted(dsts):
+            try:
+                self.ipr.fdb("del", ifindex=index, lladdr=fdb.mac, dst=str(dst))
+            except Exception as exc:
+                _ignore(exc, _ENOENT, _ENODEV)

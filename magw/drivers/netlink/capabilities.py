@@ -1,0 +1,186 @@
+"""What the kernel and tools of a node support, detected inside its network namespace.
+
+Nexthop objects and resilient groups are probed, not guessed from the kernel
+version: a throwaway blackhole nexthop and a resilient group holding it are
+created with ids at the top of our range (``PROBE_NEXTHOP_ID``,
+``PROBE_GROUP_ID``), then deleted in ``finally``. The probe uses NLM_F_EXCL and
+deletes only what it created, so an object already at those ids is never touched.
+
+Also here: the multipath hash policy. Linux hashes multipath on L3 only by
+default (policy 0), so every flow between two pods takes the same gateway; we set
+``net.ipv4.fib_multipath_hash_policy=1`` (L4) in the namespace we manage and read
+it back. Never the host's own: the CLI passes ``--netns`` and tests always name a
+throwaway namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from typing import Any
+
+import attrs
+import structlog
+
+from magw.desired.fallback import effective_strategy
+from magw.desired.ids import NEXTHOP_ID_MAX
+from magw.drivers.netlink.nexthop import GroupSpec, NexthopSpec, encode_delete, encode_group, encode_nexthop
+from magw.drivers.netlink.nlattr import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+from magw.drivers.netlink.rawsock import RawNetlink
+from magw.drivers.netlink.session import check_netns, errno_name
+from magw.drivers.netlink.sysctl import read_sysctl, write_sysctl
+from magw.model import Strategy
+
+log = structlog.get_logger(__name__)
+
+PROBE_NEXTHOP_ID = NEXTHOP_ID_MAX
+PROBE_GROUP_ID = NEXTHOP_ID_MAX - 1
+HASH_POLICY_KEY = "net.ipv4.fib_multipath_hash_policy"
+HASH_POLICY_L4 = 1
+
+_CREATE_EXCL = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+_EEXIST = 17
+_ENETDOWN = 100
+_RESILIENT_SINCE = (5, 13)
+
+
+@attrs.frozen(kw_only=True)
+class Capabilities:
+    """What one namespace's kernel (and the host's tools) support. ``notes`` explain any guess."""
+
+    kernel: str
+    nexthops: bool
+    resilient: bool
+    iproute2: str | None
+    nft: str | None
+    multipath_hash_policy: int | None
+    notes: tuple[str, ...] = ()
+
+    def strategy(self, requested: Strategy) -> Strategy:
+        """The strategy to plan with; logs ``capabilities.strategy_fallback`` when it is not ``requested``."""
+        chosen = effective_strategy(requested, nexthops=self.nexthops, resilient=self.resilient)
+        if chosen is not requested:
+            log.warning(
+                "capabilities.strategy_fallback",
+                requested=requested.value,
+                effective=chosen.value,
+                nexthops=self.nexthops,
+                resilient=self.resilient,
+                kernel=self.kernel,
+            )
+        return chosen
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "nexthop_objects": self.nexthops,
+            "resilient_groups": self.resilient,
+            "iproute2": self.iproute2,
+            "nft": self.nft,
+            "fib_multipath_hash_policy": self.multipath_hash_policy,
+            "strategy": effective_strategy(Strategy.RESILIENT, nexthops=self.nexthops, resilient=self.resilient).value,
+            "notes": list(self.notes),
+        }
+
+
+def _version(cmd: list[str], pattern: str) -> str | None:
+    """The version a tool prints (``ip -V``, ``nft --version``), None when it is missing or says nothing usable."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(pattern, out.stdout + out.stderr)
+    return match.group(1) if match else None
+
+
+def iproute2_version() -> str | None:
+    return _version(["ip", "-V"], r"iproute2-v?([0-9][0-9.]*)")
+
+
+def nft_version() -> str | None:
+    return _version(["nft", "--version"], r"v([0-9][0-9.]*)")
+
+
+def kernel_release() -> str:
+    return os.uname().release
+
+
+def _release_at_least(release: str, wanted: tuple[int, int]) -> bool:
+    match = re.match(r"(\d+)\.(\d+)", release)
+    return match is not None and (int(match.group(1)), int(match.group(2))) >= wanted
+
+
+@attrs.frozen(kw_only=True)
+class ProbeResult:
+    nexthops: bool
+    resilient: bool
+    notes: tuple[str, ...] = ()
+
+
+def _probe(sock: RawNetlink, created: list[int]) -> ProbeResult:
+    blackhole = NexthopSpec(id=PROBE_NEXTHOP_ID, family=socket.AF_INET, blackhole=True)
+    err = sock.transact([encode_nexthop(blackhole, flags=_CREATE_EXCL)])[0]
+    if err == 0:
+        created.append(PROBE_NEXTHOP_ID)
+    elif err == _ENETDOWN:
+        # kernel 6.18: a blackhole nexthop needs `lo` up ("Device for nexthop is not up"). The request was
+        # understood, so nexthop objects exist; resilient groups cannot be probed without a member.
+        resilient = _release_at_least(kernel_release(), _RESILIENT_SINCE)
+        note = f"lo is down: resilient groups not probed, assumed {resilient} from kernel {kernel_release()}"
+        return ProbeResult(nexthops=True, resilient=resilient, notes=(note,))
+    elif err != _EEXIST:
+        return ProbeResult(nexthops=False, resilient=False, notes=(f"nexthop probe: {errno_name(err)}",))
+    group = GroupSpec(id=PROBE_GROUP_ID, members=((PROBE_NEXTHOP_ID, 1),), resilient=True, buckets=8)
+    err = sock.transact([encode_group(group, flags=_CREATE_EXCL)])[0]
+    if err == 0:
+        created.append(PROBE_GROUP_ID)
+    # EEXIST comes after the kernel validated the request: the group type is known.
+    notes = () if err in (0, _EEXIST) else (f"resilient group probe: {errno_name(err)}",)
+    return ProbeResult(nexthops=True, resilient=err in (0, _EEXIST), notes=notes)
+
+
+def probe_nexthops(netns: str | None) -> ProbeResult:
+    """Create and delete throwaway nexthop objects in ``netns`` to learn what the kernel supports."""
+    check_netns(netns)
+    with RawNetlink(netns) as sock:
+        created: list[int] = []
+        try:
+            return _probe(sock, created)
+        finally:
+            if created:
+                sock.transact([encode_delete(nh_id) for nh_id in reversed(created)])
+
+
+def read_hash_policy(netns: str | None) -> int | None:
+    try:
+        return int(read_sysctl(netns, HASH_POLICY_KEY))
+    except (OSError, ValueError):
+        return None
+
+
+def set_hash_policy(netns: str | None, policy: int = HASH_POLICY_L4) -> None:
+    """Set the IPv4 multipath hash policy in ``netns`` and verify it; RuntimeError when it does not stick."""
+    if read_hash_policy(netns) != policy:
+        write_sysctl(netns, HASH_POLICY_KEY, str(policy))
+        log.info("capabilities.hash_policy_set", netns=netns, policy=policy)
+    got = read_hash_policy(netns)
+    if got != policy:
+        raise RuntimeError(f"{HASH_POLICY_KEY}: set to {policy} but reads back {got}")
+
+
+def detect(netns: str | None) -> Capabilities:
+    """Every capability we plan around, for ``netns`` (None: the current namespace)."""
+    probe = probe_nexthops(netns)
+    caps = Capabilities(
+        kernel=kernel_release(),
+        nexthops=probe.nexthops,
+        resilient=probe.resilient,
+        iproute2=iproute2_version(),
+        nft=nft_version(),
+        multipath_hash_policy=read_hash_policy(netns),
+        notes=probe.notes,
+    )
+    log.debug("capabilities.detected", netns=netns, **caps.to_json())
+    return caps

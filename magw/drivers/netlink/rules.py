@@ -1,0 +1,102 @@
+"""IPv4 policy rules at the priorities we own (``constants.OWNED_RULE_PRIORITIES``).
+
+A priority of ours holds exactly one rule, ``from all lookup TABLE``, written
+with protocol RTPROT_MAGW. Anything else found at such a priority (a rule with
+selectors, another action, or several rules) is observed as ``Rule(table=0)``,
+which never equals a planned rule, so the next sync clears the priority and
+writes ours. Rules cannot be replaced in place: replace = delete what is at the
+priority, then add.
+
+Kernel note (6.18): RTM_DELRULE with only a priority deletes the first rule at
+that priority whatever its selectors, so "clear a priority" is a bounded loop of
+such deletes until ENOENT.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import attrs
+
+from magw.desired.state import Rule
+from magw.drivers.netlink.constants import OWNED_RULE_PRIORITIES, RTPROT_MAGW
+from magw.drivers.netlink.session import OpError, error_code
+
+_EPERM = 1
+_ENOENT = 2
+_EBUSY = 16
+_FR_ACT_TO_TBL = 1
+# More rules than this at one priority means something keeps adding them: stop and report.
+_MAX_RULES_PER_PRIORITY = 64
+# Attributes that make a rule more specific than "from all".
+_SELECTORS = (
+    "FRA_FWMARK",
+    "FRA_IIFNAME",
+    "FRA_OIFNAME",
+    "FRA_UID_RANGE",
+    "FRA_IP_PROTO",
+    "FRA_SPORT_RANGE",
+    "FRA_DPORT_RANGE",
+    "FRA_L3MDEV",
+    "FRA_GOTO",
+)
+
+
+def _is_plain(msg: Any) -> bool:
+    """True for ``from all lookup TABLE`` with no other selector."""
+    if msg["action"] != _FR_ACT_TO_TBL or msg["src_len"] or msg["dst_len"] or msg["tos"]:
+        return False
+    return all(msg.get(name) is None for name in _SELECTORS)
+
+
+def _table(msg: Any) -> int:
+    return int(msg.get("FRA_TABLE") or msg["table"])
+
+
+def _require_owned(priority: int) -> None:
+    if priority not in OWNED_RULE_PRIORITIES:
+        owned = ", ".join(str(p) for p in sorted(OWNED_RULE_PRIORITIES))
+        raise OpError(_EPERM, f"rule priority {priority} is not one of ours ({owned})")
+
+
+@attrs.define
+class RuleIO:
+    """Observe and write the rules at our priorities."""
+
+    ipr: Any
+
+    def _at(self, priority: int) -> list[Any]:
+        return [m for m in self.ipr.get_rules(family=socket.AF_INET) if m.get("FRA_PRIORITY") == priority]
+
+    def observe(self) -> list[Rule]:
+        out = []
+        for priority in sorted(OWNED_RULE_PRIORITIES):
+            msgs = self._at(priority)
+            if len(msgs) == 1 and _is_plain(msgs[0]):
+                out.append(Rule(priority=priority, table=_table(msgs[0])))
+            elif msgs:
+                out.append(Rule(priority=priority, table=0))
+        return out
+
+    def ensure(self, rule: Rule) -> None:
+        _require_owned(rule.priority)
+        msgs = self._at(rule.priority)
+        if len(msgs) == 1 and _is_plain(msgs[0]) and _table(msgs[0]) == rule.table:
+            return
+        self._clear(rule.priority)
+        self.ipr.rule("add", family=socket.AF_INET, priority=rule.priority, table=rule.table, protocol=RTPROT_MAGW)
+
+    def delete(self, rule: Rule) -> None:
+        _require_owned(rule.priority)
+        self._clear(rule.priority)
+
+    def _clear(self, priority: int) -> None:
+        for _ in range(_MAX_RULES_PER_PRIORITY):
+            try:
+                self.ipr.rule("del", family=socket.AF_INET, priority=priority)
+            except Exception as exc:
+                if error_code(exc) == _ENOENT:
+                    return
+                raise
+        raise OpError(_EBUSY, f"more than {_MAX_RULES_PER_PRIORITY} rules at priority {priority}")

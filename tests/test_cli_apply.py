@@ -1,0 +1,142 @@
+"""``magw apply``, ``magw cleanup`` and ``magw diagnose kernel`` on the real kernel, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from magw.drivers.netlink.session import NETNS_DIR
+from tests.kernel_node import add_cni_device
+from tests.netns import ip_json, nft_json, run
+
+pytestmark = pytest.mark.kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = str(ROOT / "examples" / "seed-east.yaml")
+
+
+def magw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "magw.cli.main", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def _our_links(ns: str) -> list[str]:
+    return sorted(link["ifname"] for link in ip_json(ns, "link", "show") if link["ifname"].startswith("vx"))
+
+
+def test_apply_twice_then_cleanup(ns: str) -> None:
+    """apply installs the worker's plan (one line per change, a summary, exit 0); a second apply prints
+    only "no changes"; cleanup removes all of it and leaves the CNI device."""
+    add_cni_device(ns, "10.1.3.1")
+    first = magw("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns)
+    assert (first.returncode, first.stderr) == (0, "")
+    lines = first.stdout.splitlines()
+    assert lines[0] == (
+        "create link vx-submariner type vxlan id 100 dstport 4800 nolearning local 172.18.0.3 mtu 1450"
+        " address 02:53:f0:12:00:03 up"
+    )
+    assert "create route 10.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100" in lines
+    assert lines[-2:] == ["replace nft table ip magw", "12 changes applied, 0 failed"]
+    routes = ip_json(ns, "route", "show", "10.2.0.0/16")
+    assert [(r["dst"], r["nhid"], r["prefsrc"], r["protocol"]) for r in routes] == [
+        ("10.2.0.0/16", 1674236386, "10.1.3.1", "157")
+    ]
+    assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "1"
+
+    second = magw("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns)
+    assert (second.returncode, second.stdout, second.stderr) == (0, "no changes\n", "")
+
+    cleanup = magw("cleanup", "--netns", ns)
+    assert cleanup.returncode == 0
+    assert cleanup.stdout.splitlines()[-1] == "12 changes applied, 0 failed"
+    assert _our_links(ns) == []
+    assert ip_json(ns, "nexthop", "show") == []
+    assert [t for t in nft_json(ns, "list", "tables")["nftables"] if "table" in t] == []
+    assert [link["ifname"] for link in ip_json(ns, "link", "show", "cni0")] == ["cni0"]
+    assert magw("cleanup", "--netns", ns).stdout == "no changes\n"
+
+
+def test_dry_run_changes_nothing(ns: str) -> None:
+    """--dry-run prints the changes and the sysctl it would set, and applies none of them."""
+    add_cni_device(ns, "10.1.1.1")
+    out = magw("apply", "--snapshot", SEED, "--node", "e-gw1", "--netns", ns, "--dry-run")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert lines[0] == "would set net.ipv4.fib_multipath_hash_policy=1"
+    assert "create rule 100: from all lookup 100" in lines
+    assert lines[-1].endswith("changes (dry run: nothing applied)")
+    assert _our_links(ns) == []
+    assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "0"
+
+
+def test_apply_reports_failures_and_exits_1(ns: str) -> None:
+    """Without the node's CNI address the kernel refuses routes with that src: each failure is one line
+    naming the route and the kernel's reason, and the exit code is 1."""
+    out = magw("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns)
+    assert out.returncode == 1
+    failed = [line for line in out.stdout.splitlines() if line.startswith("failed: ")]
+    # The reason's wording is the fast path's; the errno name and the kernel's extack text are fixed.
+    assert [line.split(": EINVAL: ")[0] for line in failed] == [
+        "failed: create route 10.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100",
+        "failed: create route 100.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100",
+    ]
+    assert ["Invalid prefsrc address" in line for line in failed] == [True, True]
+    assert out.stdout.splitlines()[-1] == "10 changes applied, 2 failed"
+
+
+def test_diagnose_kernel_json(ns: str) -> None:
+    """diagnose kernel --json reports nexthop support, resilient groups and the namespace's hash policy."""
+    out = magw("diagnose", "kernel", "--netns", ns, "--json")
+    assert out.returncode == 0
+    doc = json.loads(out.stdout)
+    assert {k: doc[k] for k in ("netns", "nexthop_objects", "resilient_groups", "strategy")} == {
+        "netns": ns,
+        "nexthop_objects": True,
+        "resilient_groups": True,
+        "strategy": "resilient",
+    }
+    assert doc["fib_multipath_hash_policy"] == 0
+    assert doc["kernel"] == os.uname().release
+    assert ip_json(ns, "nexthop", "show") == []
+
+
+def test_diagnose_kernel_text(ns: str) -> None:
+    """The text form has one "name: value" line per capability."""
+    out = magw("diagnose", "kernel", "--netns", ns)
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert lines[1:5] == [
+        "nexthop objects: yes",
+        "resilient groups: yes",
+        "strategy for 'resilient': resilient",
+        "fib_multipath_hash_policy: 0 (magw apply sets 1: per-flow spreading)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("apply", "--snapshot", SEED, "--node", "e-w1"),
+        ("cleanup",),
+        ("diagnose", "kernel"),
+    ],
+)
+def test_missing_netns_exits_2_and_creates_nothing(args: tuple[str, ...]) -> None:
+    """A --netns that does not exist is bad input: exit 2, one stderr line, and no namespace is created."""
+    name = "magwt-d2-missing-ns"
+    out = magw(*args, "--netns", name)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == f"magw: error: --netns: no such network namespace: {name}\n"
+    assert not os.path.exists(os.path.join(NETNS_DIR, name))
+
+
+def test_unknown_node_exits_2(ns: str) -> None:
+    """An unknown --node is bad input, named with the known nodes."""
+    out = magw("apply", "--snapshot", SEED, "--node", "nope", "--netns", ns)
+    assert (out.returncode, out.stderr) == (2, "magw: error: --node: unknown node 'nope' (known: e-gw1, e-gw2, e-w1)\n")
