@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
