@@ -46,9 +46,13 @@ def set_elements(nets: Iterable[IPv4Network]) -> tuple[str, ...]:
     """Interval-set elements: drop prefixes inside another (nft rejects overlaps), /32 as a plain address.
 
     Adjacent prefixes stay separate: a named interval set keeps them as given.
+    One sweep: sorted by start address, a wider prefix comes before the narrower
+    ones it holds, and two prefixes overlap only when one holds the other.
     """
-    unique = sorted(set(nets))
-    kept = [n for n in unique if not any(n != o and n.subnet_of(o) for o in unique)]
+    kept: list[IPv4Network] = []
+    for net in sorted(set(nets)):
+        if not (kept and net.subnet_of(kept[-1])):
+            kept.append(net)
     return tuple(str(n.network_address) if n.prefixlen == n.max_prefixlen else str(n) for n in kept)
 
 
