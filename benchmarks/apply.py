@@ -1,4 +1,4 @@
-"""Benchmark: install N routes with magw's fast netlink path vs ``ip -batch``, in throwaway namespaces.
+"""Benchmark: an initial sync of N routes (observe, diff, apply) with magw vs ``ip -batch``, in throwaway namespaces.
 
 For each size and variant, each tool installs the same routes into a fresh namespace (a
 veth pair, three nexthop objects and a group already in place, not timed):
@@ -10,7 +10,7 @@ Then, under the routes of the last repetition of the ``group`` variant: the time
 ``observe()`` (dump and parse everything we own) and of a failover (one group replace that
 drops a gateway), ours against ``ip nexthop replace``.
 
-Run as root: ``.venv/bin/python benchmarks/apply_routes.py [--sizes 1000,10000,100000]``.
+Run as root: ``.venv/bin/python benchmarks/apply.py [--sizes 1000,10000,100000]``.
 Prints one row per measurement with the ratio ours / ip. The best of ``--repeat`` runs is
 kept for each tool. Every namespace is deleted in ``finally``.
 """
@@ -32,10 +32,11 @@ import structlog
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from magw.desired.state import GroupMember, NexthopGroup, Route, RouteNexthop  # after sys.path
+from magw.desired.state import DesiredState, GroupMember, NexthopGroup, Route, RouteNexthop  # after sys.path
 from magw.drivers.netlink.fastpath import RouteNexthopIO  # after sys.path
 from magw.drivers.netlink.rawsock import RawNetlink  # after sys.path
 from magw.reconcile.changeset import Op  # after sys.path
+from magw.reconcile.diff import diff  # after sys.path
 
 NH_IDS = (0x61000002, 0x61000003, 0x61000004)
 GROUP_ID = 0x63000001
@@ -97,12 +98,20 @@ def time_ip_batch(variant: str, count: int) -> float:
 
 
 def time_ours(variant: str, count: int, after: Callable[[str, RouteNexthopIO], None] | None = None) -> float:
-    ops = [Op(verb="create", kind="routes", obj=r) for r in routes_for(variant, count)]
+    """A whole initial sync of the routes: observe what we own, diff against the desired state, apply."""
+    routes = routes_for(variant, count)
     with namespace() as ns, RawNetlink(ns) as sock:
         io = RouteNexthopIO(sock)
+        nexthops, groups, _ = io.observe()  # the set-up's nexthops/group are desired too (not timed)
+        desired = DesiredState(nexthops=nexthops, groups=groups, routes=routes)
         started = time.perf_counter()
-        failures = io.apply(ops)
+        observed_nh, observed_groups, observed_routes = io.observe()
+        observed = DesiredState(nexthops=observed_nh, groups=observed_groups, routes=observed_routes)
+        changes = diff(desired, observed)
+        failures = io.apply(changes.ops)
         took = time.perf_counter() - started
+        if len(changes.ops) != count:
+            raise SystemExit(f"the diff has {len(changes.ops)} operations, expected {count} route creates")
         if failures:
             raise SystemExit(f"apply failed: {failures[0].describe()} (+{len(failures) - 1} more)")
         if after is not None:
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variants:
             ip_s = best(args.repeat, lambda: time_ip_batch(variant, count))  # noqa: B023  # called at once
             ours_s = best(args.repeat, lambda: time_ours(variant, count))  # noqa: B023  # called at once
-            row(f"install {count} routes, {variant}", ip_s, ours_s)
+            row(f"initial sync, {count} routes, {variant}", ip_s, ours_s)
     failover_rows(args.failover_routes, args.repeat)
     return 0
 
