@@ -1,0 +1,48 @@
+"""What the reconciler believes the kernel holds between two full syncs.
+
+After a sync, the known state is the observed state with every applied operation
+carried out on it. A partial sync diffs against it instead of observing again, so
+a failover (one group replace) costs no dump of thousands of routes. Any doubt
+(a failure, a link replaced, which the kernel may do as delete + create and so
+drop what hung on the link) throws it away and the next sync observes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import attrs
+
+from magw.desired.state import DesiredState, NetObject
+from magw.reconcile.changeset import NftChange, Op
+
+
+def carry_out(state: DesiredState, applied: Iterable[Op | NftChange]) -> DesiredState:
+    """``state`` with ``applied`` operations done, as a driver would have done them."""
+    by_kind: dict[str, dict[Hashable, NetObject]] = {}
+    nft = state.nft
+    for op in applied:
+        if isinstance(op, NftChange):
+            nft = op.table
+            continue
+        objs = by_kind.get(op.kind)
+        if objs is None:
+            objs = {o.key: o for o in state.of_kind(op.kind)}
+            by_kind[op.kind] = objs
+        if op.verb == "delete":
+            objs.pop(op.obj.key, None)
+        else:
+            objs[op.obj.key] = op.obj
+    changes: dict[str, Any] = {kind: tuple(objs.values()) for kind, objs in by_kind.items()}
+    return attrs.evolve(state, nft=nft, **changes)
+
+
+def needs_observe(applied: Iterable[Op | NftChange]) -> bool:
+    """True when an applied operation may have side effects the known state does not show.
+
+    A link replace may be done as delete + create (a VXLAN id, port or local
+    address cannot change in place), which drops the addresses, neighbors, FDB
+    entries, nexthops and routes that hung on it; a link delete drops them too.
+    """
+    return any(isinstance(op, Op) and op.kind == "links" and op.verb != "create" for op in applied)

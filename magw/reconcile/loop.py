@@ -1,0 +1,389 @@
+"""The reconciler loop: plan, diff against the kernel, apply; coalesced, retried, resynced.
+
+Rules (see docs/reconciler.md):
+
+- ``mark_dirty(reason)`` asks for a sync. Marks that arrive within the settle delay
+  (default 10 ms) of each other are served by one sync.
+- A FULL sync observes the driver, diffs and applies. It runs at start, every
+  ``resync_period`` seconds, after any failure and after a link was replaced or
+  deleted. Other syncs are PARTIAL: they diff against the known state (the last
+  observed state with every applied operation carried out on it).
+- An operation that failed is left out of later syncs until its retry time
+  (capped exponential backoff per object); a change of that desired object clears
+  its backoff. Each object's status (pending, done, error text) is in ``status()``.
+- Pruning waits for the inputs: a planner returns None while its inputs have not
+  delivered their first full state, and then no sync runs at all. A reconciler
+  may also get ``inputs_synced``: while it returns False, syncs create and
+  replace but every delete (and nft table delete) is deferred.
+- Driver calls run in ONE dedicated worker thread, always the same one, so the
+  loop stays responsive and drivers whose sockets are bound to the thread that
+  made them (pyroute2 0.9's sync IPRoute runs its own event loop and fails inside
+  a running one) work when they are created in that thread on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, TypeVar
+
+import attrs
+import structlog
+from prometheus_client import CollectorRegistry
+
+from magw.desired.state import DesiredState
+from magw.reconcile.changeset import ChangeSet, NftChange, Op
+from magw.reconcile.clock import Clock, MonotonicClock
+from magw.reconcile.diff import diff
+from magw.reconcile.driver import ApplyResult, Driver, Failure
+from magw.reconcile.known import carry_out, needs_observe
+from magw.reconcile.metrics import ReconcilerMetrics
+from magw.reconcile.retry import Backoff, RetryBook, object_id
+from magw.reconcile.status import ReconcilerStatus, StatusBook, key_text
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+Planner = Callable[[], DesiredState | None]
+Differ = Callable[[DesiredState, DesiredState], ChangeSet]
+Phase = Literal["new", "idle", "settling", "syncing", "stopped"]
+
+_FOLLOW_UP = "link_changed"
+
+
+@attrs.frozen(kw_only=True)
+class SyncResult:
+    """What one sync did. ``planned`` is False when the planner returned None (nothing ran)."""
+
+    full: bool
+    planned: bool
+    reasons: tuple[str, ...] = ()
+    applied: tuple[Op | NftChange, ...] = ()
+    failures: tuple[Failure, ...] = ()
+    skipped: int = 0
+    deferred: int = 0
+    took_ms: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the sync ran and nothing failed, was skipped or deferred."""
+        return self.planned and self.error is None and not self.failures and not self.skipped and not self.deferred
+
+
+def _split_prunes(changes: ChangeSet) -> tuple[ChangeSet, tuple[Op | NftChange, ...]]:
+    prunes: tuple[Op | NftChange, ...] = (
+        *(op for op in changes.ops if op.verb == "delete"),
+        *(ch for ch in changes.nft if ch.table is None),
+    )
+    kept = ChangeSet(
+        ops=tuple(op for op in changes.ops if op.verb != "delete"),
+        nft=tuple(ch for ch in changes.nft if ch.table is not None),
+    )
+    return kept, prunes
+
+
+class Reconciler:
+    """Keeps one driver's objects equal to what ``planner()`` wants."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        planner: Planner,
+        *,
+        resync_period: float,
+        name: str = "node",
+        registry: CollectorRegistry | None = None,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 60.0,
+        settle: float = 0.01,
+        clock: Clock | None = None,
+        inputs_synced: Callable[[], bool] | None = None,
+        on_sync: Callable[[SyncResult], None] | None = None,
+        differ: Differ = diff,
+    ) -> None:
+        if resync_period <= 0:
+            raise ValueError(f"resync_period: must be > 0 seconds, got {resync_period}")
+        if settle < 0:
+            raise ValueError(f"settle: must be >= 0 seconds, got {settle}")
+        self.name = name
+        self._driver = driver
+        self._planner = planner
+        self._differ = differ
+        self._resync_period = resync_period
+        self._settle = settle
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._inputs_synced = inputs_synced
+        self._on_sync = on_sync
+        self._retry = RetryBook(backoff=Backoff(base=backoff_base, cap=backoff_cap))
+        self._sync_backoff = Backoff(base=backoff_base, cap=backoff_cap)
+        self._status = StatusBook()
+        self._metrics = ReconcilerMetrics(name, registry)
+        self._known: DesiredState | None = None
+        self._need_full = True
+        self._reasons: list[str] = []
+        self._dirty = False
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._stop_event = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._phase: Phase = "new"
+        self._syncs = 0
+        self._full_syncs = 0
+        self._sync_errors = 0
+        self._sync_retry_at: float | None = None
+        self._last_attempt_at: float | None = None
+        self._last_full_attempt_at: float | None = None
+        self._last_sync_at: float | None = None
+        self._last_full_sync_at: float | None = None
+
+    # ----- event sources -------------------------------------------------------------------------
+
+    def mark_dirty(self, reason: str) -> None:
+        """Ask for a sync. Safe from any thread; bursts coalesce into one sync."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                loop.call_soon_threadsafe(self._mark, reason)
+                return
+        self._mark(reason)
+
+    def _mark(self, reason: str) -> None:
+        if reason not in self._reasons:
+            self._reasons.append(reason)
+        self._dirty = True
+        self._wake.set()
+
+    # ----- introspection -------------------------------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        """What the loop is doing: idle (waiting for work), settling (coalescing marks), syncing."""
+        return self._phase
+
+    @property
+    def syncs(self) -> int:
+        """Syncs that ran (the planner returned a state), full or partial."""
+        return self._syncs
+
+    @property
+    def full_syncs(self) -> int:
+        return self._full_syncs
+
+    def status(self) -> ReconcilerStatus:
+        return ReconcilerStatus(
+            name=self.name,
+            synced=self._syncs > 0,
+            syncs=self._syncs,
+            full_syncs=self._full_syncs,
+            last_sync_at=self._last_sync_at,
+            last_full_sync_at=self._last_full_sync_at,
+            objects=self._status.snapshot(),
+        )
+
+    # ----- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Sync at start, then whenever marked dirty, due for resync or for a retry, until ``stop()``."""
+        if self._loop is not None:
+            raise RuntimeError(f"reconciler {self.name}: run() may only be called once")
+        self._loop = asyncio.get_running_loop()
+        log.info("reconciler.started", name=self.name, resync_period=self._resync_period)
+        self._mark("start")
+        try:
+            while not self._stopping:
+                await self._wait_for_work()
+                if self._stopping:
+                    break
+                self._phase = "settling"
+                await self._clock.wait(self._stop_event, self._settle)
+                if self._stopping:
+                    break
+                reasons = tuple(self._reasons)
+                self._reasons.clear()
+                self._dirty = False
+                await self.sync_once(full=self._full_due(), reasons=reasons)
+        finally:
+            self._phase = "stopped"
+            self.close()
+            log.info("reconciler.stopped", name=self.name, syncs=self._syncs)
+
+    def stop(self) -> None:
+        """Make ``run()`` return after the sync in progress (if any). Safe from any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._stop_now)
+        else:
+            self._stop_now()
+
+    def _stop_now(self) -> None:
+        self._stopping = True
+        self._stop_event.set()
+        self._wake.set()
+
+    def close(self) -> None:
+        """Wait for a driver call in progress, then end the driver thread."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    async def _wait_for_work(self) -> None:
+        while not (self._dirty or self._stopping):
+            self._phase = "idle"
+            deadline, reason = self._next_deadline()
+            now = self._clock.now()
+            if deadline is not None and deadline <= now:
+                self._mark(reason)
+                return
+            self._wake.clear()
+            await self._clock.wait(self._wake, None if deadline is None else deadline - now)
+
+    def _next_deadline(self) -> tuple[float | None, str]:
+        """The earliest of: periodic resync, a sync-level retry, an object's retry."""
+        candidates: list[tuple[float, str]] = []
+        if self._last_full_attempt_at is not None:
+            candidates.append((self._last_full_attempt_at + self._resync_period, "resync"))
+        # A retry time not after the last attempt was already served (also when the planner had no state).
+        for retry_at in (self._sync_retry_at, self._retry.next_retry()):
+            if retry_at is not None and (self._last_attempt_at is None or retry_at > self._last_attempt_at):
+                candidates.append((retry_at, "retry"))
+        if not candidates:
+            return None, ""
+        return min(candidates)
+
+    def _full_due(self) -> bool:
+        if self._need_full or self._known is None or self._last_full_attempt_at is None:
+            return True
+        return self._clock.now() >= self._last_full_attempt_at + self._resync_period
+
+    # ----- one sync ------------------------------------------------------------------------------
+
+    async def sync_once(self, *, full: bool = True, reasons: tuple[str, ...] = ("manual",)) -> SyncResult:
+        """Run one sync now (full: observe first). The loop uses this; so do ``--once`` and tests."""
+        self._phase = "syncing"
+        started = time.perf_counter()
+        now = self._clock.now()
+        self._last_attempt_at = now
+        if full or self._known is None:
+            full = True
+            self._last_full_attempt_at = now
+        try:
+            desired = self._planner()
+        except Exception as exc:  # a planner bug must not kill the loop; the next input change retries
+            log.exception("reconciler.plan_failed", name=self.name, error=repr(exc))
+            self._metrics.error("plan")
+            return self._finish(SyncResult(full=full, planned=False, reasons=reasons, error=repr(exc)))
+        if desired is None:
+            log.info("reconciler.waiting_for_inputs", name=self.name, reasons=",".join(reasons))
+            self._need_full = self._need_full or full
+            return self._finish(SyncResult(full=full, planned=False, reasons=reasons))
+        try:
+            result = await self._sync_with(desired, full=full, reasons=reasons, now=now, started=started)
+        except Exception as exc:  # a driver that raises (socket closed, namespace gone) is retried with backoff
+            return self._finish(self._sync_failed(exc, full=full, reasons=reasons, now=now, started=started))
+        self._sync_errors = 0
+        self._sync_retry_at = None
+        return self._finish(result)
+
+    async def _sync_with(
+        self, desired: DesiredState, *, full: bool, reasons: tuple[str, ...], now: float, started: float
+    ) -> SyncResult:
+        observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
+        changes = self._differ(desired, observed)
+        deferred: tuple[Op | NftChange, ...] = ()
+        if self._inputs_synced is not None and not self._inputs_synced():
+            changes, deferred = _split_prunes(changes)
+        filtered = self._retry.filter(changes, now)
+        result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
+        self._retry.record(result.applied, result.failed, now)
+        known = carry_out(observed, result.applied)
+        follow_up = needs_observe(result.applied) and reasons != (_FOLLOW_UP,)
+        self._known = None if result.failed or follow_up else known
+        self._need_full = bool(result.failed) or follow_up
+        if follow_up:
+            self._mark(_FOLLOW_UP)
+        self._status.record(desired, self._retry, skipped=filtered.skipped, deferred=deferred, failed=result.failed)
+        took = time.perf_counter() - started
+        self._metrics.record_sync(
+            known, result, full=full, seconds=took, skipped=len(filtered.skipped), deferred=len(deferred)
+        )
+        self._syncs += 1
+        self._last_sync_at = now
+        if full:
+            self._full_syncs += 1
+            self._last_full_sync_at = now
+        sync = SyncResult(
+            full=full,
+            planned=True,
+            reasons=reasons,
+            applied=result.applied,
+            failures=result.failed,
+            skipped=len(filtered.skipped),
+            deferred=len(deferred),
+            took_ms=round(took * 1000, 3),
+        )
+        self._log_sync(sync)
+        return sync
+
+    def _sync_failed(
+        self, exc: Exception, *, full: bool, reasons: tuple[str, ...], now: float, started: float
+    ) -> SyncResult:
+        self._sync_errors += 1
+        delay = self._sync_backoff.delay(self._sync_errors)
+        self._sync_retry_at = now + delay
+        self._known = None
+        self._need_full = True
+        self._metrics.error("sync")
+        log.error("reconciler.sync_failed", name=self.name, error=repr(exc), attempt=self._sync_errors, retry_in=delay)
+        took_ms = round((time.perf_counter() - started) * 1000, 3)
+        return SyncResult(full=full, planned=True, reasons=reasons, took_ms=took_ms, error=repr(exc))
+
+    def _finish(self, result: SyncResult) -> SyncResult:
+        if self._phase == "syncing":
+            self._phase = "idle"
+        if self._on_sync is not None:
+            try:
+                self._on_sync(result)
+            except Exception as exc:  # a listener's bug is logged, never stops the loop
+                log.exception("reconciler.listener_failed", name=self.name, error=repr(exc))
+        return result
+
+    def _log_sync(self, sync: SyncResult) -> None:
+        for failure in sync.failures:
+            oid = object_id(failure.op)
+            entry = self._retry.entries.get(oid)
+            log.warning(
+                "reconciler.op_failed",
+                name=self.name,
+                kind=oid[0],
+                key=key_text(oid[1]),
+                verb=entry.verb if entry is not None else None,
+                error=failure.error,
+                attempt=entry.attempts if entry is not None else None,
+                retry_in=round(entry.retry_at - self._clock.now(), 3) if entry is not None else None,
+            )
+        if sync.deferred:
+            log.info("reconciler.prune_deferred", name=self.name, deferred=sync.deferred)
+        log.info(
+            "reconciler.sync_done",
+            name=self.name,
+            full=sync.full,
+            changes=len(sync.applied),
+            failed=len(sync.failures),
+            skipped=sync.skipped,
+            deferred=sync.deferred,
+            took_ms=sync.took_ms,
+            reasons=",".join(sync.reasons),
+        )
+
+    async def _offload(self, fn: Callable[..., T], *args: object) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"magw-{self.name}")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

@@ -1,0 +1,163 @@
+"""Assemble broker documents into one cluster's Snapshot, leaving out the bad ones.
+
+The snapshot of local cluster L holds every Cluster, the Config, L's Nodes, every
+Endpoint and the Health document, in the format of ``magw.snapshot``, which
+validates it. When the whole set is valid (the usual case) that is one parse.
+Otherwise documents are added one at a time, and each one whose addition makes
+the snapshot invalid is reported (file, document, field, reason) and left out;
+if an earlier version of the same document was part of the last good snapshot,
+that version stays in its place, so a broken edit never withdraws state.
+
+Order of that walk: L's Cluster first, then other Clusters, Config, Nodes,
+Endpoints, Health (each may refer only to what comes before); inside a kind the
+documents unchanged since the last good snapshot come before changed or new
+ones, so a change that conflicts with established state is the one left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from magw.model import Snapshot
+from magw.snapshot import SnapshotError, parse_snapshot
+from magw.sources.documents import NODE_EXTRA_KEYS, Document
+
+Ident = tuple[str, ...]
+Parse = Callable[..., Snapshot]
+
+_RANK = {"Cluster": 0, "Config": 1, "Node": 2, "Endpoint": 3, "Health": 4}
+_SECTION = {"Cluster": "clusters", "Node": "nodes", "Endpoint": "endpoints"}
+
+
+@attrs.frozen(kw_only=True)
+class Problem:
+    """A document left out (or replaced by its last good version)."""
+
+    file: str
+    error: str
+    kept_last_good: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Assembly:
+    snapshot: Snapshot | None
+    accepted: tuple[Document, ...]
+    problems: tuple[Problem, ...] = ()
+    missing: str | None = None
+
+
+def _in_snapshot(doc: Document, local: str) -> bool:
+    return doc.kind != "Node" or doc.fields.get("cluster") == local
+
+
+def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
+    """The documents as one snapshot document (``magw.snapshot`` format)."""
+    out: dict[str, Any] = {"local_cluster": local, "clusters": [], "nodes": [], "endpoints": []}
+    for doc in docs:
+        if doc.kind == "Config":
+            out.update(doc.fields)
+        elif doc.kind == "Health":
+            out["health"] = dict(doc.fields)
+        elif doc.kind == "Node":
+            if doc.fields.get("cluster") == local:
+                out["nodes"].append({k: v for k, v in doc.fields.items() if k not in ("cluster", *NODE_EXTRA_KEYS)})
+        else:
+            out[_SECTION[doc.kind]].append(dict(doc.fields))
+    return out
+
+
+def _reason(exc: SnapshotError, doc: Document, accepted: Sequence[Document], local: str) -> str:
+    """The parser's error with the path made relative to ``doc`` when it points into it."""
+    prefix = ""
+    if doc.kind in _SECTION:
+        position = sum(1 for d in accepted if d.kind == doc.kind and _in_snapshot(d, local))
+        prefix = f"{_SECTION[doc.kind]}[{position}]"
+    elif doc.kind == "Health":
+        prefix = "health"
+    path = exc.path
+    if prefix and (path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")):
+        path = path[len(prefix) :].lstrip(".")
+    return f"{path}: {exc.reason}" if path else exc.reason
+
+
+def _conflict(accepted: Sequence[Document], doc: Document) -> str | None:
+    for other in accepted:
+        if other.ident == doc.ident:
+            return f"duplicate {doc.kind} document (also {other.where})"
+    return None
+
+
+@attrs.define
+class _Walk:
+    local: str
+    parse: Parse
+    accepted: list[Document] = attrs.field(factory=list)
+    problems: list[Problem] = attrs.field(factory=list)
+
+    def fits(self, doc: Document) -> str | None:
+        """None when ``doc`` can join the accepted documents, else the reason it cannot."""
+        conflict = _conflict(self.accepted, doc)
+        if conflict is not None or not _in_snapshot(doc, self.local):
+            return conflict
+        try:
+            self.parse(snapshot_dict(self.local, [*self.accepted, doc]), source=doc.file)
+        except SnapshotError as exc:
+            return _reason(exc, doc, self.accepted, self.local)
+        return None
+
+    def add(self, doc: Document, fallback: Document | None) -> None:
+        reason = self.fits(doc)
+        if reason is None:
+            self.accepted.append(doc)
+            return
+        kept = fallback is not None and not fallback.same_content(doc) and self.fits(fallback) is None
+        if kept and fallback is not None:
+            self.accepted.append(fallback)
+        self.problems.append(Problem(file=doc.file, error=f"{doc.where}: {reason}", kept_last_good=kept))
+
+
+def _order(local: str, docs: Sequence[Document], last_good: Mapping[Ident, Document]) -> list[Document]:
+    def key(doc: Document) -> tuple[int, int, int, str, int]:
+        local_first = 0 if doc.ident == ("Cluster", local) else 1
+        good = last_good.get(doc.ident)
+        unchanged = 0 if good is not None and good.same_content(doc) else 1
+        return (_RANK[doc.kind], local_first, unchanged, doc.file, doc.index)
+
+    return sorted(docs, key=key)
+
+
+def assemble(
+    local: str,
+    docs: Sequence[Document],
+    last_good: Mapping[Ident, Document],
+    *,
+    parse: Parse = parse_snapshot,
+) -> Assembly:
+    """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot."""
+    ordered = _order(local, docs, last_good)
+    if not any(d.ident == ("Cluster", local) for d in ordered):
+        return Assembly(snapshot=None, accepted=(), missing=f"no Cluster document with id {local!r}")
+    idents = [d.ident for d in ordered]
+    if len(set(idents)) == len(idents):
+        try:
+            snap = parse(snapshot_dict(local, ordered), source="broker")
+        except SnapshotError:
+            pass
+        else:
+            return Assembly(snapshot=snap, accepted=tuple(ordered))
+    walk = _Walk(local=local, parse=parse)
+    for doc in ordered:
+        walk.add(doc, last_good.get(doc.ident))
+        if doc.kind == "Cluster" and not walk.accepted:
+            # Without the local cluster nothing else can be judged: stop here rather than blame everything.
+            return Assembly(
+                snapshot=None,
+                accepted=(),
+                problems=tuple(walk.problems),
+                missing=f"no valid Cluster document with id {local!r}",
+            )
+    snap = parse(snapshot_dict(local, walk.accepted), source="broker")
+    return Assembly(snapshot=snap, accepted=tuple(walk.accepted), problems=tuple(walk.problems))

@@ -1,0 +1,128 @@
+"""The file broker's documents: one YAML mapping each, ``{kind: Cluster|Config|Node|Endpoint|Health, ...}``.
+
+This module reads a file into documents and checks each one's shape (a mapping,
+a known kind, its identity fields, the keys a Config or Health may have). The
+fields themselves are validated by ``magw.snapshot.parse_snapshot`` when the
+documents are assembled into a snapshot (``magw.sources.assemble``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import yaml
+
+KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health")
+
+# What each kind adds to the snapshot (magw.snapshot's top-level keys); Config and Health are singletons.
+CONFIG_KEYS: tuple[str, ...] = ("multi_active_gateway", "strategy", "underlay_mtu", "resilient")
+HEALTH_KEYS: tuple[str, ...] = ("down", "reach")
+
+# Fields only the broker and the daemons read; they are stripped before the snapshot is parsed.
+NODE_EXTRA_KEYS: tuple[str, ...] = ("public_ip",)
+
+_IDENTITY: dict[str, tuple[str, ...]] = {
+    "Cluster": ("id",),
+    "Config": (),
+    "Node": ("cluster", "name"),
+    "Endpoint": ("cluster", "hostname"),
+    "Health": (),
+}
+
+NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+class DocumentError(ValueError):
+    """A document (or file) that cannot be used; ``str()`` is one line naming the file and the reason."""
+
+
+@attrs.frozen(kw_only=True, eq=True)
+class Document:
+    """One document of one file. ``ident`` names it across files: ``("Node", "east", "e-w1")``."""
+
+    file: str
+    index: int
+    kind: str
+    ident: tuple[str, ...]
+    fields: Mapping[str, Any] = attrs.field(hash=False)
+
+    @property
+    def where(self) -> str:
+        """``node-e-w1.yaml: document 1 (Node east/e-w1)``."""
+        name = "/".join(self.ident[1:])
+        what = f"{self.kind} {name}" if name else self.kind
+        return f"{self.file}: document {self.index + 1} ({what})"
+
+    def same_content(self, other: Document) -> bool:
+        return self.kind == other.kind and self.ident == other.ident and dict(self.fields) == dict(other.fields)
+
+
+def _identity(kind: str, raw: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    parts = [kind]
+    for key in _IDENTITY[kind]:
+        value = raw.get(key)
+        if not isinstance(value, str) or not value:
+            raise DocumentError(f"{where}: {key}: required, a non-empty string")
+        parts.append(value)
+    return tuple(parts)
+
+
+def _check_keys(kind: str, raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for key in raw:
+        if key not in allowed:
+            known = ", ".join(allowed)
+            raise DocumentError(f"{where}: {key!r} is not a {kind} field (known: {known})")
+
+
+def _check_node_extras(raw: Mapping[str, Any], where: str) -> None:
+    public_ip = raw.get("public_ip")
+    if public_ip is None:
+        return
+    try:
+        ipaddress.IPv4Address(public_ip)
+    except ValueError:
+        raise DocumentError(f"{where}: public_ip: {public_ip!r} is not an IPv4 address") from None
+
+
+def to_document(raw: object, *, file: str, index: int) -> Document:
+    """Check one loaded YAML document's shape and name it."""
+    where = f"{file}: document {index + 1}"
+    if not isinstance(raw, Mapping):
+        raise DocumentError(f"{where}: expected a mapping with a 'kind' key, got {type(raw).__name__}")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise DocumentError(f"{where}: kind: {kind!r} is not one of {', '.join(KINDS)}")
+    fields = {str(k): v for k, v in raw.items() if k != "kind"}
+    if kind == "Config":
+        _check_keys(kind, fields, CONFIG_KEYS, where)
+    elif kind == "Health":
+        _check_keys(kind, fields, HEALTH_KEYS, where)
+    elif kind == "Node":
+        _check_node_extras(fields, where)
+    return Document(file=file, index=index, kind=kind, ident=_identity(kind, fields, where), fields=fields)
+
+
+def parse_file(text: str, *, file: str) -> tuple[Document, ...]:
+    """All documents of one file (``---``-separated); empty documents are ignored."""
+    try:
+        loaded = list(yaml.safe_load_all(text))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        reason = " ".join(str(exc.problem or "invalid YAML").split())
+        raise DocumentError(f"{file}{line}: {reason}") from None
+    except yaml.YAMLError as exc:
+        raise DocumentError(f"{file}: {' '.join(str(exc).split())}") from None
+    docs = [to_document(raw, file=file, index=i) for i, raw in enumerate(loaded) if raw is not None]
+    return tuple(docs)
+
+
+def check_name(value: str, what: str) -> str:
+    """A cluster or host name usable in a file name."""
+    if not NAME_RE.match(value):
+        raise ValueError(f"{what}: {value!r} must be letters, digits, '.', '_' or '-' (and start/end alnum)")
+    return value

@@ -1,0 +1,332 @@
+"""The file broker: a directory of YAML documents as the state feed of one cluster.
+
+Standalone and lab deployments share state through a directory: the lab (or an
+operator) writes Cluster, Config and Node documents; each gateway daemon
+publishes its own Endpoint document; Health is optional. ``FileBroker`` polls the
+directory (``os.scandir`` with inode, mtime and size: no extra dependencies, a
+change is seen within one poll interval, 30 ms by default), re-reads only
+changed files, and assembles the Snapshot of its local cluster
+(``magw.sources.assemble``). A bad file or document is logged with its file name
+and left out; its last good version stays in use.
+
+Endpoint heartbeat: with ``endpoint_ttl`` set, an Endpoint document whose file
+was not modified (written or touched) for longer than that is treated as gone
+(``filebroker.endpoint_expired``), and comes back when its file is touched
+again. The gateway daemon touches its document every second, so a gateway
+whose daemon died drops out of every cluster's snapshot (docs/health.md).
+
+Writers must replace files atomically (temp file + rename, as
+``publish_endpoint`` does) or a reader may see half a file; a half file that does
+not parse is treated as bad until it is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+import yaml
+
+from magw.model import Endpoint, Snapshot
+from magw.snapshot import SnapshotError, parse_snapshot
+from magw.sources.assemble import Assembly, Ident, Parse, Problem, assemble
+from magw.sources.documents import Document, DocumentError, check_name, parse_file
+
+log = structlog.get_logger(__name__)
+
+Stamp = tuple[int, int, int]  # inode, mtime_ns, size
+Listener = Callable[[Snapshot | None], None]
+
+SUFFIXES = (".yaml", ".yml")
+
+
+@attrs.frozen(kw_only=True)
+class _FileState:
+    stamp: Stamp
+    docs: tuple[Document, ...] = ()
+    error: str | None = None
+
+
+def _read(path: Path, name: str, stamp: Stamp) -> _FileState:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _FileState(stamp=stamp, error=f"{name}: cannot read: {exc}")
+    try:
+        return _FileState(stamp=stamp, docs=parse_file(text, file=name))
+    except DocumentError as exc:
+        return _FileState(stamp=stamp, error=str(exc))
+
+
+class FileBroker:
+    """Watches ``directory`` and keeps the Snapshot of ``local_cluster`` up to date.
+
+    ``snapshot`` is None until a valid Cluster document of the local cluster is
+    there. ``initial_sync_done`` turns True after the first complete scan of the
+    directory: only then do consumers know they have seen every document.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        local_cluster: str,
+        poll_interval: float = 0.03,
+        parse: Parse = parse_snapshot,
+        endpoint_ttl: float | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval: must be > 0 seconds, got {poll_interval}")
+        if endpoint_ttl is not None and not endpoint_ttl > 0:
+            raise ValueError(f"endpoint_ttl: must be > 0 seconds (or None: never), got {endpoint_ttl}")
+        self.directory = Path(directory)
+        self.local_cluster = local_cluster
+        self.poll_interval = poll_interval
+        self._parse = parse
+        self.endpoint_ttl = endpoint_ttl
+        self._wall_clock = wall_clock
+        self._expired: frozenset[str] = frozenset()
+        self._files: dict[str, _FileState] = {}
+        self._signature: tuple[tuple[str, Stamp], ...] | None = None
+        self._last_good: dict[Ident, Document] = {}
+        self._accepted: tuple[Document, ...] = ()
+        self._snapshot: Snapshot | None = None
+        self._initial_sync_done = False
+        self._listeners: list[Listener] = []
+        self._logged: set[tuple[str, str]] = set()
+        self._missing_logged: str | None = None
+        self._dir_missing_logged = False
+        self._stop = asyncio.Event()
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    @property
+    def initial_sync_done(self) -> bool:
+        return self._initial_sync_done
+
+    def local_node_document(self, name: str) -> Mapping[str, Any] | None:
+        """The accepted Node document of ``name`` in the local cluster (with broker-only fields like public_ip)."""
+        for doc in self._accepted:
+            if doc.ident == ("Node", self.local_cluster, name):
+                return doc.fields
+        return None
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(snapshot)`` after the first scan and on every change; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # ----- scanning ------------------------------------------------------------------------------
+
+    def _listing(self) -> dict[str, Stamp] | None:
+        out: dict[str, Stamp] = {}
+        try:
+            with os.scandir(self.directory) as it:
+                for entry in it:
+                    if entry.name.startswith(".") or not entry.name.endswith(SUFFIXES):
+                        continue
+                    try:
+                        if not entry.is_file():
+                            continue
+                        st = entry.stat()
+                    except FileNotFoundError:  # removed while we listed
+                        continue
+                    out[entry.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return out
+
+    def scan(self) -> bool:
+        """Look at the directory once; True when the snapshot changed (or this was the first scan)."""
+        listing = self._listing()
+        if listing is None:
+            if not self._dir_missing_logged:
+                log.warning("filebroker.no_directory", directory=str(self.directory))
+                self._dir_missing_logged = True
+            return False
+        self._dir_missing_logged = False
+        signature = tuple(sorted(listing.items()))
+        listed = signature != self._signature
+        if listed:
+            self._signature = signature
+            self._files = {
+                name: (
+                    self._files[name]
+                    if name in self._files and self._files[name].stamp == stamp
+                    else _read(self.directory / name, name, stamp)
+                )
+                for name, stamp in listing.items()
+            }
+        expired = self._stale_endpoint_files()
+        if not listed and expired == self._expired:
+            return False
+        self._log_expiry(expired)
+        self._expired = expired
+        return self._assemble()
+
+    def _stale_endpoint_files(self) -> frozenset[str]:
+        """Files with an Endpoint document not modified for longer than ``endpoint_ttl``."""
+        if self.endpoint_ttl is None:
+            return frozenset()
+        oldest = (self._wall_clock() - self.endpoint_ttl) * 1e9
+        return frozenset(
+            name
+            for name, state in self._files.items()
+            if state.stamp[1] < oldest and any(d.kind == "Endpoint" for d in self._docs_of(name))
+        )
+
+    def _docs_of(self, name: str) -> tuple[Document, ...]:
+        state = self._files[name]
+        return state.docs if state.error is None else tuple(d for d in self._last_good.values() if d.file == name)
+
+    def _log_expiry(self, expired: frozenset[str]) -> None:
+        for name in sorted(expired - self._expired):
+            log.warning("filebroker.endpoint_expired", file=name, ttl=self.endpoint_ttl)
+        for name in sorted(self._expired - expired):
+            if name in self._files:
+                log.info("filebroker.endpoint_renewed", file=name)
+
+    def _assemble(self) -> bool:
+        docs: list[Document] = []
+        problems: list[Problem] = []
+        for name in sorted(self._files):
+            state = self._files[name]
+            if name in self._expired:
+                docs.extend(d for d in self._docs_of(name) if d.kind != "Endpoint")
+                continue
+            if state.error is None:
+                docs.extend(state.docs)
+                continue
+            kept = [d for d in self._last_good.values() if d.file == name]
+            docs.extend(kept)
+            problems.append(Problem(file=name, error=state.error, kept_last_good=bool(kept)))
+        try:
+            assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
+        except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug: keep what we had
+            log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
+            return False
+        self._report([*problems, *assembly.problems], assembly)
+        first = not self._initial_sync_done
+        changed = assembly.snapshot != self._snapshot
+        self._snapshot = assembly.snapshot
+        self._accepted = assembly.accepted
+        if assembly.snapshot is not None:
+            self._last_good = {d.ident: d for d in assembly.accepted}
+        self._initial_sync_done = True
+        if first or changed:
+            log.info(
+                "filebroker.snapshot_changed" if not first else "filebroker.initial_sync",
+                directory=str(self.directory),
+                cluster=self.local_cluster,
+                ready=self._snapshot is not None,
+                documents=len(assembly.accepted),
+                problems=len(problems) + len(assembly.problems),
+            )
+            self._notify()
+        return first or changed
+
+    def _report(self, problems: list[Problem], assembly: Assembly) -> None:
+        current = {(p.file, p.error) for p in problems}
+        for p in problems:
+            if (p.file, p.error) not in self._logged:
+                log.warning("filebroker.bad_document", file=p.file, error=p.error, kept_last_good=p.kept_last_good)
+        self._logged = current
+        if assembly.missing is not None and assembly.missing != self._missing_logged:
+            log.info("filebroker.incomplete", cluster=self.local_cluster, missing=assembly.missing)
+        self._missing_logged = assembly.missing
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(self._snapshot)
+            except Exception as exc:  # a listener's bug must not stop the broker
+                log.exception("filebroker.listener_failed", error=repr(exc))
+
+    # ----- polling -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Poll until ``stop()``, calling the listeners on every change."""
+        self._stop.clear()
+        while not self._stop.is_set():
+            self.scan()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_interval):
+                    await self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def watch(self) -> AsyncIterator[Snapshot | None]:
+        """Poll by itself: yield the snapshot after the first scan, then after every change.
+
+        Use either ``watch()`` or ``run()`` with listeners, not both on one broker.
+        """
+        self.scan()
+        yield self._snapshot
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            if self.scan():
+                yield self._snapshot
+
+
+# ----- endpoint publication ---------------------------------------------------------------------
+
+
+def endpoint_path(directory: str | os.PathLike[str], cluster: str, hostname: str) -> Path:
+    """``<directory>/endpoint-<cluster>-<hostname>.yaml``."""
+    check_name(cluster, "cluster")
+    check_name(hostname, "hostname")
+    return Path(directory) / f"endpoint-{cluster}-{hostname}.yaml"
+
+
+def render_endpoint(endpoint: Endpoint) -> str:
+    """The Endpoint document's text, exactly as ``publish_endpoint`` writes it."""
+    doc: dict[str, Any] = {
+        "kind": "Endpoint",
+        "cluster": endpoint.cluster,
+        "hostname": endpoint.hostname,
+        "private_ip": str(endpoint.private_ip),
+    }
+    if endpoint.public_ip is not None:
+        doc["public_ip"] = str(endpoint.public_ip)
+    if endpoint.subnets:
+        doc["subnets"] = [str(n) for n in endpoint.subnets]
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def publish_endpoint(directory: str | os.PathLike[str], endpoint: Endpoint) -> Path:
+    """Write the Endpoint document atomically (temp file in the same directory, fsync, rename)."""
+    path = endpoint_path(directory, endpoint.cluster, endpoint.hostname)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(render_endpoint(endpoint))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def withdraw_endpoint(directory: str | os.PathLike[str], cluster: str, hostname: str) -> bool:
+    """Remove the Endpoint document; True if there was one (a missing one is not an error)."""
+    try:
+        endpoint_path(directory, cluster, hostname).unlink()
+    except FileNotFoundError:
+        return False
+    return True

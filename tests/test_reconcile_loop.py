@@ -1,0 +1,509 @@
+"""The reconciler loop over the fake node driver, with a fake clock (no sleeping, no timed assertions)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Any
+
+import attrs
+import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
+
+from magw.desired.ids import nexthop_id
+from magw.desired.state import Address, DesiredState, Link, Nexthop, Route
+from magw.drivers.fake import fake_node_driver
+from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.node import NodeDriver
+from magw.reconcile.changeset import ChangeSet, Op
+from magw.reconcile.clock import FakeClock
+from magw.reconcile.driver import ApplyResult, Failure
+from magw.reconcile.loop import Reconciler, SyncResult
+
+A = IPv4Address
+N = IPv4Network
+
+LINK = Link(name="vx-submariner", vni=100, port=4800, mtu=1450, mac="02:53:f0:12:00:03", local=A("172.18.0.3"))
+ADDR = Address(dev="vx-submariner", address=IPv4Interface("240.18.0.3/8"))
+NH = Nexthop(id=nexthop_id(A("240.18.0.6"), inter_cluster=False), via=A("240.18.0.6"), dev="vx-submariner")
+SETTLE = 0.01
+RESYNC = 60.0
+
+
+def route(dst: str, src: str = "10.1.3.1") -> Route:
+    return Route(table=254, dst=N(dst), metric=100, src=A(src), nhid=NH.id)
+
+
+R1 = route("10.2.0.0/16")
+R2 = route("100.2.0.0/16")
+STALE = route("10.9.0.0/16")
+BASE = DesiredState(links=[LINK], addresses=[ADDR], nexthops=[NH], routes=[R1, R2])
+
+
+@attrs.define
+class FlakyDriver:
+    """The fake node driver, except that ops matching ``fails`` fail with ENOBUFS and never reach it."""
+
+    inner: NodeDriver
+    fails: Callable[[Op], bool] = lambda op: False
+    broken: str | None = None
+    applied_batches: list[ChangeSet] = attrs.field(factory=list)
+    observes: int = 0
+
+    def observe(self) -> DesiredState:
+        self.observes += 1
+        if self.broken is not None:
+            raise RuntimeError(self.broken)
+        return self.inner.observe()
+
+    def apply(self, changes: ChangeSet) -> ApplyResult:
+        self.applied_batches.append(changes)
+        bad = tuple(op for op in changes.ops if self.fails(op))
+        good = ChangeSet(ops=tuple(op for op in changes.ops if not self.fails(op)), nft=changes.nft)
+        result = self.inner.apply(good)
+        failures = tuple(Failure(op=op, error="ENOBUFS: No buffer space available") for op in bad)
+        return ApplyResult(applied=result.applied, failed=(*result.failed, *failures))
+
+    def sent(self, obj: object) -> int:
+        """How many times an op for ``obj`` was handed to the driver."""
+        return sum(1 for batch in self.applied_batches for op in batch.ops if op.obj == obj)
+
+
+def netlink_of(driver: FlakyDriver) -> FakeNetlink:
+    fake = driver.inner.netlink
+    assert isinstance(fake, FakeNetlink)
+    return fake
+
+
+@attrs.define
+class Harness:
+    """A reconciler under test: a settable desired state, a fake clock, a private metrics registry."""
+
+    driver: FlakyDriver
+    desired: DesiredState | None = BASE
+    synced: bool = True
+    clock: FakeClock = attrs.field(factory=FakeClock)
+    registry: CollectorRegistry = attrs.field(factory=CollectorRegistry)
+    results: list[SyncResult] = attrs.field(factory=list)
+    rec: Reconciler = attrs.field(init=False)
+    task: asyncio.Task[None] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.rec = Reconciler(
+            self.driver,
+            lambda: self.desired,
+            resync_period=RESYNC,
+            name="t",
+            registry=self.registry,
+            backoff_base=1.0,
+            backoff_cap=4.0,
+            settle=SETTLE,
+            clock=self.clock,
+            inputs_synced=lambda: self.synced,
+            on_sync=self.results.append,
+        )
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.rec.run())
+        await self.until(lambda: len(self.results) == 1)
+
+    async def until(self, predicate: Callable[[], bool], *, limit: int = 5000) -> None:
+        """Let the loop run (ending each settle delay on the fake clock) until ``predicate`` holds.
+
+        Bounded by a number of event-loop turns: a safety net, not a speed assertion.
+        """
+        for _ in range(limit):
+            if predicate():
+                return
+            if self.rec.phase == "settling":
+                self.clock.advance(SETTLE)
+            await asyncio.sleep(0)
+        raise AssertionError("condition not reached within the safety limit")
+
+    async def idle(self) -> None:
+        """Wait until the loop waits for work (nothing dirty, nothing settling)."""
+        await self.until(lambda: self.rec.phase == "idle" and self.clock.waiting == 1)
+
+    async def stop(self) -> None:
+        self.rec.stop()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 10)
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        return self.registry.get_sample_value(name, {"reconciler": "t", **labels})
+
+
+def fresh_driver(**kwargs: Any) -> FlakyDriver:
+    return FlakyDriver(inner=fake_node_driver(netlink=FakeNetlink(check_prefsrc=False)), **kwargs)
+
+
+def run(scenario: Callable[[], Any]) -> Any:
+    return asyncio.run(scenario())
+
+
+def sync_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == "reconciler.sync_done"]
+
+
+@pytest.fixture
+def logs() -> Iterator[list[dict[str, Any]]]:
+    with capture_logs() as captured:
+        yield captured
+
+
+def test_start_is_a_full_sync_that_converges(logs: list[dict[str, Any]]) -> None:
+    """At start the loop observes, diffs and applies everything; the fake then holds exactly the desired state."""
+    driver = fresh_driver()
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.stop()
+
+    run(scenario)
+    assert driver.inner.observe() == BASE
+    assert [(r.full, len(r.applied), r.failures) for r in h.results] == [(True, 5, ())]
+    assert h.rec.status().converged is True
+    assert [o.state for o in h.rec.status().objects] == ["done"] * 5
+    (done,) = sync_events(logs)
+    assert {k: v for k, v in done.items() if k != "took_ms"} == {
+        "event": "reconciler.sync_done",
+        "log_level": "info",
+        "name": "t",
+        "full": True,
+        "changes": 5,
+        "failed": 0,
+        "skipped": 0,
+        "deferred": 0,
+        "reasons": "start",
+    }
+    assert isinstance(done["took_ms"], float)
+    assert [
+        e["event"] for e in logs if e["event"].startswith("reconciler.") and e["event"] != "reconciler.sync_done"
+    ] == [
+        "reconciler.started",
+        "reconciler.stopped",
+    ]
+
+
+def test_ten_marks_coalesce_into_one_sync(logs: list[dict[str, Any]]) -> None:
+    """Ten mark_dirty calls within the settle delay are served by ONE partial sync naming all reasons."""
+    driver = fresh_driver()
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        h.desired = attrs.evolve(BASE, routes=[R1, R2, STALE])
+        for i in range(10):
+            h.rec.mark_dirty(f"r{i}")
+            await asyncio.sleep(0)
+        await h.until(lambda: len(h.results) == 2)
+        await h.idle()
+        await h.stop()
+
+    run(scenario)
+    assert len(h.results) == 2
+    second = h.results[1]
+    assert second.full is False
+    assert second.reasons == tuple(f"r{i}" for i in range(10))
+    assert [op.describe() for op in second.applied if isinstance(op, Op)] == [f"create route {STALE.key}"]
+    assert driver.observes == 1  # the partial sync diffed against the known state
+    assert [e["reasons"] for e in sync_events(logs)] == ["start", "r0,r1,r2,r3,r4,r5,r6,r7,r8,r9"]
+
+
+def retry_at(h: Harness, key: str) -> float:
+    (entry,) = [o for o in h.rec.status().objects if o.key == key]
+    assert entry.retry_at is not None
+    return entry.retry_at
+
+
+def test_failed_op_is_retried_with_capped_exponential_backoff(logs: list[dict[str, Any]]) -> None:
+    """A failing route is retried after 1 s, 2 s, 4 s, 4 s (cap); a sync before its retry time leaves it out."""
+    driver = fresh_driver(fails=lambda op: op.obj == R2)
+    h = Harness(driver)
+    key = "254 100.2.0.0/16 100"
+
+    async def scenario() -> None:
+        await h.start()
+        assert [(o.kind, o.key, o.state, o.error, o.attempts) for o in h.rec.status().objects if o.state != "done"] == [
+            ("routes", key, "error", "ENOBUFS: No buffer space available", 1)
+        ]
+        await h.idle()
+        h.rec.mark_dirty("unrelated")
+        await h.until(lambda: len(h.results) == 2)
+        assert (h.results[-1].skipped, driver.sent(R2)) == (1, 1)
+        for count in (3, 4, 5):
+            await h.idle()
+            h.clock.advance(retry_at(h, key) - h.clock.now())
+            await h.until(lambda n=count: len(h.results) == n)
+        await h.idle()
+        driver.fails = lambda op: False
+        h.clock.advance(retry_at(h, key) - h.clock.now())
+        await h.until(lambda: len(h.results) == 6)
+        await h.idle()
+        await h.stop()
+
+    run(scenario)
+    failed = [e for e in logs if e["event"] == "reconciler.op_failed"]
+    assert [(e["kind"], e["key"], e["verb"], e["attempt"], e["retry_in"]) for e in failed] == [
+        ("routes", key, "create", 1, 1.0),
+        ("routes", key, "create", 2, 2.0),
+        ("routes", key, "create", 3, 4.0),
+        ("routes", key, "create", 4, 4.0),
+    ]
+    assert driver.sent(R2) == 5
+    assert [(r.full, r.reasons) for r in h.results] == [
+        (True, ("start",)),
+        (True, ("unrelated",)),  # the first sync after a failure is full
+        (False, ("retry",)),
+        (True, ("retry",)),
+        (True, ("retry",)),
+        (True, ("retry",)),
+    ]
+    assert driver.inner.observe() == BASE
+    assert h.rec.status().converged is True
+
+
+def test_a_change_of_the_desired_object_clears_its_backoff() -> None:
+    """While a route waits for its retry, a new desired value for it is tried at the next sync, not later."""
+    driver = fresh_driver(fails=lambda op: op.obj == R2)
+    h = Harness(driver)
+    changed = route("100.2.0.0/16", src="10.1.3.9")
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        due = retry_at(h, "254 100.2.0.0/16 100")
+        h.desired = attrs.evolve(BASE, routes=[R1, changed])
+        h.rec.mark_dirty("snapshot")
+        await h.until(lambda: len(h.results) == 2)
+        assert h.clock.now() < due
+        await h.stop()
+
+    run(scenario)
+    assert driver.sent(changed) == 1
+    assert h.results[1].skipped == 0
+    assert netlink_of(driver).get("routes", changed.key) == changed
+    assert h.rec.status().converged is True
+
+
+def test_nothing_is_pruned_before_the_inputs_are_synced(logs: list[dict[str, Any]]) -> None:
+    """A stale route of ours survives syncs while inputs_synced() is False; it goes once inputs are synced."""
+    seed = fake_node_driver(netlink=FakeNetlink(check_prefsrc=False))
+    seed.apply(ChangeSet(ops=tuple(Op(verb="create", kind=k, obj=o) for k, o in _base_ops(STALE))))
+    driver = FlakyDriver(inner=seed)
+    h = Harness(driver, synced=False)
+
+    async def scenario() -> None:
+        await h.start()
+        assert netlink_of(driver).get("routes", STALE.key) == STALE
+        pending = [(o.kind, o.key, o.state, o.verb) for o in h.rec.status().objects if o.state != "done"]
+        assert pending == [("routes", "254 10.9.0.0/16 100", "pending", "delete")]
+        await h.idle()
+        h.synced = True
+        h.rec.mark_dirty("inputs_synced")
+        await h.until(lambda: len(h.results) == 2)
+        await h.stop()
+
+    run(scenario)
+    assert h.results[0].deferred == 1
+    assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"delete route {STALE.key}"]
+    assert driver.inner.observe() == BASE
+    assert [e["deferred"] for e in logs if e["event"] == "reconciler.prune_deferred"] == [1]
+
+
+def _base_ops(*extra: Route) -> list[tuple[str, object]]:
+    return [("links", LINK), ("addresses", ADDR), ("nexthops", NH), *(("routes", r) for r in extra)]
+
+
+def test_planner_without_state_means_no_sync(logs: list[dict[str, Any]]) -> None:
+    """While the planner returns None (inputs not ready), nothing is observed or applied."""
+    driver = fresh_driver()
+    h = Harness(driver, desired=None)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        h.desired = BASE
+        h.rec.mark_dirty("snapshot")
+        await h.until(lambda: len(h.results) == 2)
+        await h.stop()
+
+    run(scenario)
+    assert [(r.planned, r.full) for r in h.results] == [(False, True), (True, True)]
+    assert driver.observes == 1
+    assert [e["event"] for e in logs if e["event"] == "reconciler.waiting_for_inputs"] == [
+        "reconciler.waiting_for_inputs"
+    ]
+    assert driver.inner.observe() == BASE
+
+
+def test_periodic_resync_repairs_drift_that_a_partial_sync_cannot_see() -> None:
+    """A route deleted behind our back stays missing after a partial sync and is restored by the resync."""
+    driver = fresh_driver()
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        assert netlink_of(driver).remove("routes", R1.key) is True
+        h.rec.mark_dirty("unrelated")
+        await h.until(lambda: len(h.results) == 2)
+        assert netlink_of(driver).get("routes", R1.key) is None
+        await h.idle()
+        h.clock.advance(RESYNC)
+        await h.until(lambda: len(h.results) == 3)
+        await h.stop()
+
+    run(scenario)
+    assert [(r.full, r.reasons) for r in h.results] == [
+        (True, ("start",)),
+        (False, ("unrelated",)),
+        (True, ("resync",)),
+    ]
+    assert [op.describe() for op in h.results[2].applied if isinstance(op, Op)] == [f"create route {R1.key}"]
+    assert driver.inner.observe() == BASE
+
+
+def test_link_replace_is_followed_by_a_full_sync() -> None:
+    """After a link replace (which the kernel may do as delete + create) the loop observes again at once."""
+    driver = fresh_driver()
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        h.desired = attrs.evolve(BASE, links=[attrs.evolve(LINK, mtu=1400)])
+        h.rec.mark_dirty("mtu")
+        await h.until(lambda: len(h.results) == 3)
+        await h.idle()
+        await h.stop()
+
+    run(scenario)
+    assert [(r.full, r.reasons, len(r.applied)) for r in h.results] == [
+        (True, ("start",), 5),
+        (False, ("mtu",), 1),
+        (True, ("link_changed",), 0),
+    ]
+
+
+def test_metrics_count_syncs_changes_errors_and_owned_objects() -> None:
+    """Prometheus samples after one full sync with one failure and one partial sync."""
+    driver = fresh_driver(fails=lambda op: op.obj == R2)
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        h.desired = attrs.evolve(BASE, routes=[R1, R2, STALE])
+        h.rec.mark_dirty("more")
+        await h.until(lambda: len(h.results) == 2)
+        await h.stop()
+
+    run(scenario)
+    assert h.sample("magw_reconciler_syncs_total", mode="full") == 2.0  # start, then full after the failure
+    assert h.sample("magw_reconciler_sync_duration_seconds_count", mode="full") == 2.0
+    assert h.sample("magw_reconciler_sync_duration_seconds_count", mode="partial") is None
+    assert h.sample("magw_reconciler_changes_total", kind="routes", verb="create") == 2.0
+    assert h.sample("magw_reconciler_changes_total", kind="links", verb="create") == 1.0
+    assert h.sample("magw_reconciler_errors_total", kind="routes") == 1.0
+    assert h.sample("magw_reconciler_skipped_total", reason="backoff") == 1.0
+    assert h.sample("magw_reconciler_objects", kind="routes") == 2.0
+    assert h.sample("magw_reconciler_objects", kind="links") == 1.0
+    assert h.sample("magw_reconciler_objects", kind="nft") == 0.0
+
+
+def test_a_driver_that_raises_is_retried_with_backoff(logs: list[dict[str, Any]]) -> None:
+    """observe() raising is logged, counted, and retried after the backoff; the loop survives."""
+    driver = fresh_driver(broken="netlink socket closed")
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        driver.broken = None
+        h.clock.advance(1.0)
+        await h.until(lambda: len(h.results) == 2)
+        await h.stop()
+
+    run(scenario)
+    assert [(r.error, r.reasons) for r in h.results] == [
+        ("RuntimeError('netlink socket closed')", ("start",)),
+        (None, ("retry",)),
+    ]
+    failed = [e for e in logs if e["event"] == "reconciler.sync_failed"]
+    assert [(e["error"], e["attempt"], e["retry_in"]) for e in failed] == [
+        ("RuntimeError('netlink socket closed')", 1, 1.0)
+    ]
+    assert h.sample("magw_reconciler_errors_total", kind="sync") == 1.0
+    assert driver.inner.observe() == BASE
+
+
+def test_cancellation_waits_for_the_driver_call_in_progress(logs: list[dict[str, Any]]) -> None:
+    """Cancelling run() during an apply ends the loop only after that apply finished: no driver call is left behind."""
+    gate = threading.Event()
+    entered = threading.Event()
+    finished: list[bool] = []
+    inner = fresh_driver()
+
+    class SlowDriver:
+        def observe(self) -> DesiredState:
+            return inner.observe()
+
+        def apply(self, changes: ChangeSet) -> ApplyResult:
+            entered.set()
+            gate.wait(30)
+            result = inner.apply(changes)
+            finished.append(True)
+            return result
+
+    rec = Reconciler(SlowDriver(), lambda: BASE, resync_period=RESYNC, name="slow", settle=0.0)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(rec.run())
+        while not entered.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        threading.Thread(target=gate.set).start()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario)
+    assert finished == [True]
+    assert rec.phase == "stopped"
+    assert [e["event"] for e in logs if e["event"] in ("reconciler.started", "reconciler.stopped")] == [
+        "reconciler.started",
+        "reconciler.stopped",
+    ]
+
+
+def test_bad_parameters_are_one_line_errors() -> None:
+    """A non-positive resync period or a backoff cap below its base names the parameter."""
+    with pytest.raises(ValueError, match=r"^resync_period: must be > 0 seconds, got 0$"):
+        Reconciler(fresh_driver(), lambda: None, resync_period=0)
+    with pytest.raises(ValueError, match=r"^backoff_cap: must be >= backoff_base \(2\.0\), got 1\.0$"):
+        Reconciler(fresh_driver(), lambda: None, resync_period=1, backoff_base=2.0, backoff_cap=1.0)
+
+
+def test_mark_dirty_from_another_thread_wakes_the_loop() -> None:
+    """An event source on another thread (e.g. a watch thread) may call mark_dirty; the loop syncs once."""
+    driver = fresh_driver()
+    h = Harness(driver)
+
+    async def scenario() -> None:
+        await h.start()
+        await h.idle()
+        h.desired = attrs.evolve(BASE, routes=[R1])
+        marker = threading.Thread(target=h.rec.mark_dirty, args=("from-thread",))
+        marker.start()
+        marker.join(10)
+        await h.until(lambda: len(h.results) == 2)
+        await h.stop()
+
+    run(scenario)
+    assert h.results[1].reasons == ("from-thread",)
+    assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"delete route {R2.key}"]
