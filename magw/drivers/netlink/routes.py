@@ -94,6 +94,18 @@ _HDR_LEN = NLMSGHDR.size + RTMSG.size
 # Routes
 
 
+def _keyed_head(route: Route, scope: int, rtm_type: int) -> list[bytes]:
+    """The rtmsg header and the attributes that name a route to the kernel: table, dst, metric, our protocol."""
+    dst = route.dst
+    table_byte = route.table if route.table < 256 else RT_TABLE_UNSPEC
+    head = RTMSG.pack(socket.AF_INET, dst.prefixlen, 0, 0, table_byte, RTPROT_MAGW, scope, rtm_type, 0)
+    parts = [head, attr_u32(RTA_TABLE, route.table)]
+    if dst.prefixlen:
+        parts.append(attr(RTA_DST, dst.network_address.packed))
+    parts.append(attr_u32(RTA_PRIORITY, route.metric))
+    return parts
+
+
 def pack_route(route: Route, ifindex: IfIndex, *, flags: int = FLAGS_REPLACE) -> bytes:
     """An RTM_NEWROUTE request for ``route``. ``flags`` picks create-exclusive or create-or-replace.
 
@@ -101,22 +113,7 @@ def pack_route(route: Route, ifindex: IfIndex, *, flags: int = FLAGS_REPLACE) ->
     and whatever ``ifindex`` raises for an unknown device.
     """
     rtm_type = RTN_UNREACHABLE if route.type == "unreachable" else RTN_UNICAST
-    dst = route.dst
-    head = RTMSG.pack(
-        socket.AF_INET,
-        dst.prefixlen,
-        0,
-        0,
-        route.table if route.table < 256 else RT_TABLE_UNSPEC,
-        RTPROT_MAGW,
-        RT_SCOPE_UNIVERSE,
-        rtm_type,
-        0,
-    )
-    parts = [head, attr_u32(RTA_TABLE, route.table)]
-    if dst.prefixlen:
-        parts.append(attr(RTA_DST, dst.network_address.packed))
-    parts.append(attr_u32(RTA_PRIORITY, route.metric))
+    parts = _keyed_head(route, RT_SCOPE_UNIVERSE, rtm_type)
     if route.src is not None:
         parts.append(attr(RTA_PREFSRC, route.src.packed))
     parts.append(_path_attrs(route, ifindex))
@@ -155,22 +152,7 @@ def pack_route_delete(route: Route) -> bytes:
     Scope RT_SCOPE_NOWHERE and type RTN_UNSPEC are the kernel's wildcards, so the path and
     type need not match; the protocol keeps a foreign route with the same key safe.
     """
-    dst = route.dst
-    head = RTMSG.pack(
-        socket.AF_INET,
-        dst.prefixlen,
-        0,
-        0,
-        route.table if route.table < 256 else RT_TABLE_UNSPEC,
-        RTPROT_MAGW,
-        RT_SCOPE_NOWHERE,
-        RTN_UNSPEC,
-        0,
-    )
-    parts = [head, attr_u32(RTA_TABLE, route.table)]
-    if dst.prefixlen:
-        parts.append(attr(RTA_DST, dst.network_address.packed))
-    parts.append(attr_u32(RTA_PRIORITY, route.metric))
+    parts = _keyed_head(route, RT_SCOPE_NOWHERE, RTN_UNSPEC)
     return message(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, b"".join(parts))
 
 
