@@ -259,7 +259,7 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
         "nodes": [
             {"name": n.name, "ip": str(n.ip), "cni_ip": str(n.cni_ip), "gateway": n.gateway} for n in snapshot.nodes
         ],
-        "endpoints": [_endpoint_doc(e) for e in snapshot.endpoints],
+        "endpoints": [endpoint_doc(e) for e in snapshot.endpoints],
     }
     health = snapshot.health
     if health.down or health.reach:
@@ -286,7 +286,8 @@ def _cluster_doc(cluster: Cluster) -> dict[str, object]:
     return doc
 
 
-def _endpoint_doc(endpoint: Endpoint) -> dict[str, object]:
+def endpoint_doc(endpoint: Endpoint) -> dict[str, object]:
+    """An endpoint as a snapshot item (also the body of a broker's Endpoint document)."""
     doc: dict[str, object] = {
         "cluster": endpoint.cluster,
         "hostname": endpoint.hostname,

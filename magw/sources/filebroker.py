@@ -36,7 +36,7 @@ import structlog
 import yaml
 
 from magw.model import Endpoint, Snapshot
-from magw.snapshot import SnapshotError, parse_snapshot
+from magw.snapshot import SnapshotError, endpoint_doc, parse_snapshot
 from magw.sources.assemble import Assembly, Ident, Parse, Problem, assemble
 from magw.sources.documents import Document, DocumentError, check_name, parse_file
 
@@ -292,17 +292,7 @@ def endpoint_path(directory: str | os.PathLike[str], cluster: str, hostname: str
 
 def render_endpoint(endpoint: Endpoint) -> str:
     """The Endpoint document's text, exactly as ``publish_endpoint`` writes it."""
-    doc: dict[str, Any] = {
-        "kind": "Endpoint",
-        "cluster": endpoint.cluster,
-        "hostname": endpoint.hostname,
-        "private_ip": str(endpoint.private_ip),
-    }
-    if endpoint.public_ip is not None:
-        doc["public_ip"] = str(endpoint.public_ip)
-    if endpoint.subnets:
-        doc["subnets"] = [str(n) for n in endpoint.subnets]
-    return yaml.safe_dump(doc, sort_keys=False)
+    return yaml.safe_dump({"kind": "Endpoint", **endpoint_doc(endpoint)}, sort_keys=False)
 
 
 def publish_endpoint(directory: str | os.PathLike[str], endpoint: Endpoint) -> Path:
