@@ -17,7 +17,7 @@ from ipaddress import IPv4Address
 
 import attrs
 
-from magw.desired.roles import NodeRole, active_endpoints
+from magw.desired.roles import NodeRole
 from magw.desired.state import Address, Fdb, Link, Neighbor
 from magw.desired.vtep import (
     INTER_PORT,
@@ -53,8 +53,14 @@ class VxlanObjects:
 
 
 def intra_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
-    """Peers on vx-submariner: a gateway peers with every other local node, a worker with the active gateways."""
-    if role.gateway:
+    """Peers on vx-submariner: a gateway node peers with every other local node, a worker with every local gateway.
+
+    Every published gateway, not only the active ones, and a standby gateway (single-gateway mode) like an
+    active one: the workers probe the standbys too (magw.health), so they know who can take over and see a
+    failed gateway come back, and a standby must be able to answer them. Routes still go through the active
+    gateways only.
+    """
+    if role.gateway or role.node.gateway:
         return tuple(
             Peer(owner=n.name, dev=VX_SUBMARINER, vtep=vtep_ip(n.ip, inter_cluster=False), underlay=n.ip)
             for n in snapshot.nodes
@@ -67,12 +73,14 @@ def intra_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
             vtep=vtep_ip(e.private_ip, inter_cluster=False),
             underlay=e.private_ip,
         )
-        for e in role.local_gateways
+        for e in snapshot.endpoints_of(snapshot.local_cluster)
+        if e.hostname != role.node.name
     )
 
 
 def inter_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
-    """Peers on vxlan-tunnel (gateways only): every active gateway of every remote cluster."""
+    """Peers on vxlan-tunnel (gateways only): every gateway of every remote cluster (standbys too: magw.health
+    probes them, to see them take over or come back; routes go through the active ones only)."""
     if not role.gateway:
         return ()
     return tuple(
@@ -83,7 +91,7 @@ def inter_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
             underlay=e.underlay_ip,
         )
         for cluster in snapshot.remote_clusters
-        for e in active_endpoints(snapshot, cluster.id)
+        for e in snapshot.endpoints_of(cluster.id)
     )
 
 

@@ -1,0 +1,223 @@
+"""The gateway daemon: publishes this gateway node's Endpoint document into the broker directory.
+
+Level-driven like everything else: the document that should exist is computed
+from the node's Node document (``ip`` -> private IP, optional ``public_ip``)
+and the flags that override them, and the file is compared with it on every
+broker change, every 100 ms (is it still there?) and every resync period
+(is it still right?). A missing or different file is re-published atomically.
+SIGTERM/SIGINT withdraw it (remove the file) and exit 0; after a SIGKILL the
+file stays and the next start takes it over. Every ``heartbeat`` seconds the
+file is touched: route agents treat a document older than their
+``--endpoint-ttl`` as gone, so a dead gateway leaves every snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+from ipaddress import IPv4Address
+
+import attrs
+import structlog
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+
+from magw.agent.health_options import DEFAULT_HEARTBEAT, add_heartbeat_argument
+from magw.agent.options import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse
+from magw.agent.runner import run_until_signalled, start_metrics
+from magw.logsetup import configure_logging
+from magw.model import Endpoint
+from magw.sources.filebroker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
+
+log = structlog.get_logger(__name__)
+
+PRESENCE_CHECK = 0.1  # seconds between checks that our document still exists
+
+
+@attrs.define
+class _Metrics:
+    publications: Counter
+    published: Gauge
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None) -> _Metrics:
+        return cls(
+            publications=Counter(
+                "magw_gateway_publications", "Endpoint documents written.", ["reason"], registry=registry
+            ),
+            published=Gauge(
+                "magw_gateway_endpoint_published", "1 while our Endpoint document is in place.", registry=registry
+            ),
+        )
+
+
+@attrs.define
+class Gateway:
+    """Publishes one node's Endpoint document while it runs."""
+
+    broker: FileBroker
+    node: str
+    resync_period: float
+    private_ip: IPv4Address | None = None
+    public_ip: IPv4Address | None = None
+    registry: CollectorRegistry | None = REGISTRY
+    heartbeat: float = DEFAULT_HEARTBEAT
+    waiting: str | None = attrs.field(init=False, default=None)
+    _metrics: _Metrics = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._metrics = _Metrics.create(self.registry)
+        self.broker.subscribe(lambda _snapshot: self.ensure("broker"))
+
+    @property
+    def path(self) -> str:
+        return str(endpoint_path(self.broker.directory, self.broker.local_cluster, self.node))
+
+    def _wait(self, reason: str) -> None:
+        if reason != self.waiting:
+            log.info("gateway.waiting", node=self.node, reason=reason)
+        self.waiting = reason
+
+    def desired(self) -> Endpoint | None:
+        """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
+        snapshot = self.broker.snapshot
+        if snapshot is None:
+            self._wait(f"no snapshot of cluster {self.broker.local_cluster} yet")
+            return None
+        node = next((n for n in snapshot.nodes if n.name == self.node), None)
+        if node is None:
+            self._wait(f"no Node document for {self.node} in cluster {snapshot.local_cluster}")
+            return None
+        if not node.gateway:
+            self._wait(f"Node {self.node} is not a gateway (gateway: false)")
+            return None
+        self.waiting = None
+        doc = self.broker.local_node_document(self.node) or {}
+        public = self.public_ip
+        if public is None and doc.get("public_ip") is not None:
+            public = IPv4Address(doc["public_ip"])
+        return Endpoint(
+            cluster=snapshot.local_cluster,
+            hostname=self.node,
+            private_ip=self.private_ip if self.private_ip is not None else node.ip,
+            public_ip=public,
+        )
+
+    def ensure(self, reason: str) -> None:
+        """Publish the document if it is missing or differs from what it should be."""
+        want = self.desired()
+        if want is None:
+            return
+        text = render_endpoint(want)
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                current: str | None = f.read()
+        except FileNotFoundError:
+            current = None
+        if current == text:
+            self._metrics.published.set(1)
+            return
+        why = "missing" if current is None else "changed"
+        try:
+            publish_endpoint(self.broker.directory, want)
+        except OSError as exc:  # e.g. a full or read-only disk: retried at the next check
+            log.error("gateway.publish_failed", node=self.node, path=self.path, error=str(exc))
+            return
+        self._metrics.publications.labels(reason=why).inc()
+        self._metrics.published.set(1)
+        log.info(
+            "gateway.published",
+            node=self.node,
+            path=self.path,
+            reason=why,
+            trigger=reason,
+            private_ip=str(want.private_ip),
+            public_ip=None if want.public_ip is None else str(want.public_ip),
+        )
+
+    def touch(self) -> None:
+        """The heartbeat: renew our document's modification time (re-publish it if it is gone)."""
+        if self.waiting is not None:
+            return
+        try:
+            os.utime(self.path)
+        except FileNotFoundError:
+            self.ensure("presence")
+        except OSError as exc:  # retried at the next heartbeat
+            log.error("gateway.heartbeat_failed", node=self.node, path=self.path, error=str(exc))
+
+    def withdraw(self) -> None:
+        existed = withdraw_endpoint(self.broker.directory, self.broker.local_cluster, self.node)
+        self._metrics.published.set(0)
+        log.info("gateway.withdrawn", node=self.node, path=self.path, existed=existed)
+
+    async def serve(self, stop: asyncio.Event) -> int:
+        """Publish and keep publishing until ``stop``; then withdraw."""
+        self.broker.scan()
+        broker_task = asyncio.create_task(self.broker.run(), name="broker")
+        loop = asyncio.get_running_loop()
+        next_resync = loop.time() + self.resync_period
+        next_beat = loop.time() + self.heartbeat
+        try:
+            self.ensure("start")
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PRESENCE_CHECK):
+                        await stop.wait()
+                if stop.is_set() or broker_task.done():
+                    break
+                if loop.time() >= next_resync:
+                    next_resync = loop.time() + self.resync_period
+                    self.ensure("resync")
+                elif self.waiting is None and not os.path.exists(self.path):
+                    self.ensure("presence")
+                if loop.time() >= next_beat:
+                    next_beat = loop.time() + self.heartbeat
+                    self.touch()
+        finally:
+            self.broker.stop()
+            await asyncio.gather(broker_task, return_exceptions=True)
+            self.withdraw()
+        if broker_task.done() and not stop.is_set():
+            log.error("gateway.crashed", task="broker", error=repr(broker_task.exception()))
+            return EXIT_FAILURE
+        log.info("gateway.stopped", node=self.node)
+        return 0
+
+
+def build_parser() -> OneLineParser:
+    p = common_parser("magw-gateway", "Publish this gateway node's Endpoint document into the broker directory.")
+    p.add_argument("--private-ip", type=ipv4, help="address inside the cluster (default: the Node document's ip)")
+    p.add_argument(
+        "--public-ip",
+        type=ipv4,
+        help="address other clusters tunnel to (default: the Node document's public_ip, else the private IP)",
+    )
+    add_heartbeat_argument(p)
+    return p
+
+
+async def _run(args: argparse.Namespace) -> int:
+    gateway = Gateway(
+        broker=FileBroker(args.broker_dir, local_cluster=args.cluster),
+        node=args.node,
+        resync_period=args.resync_period,
+        private_ip=args.private_ip,
+        public_ip=args.public_ip,
+        heartbeat=args.heartbeat,
+    )
+    log.info("gateway.started", node=args.node, cluster=args.cluster, path=gateway.path)
+    start_metrics(args.metrics_port)
+    return await run_until_signalled("gateway", gateway.serve)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(build_parser(), argv)
+    configure_logging(args.log_format, args.log_level)
+    try:
+        return asyncio.run(_run(args))
+    except OSError as exc:  # e.g. the metrics port is taken, or the directory is not writable
+        log.error("gateway.failed", error=str(exc))
+        return EXIT_FAILURE

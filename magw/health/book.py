@@ -1,0 +1,120 @@
+"""The probes in flight: which (peer, echo id) waits for which sequence number, and when it misses. Pure.
+
+Times are seconds on one monotonic scale, given by the caller (a fake clock in
+tests). A probe succeeds when its reply, matched by sequence number, arrives
+by its deadline; it misses when ``expire`` runs after the deadline without a
+reply. A duplicate or a reply to an older probe counts for nothing.
+
+The deadline adapts to each peer's round-trip time: ``sent + max(timeout,
+RTT_FACTOR x smoothed RTT)``, at most ``sent + cap`` (the probe interval). In a
+cluster the RTT is far below the floor ``timeout``; across a WAN a peer 50 ms
+away gets 200 ms instead of being declared dead. Every reply to the latest
+probe of a peer, late or not, updates its smoothed RTT (EWMA, gain 1/8 as
+TCP's SRTT), so the first late replies of a far peer raise its deadline.
+There is at most one probe in flight per key: the caller expires before it
+sends again (deadline <= interval).
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address
+
+import attrs
+
+StateKey = tuple[IPv4Address, int]  # (peer VTEP, echo id)
+
+SEQ_MOD = 1 << 16
+RTT_FACTOR = 4.0
+RTT_GAIN = 0.125
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    key: StateKey
+    success: bool
+    rtt: float | None = None
+
+
+def jittered(interval: float, jitter: float, u: float) -> float:
+    """``interval`` reduced by a random fraction of at most ``jitter`` (``u`` uniform in [0, 1]).
+
+    One-sided, as BFD does (RFC 5880, 6.8.7): probes never come later than the
+    configured interval, so jitter never slows detection down.
+    """
+    return interval * (1.0 - jitter * u)
+
+
+@attrs.frozen
+class _Probe:
+    seq: int
+    sent: float
+    deadline: float
+
+
+@attrs.define
+class ProbeBook:
+    """``timeout``: the least time a reply is waited for; ``cap``: the most (None: no adaptation beyond ``timeout``)."""
+
+    timeout: float
+    cap: float | None = None
+    _pending: dict[StateKey, _Probe] = attrs.field(factory=dict)
+    _latest: dict[StateKey, _Probe] = attrs.field(factory=dict)
+    _seq: dict[StateKey, int] = attrs.field(factory=dict)
+    _srtt: dict[StateKey, float] = attrs.field(factory=dict)
+
+    def wait_for(self, key: StateKey) -> float:
+        """How long a reply of ``key`` is waited for now."""
+        srtt = self._srtt.get(key)
+        if srtt is None or self.cap is None:
+            return self.timeout
+        return min(self.cap, max(self.timeout, RTT_FACTOR * srtt))
+
+    def srtt(self, key: StateKey) -> float | None:
+        return self._srtt.get(key)
+
+    def sent(self, key: StateKey, now: float) -> int:
+        """Record a probe of ``key`` sent at ``now``; returns the sequence number to put in it."""
+        seq = (self._seq.get(key, 0) + 1) % SEQ_MOD
+        self._seq[key] = seq
+        probe = _Probe(seq=seq, sent=now, deadline=now + self.wait_for(key))
+        self._pending[key] = probe
+        self._latest[key] = probe
+        return seq
+
+    def received(self, key: StateKey, seq: int, at: float) -> Outcome | None:
+        """A reply arrived at ``at``: the success it proves, or None if it proves nothing."""
+        latest = self._latest.get(key)
+        if latest is None or latest.seq != seq:
+            return None
+        del self._latest[key]  # one RTT sample per probe: a duplicate is ignored
+        rtt = max(at - latest.sent, 0.0)
+        old = self._srtt.get(key)
+        self._srtt[key] = rtt if old is None else old + RTT_GAIN * (rtt - old)
+        pending = self._pending.get(key)
+        if pending is None or pending.seq != seq or at > pending.deadline:
+            return None
+        del self._pending[key]
+        return Outcome(key=key, success=True, rtt=rtt)
+
+    def expire(self, now: float) -> list[Outcome]:
+        """Misses: the probes in flight whose deadline passed at ``now`` (sorted by key)."""
+        late = sorted(k for k, p in self._pending.items() if now > p.deadline)
+        for key in late:
+            del self._pending[key]
+        return [Outcome(key=k, success=False) for k in late]
+
+    def next_deadline(self) -> float | None:
+        """When the first probe in flight turns into a miss."""
+        if not self._pending:
+            return None
+        return min(p.deadline for p in self._pending.values())
+
+    def forget(self, keep: frozenset[StateKey]) -> None:
+        """Drop every key not in ``keep`` (peers no longer probed)."""
+        for table in (self._pending, self._latest, self._seq, self._srtt):
+            for key in [k for k in table if k not in keep]:
+                del table[key]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)

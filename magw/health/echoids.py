@@ -1,0 +1,42 @@
+"""ICMP echo ids as a message: "is your daemon alive?" and "do you reach cluster C?". Pure.
+
+A gateway's kernel answers an echo request to its VTEP only while the echo id
+is in its lease set (``magw.health.lease``). The ids:
+
+- ``ALIVE_ID`` (1): leased while the node's route agent runs.
+- ``0x8000 | h(C)``: leased while this gateway reaches remote cluster C, where
+  ``h`` is the low 15 bits of crc32(C), with linear probing (in sorted
+  cluster-id order) on a collision, as ``magw.desired.ids`` does for group ids.
+  Prober and answerer compute the ids from the same clusterset; the high bit
+  keeps them apart from ``ALIVE_ID``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+
+ALIVE_ID = 1
+REACH_BASE = 0x8000
+_LOW15 = 0x7FFF
+
+
+def reach_ids(cluster_ids: Iterable[str]) -> dict[str, int]:
+    """The reach echo id of every cluster id given."""
+    taken: set[int] = set()
+    out: dict[str, int] = {}
+    for cid in sorted(set(cluster_ids)):
+        low = zlib.crc32(cid.encode()) & _LOW15
+        while low in taken:
+            low = (low + 1) & _LOW15
+        taken.add(low)
+        out[cid] = REACH_BASE | low
+    return out
+
+
+def cluster_of(echo_id: int, ids: Mapping[str, int]) -> str | None:
+    """The cluster whose reach id is ``echo_id`` (None for ``ALIVE_ID`` or an unknown id)."""
+    for cid, value in ids.items():
+        if value == echo_id:
+            return cid
+    return None

@@ -1,0 +1,403 @@
+"""The health monitor: probes peers, keeps their up/down states, holds this node's lease, reports Health.
+
+It lives in the route agent's process (the node's namespace) and runs two
+asyncio tasks until ``stop``:
+
+- the probe loop: every target is probed every ``interval`` (less jitter) on
+  one ping socket per echo id; replies are read as they arrive, misses are
+  counted at each probe's deadline (``book``); outcomes drive one ``Liveness``
+  per (peer VTEP, echo id). When the Health they say changes, ``on_change``
+  gets it at once (the route agent replans and syncs: no broker round trip);
+  ``on_transition`` hears of every state change (the status file).
+- the lease loop: renews ``ip magw_health``'s lease every ``refresh`` seconds
+  on a gateway node (and at once when the ids to lease change).
+
+``update(snapshot)`` feeds the broker's snapshot; ``planning_snapshot`` gives
+the planner that snapshot with the probed health merged in; with
+``require_sync``, the lease is held only once ``synced(True)`` said the
+kernel holds a plan made since the node's own Endpoint was (re)published: a
+gateway coming back answers once its tunnel is built. Peers present at
+the first plan start UNKNOWN (usable); peers that appear after ``down_after``
+intervals start PENDING (unusable until they answer), in multi-active mode. Everything
+decided here comes from the pure modules (``targets``, ``view``,
+``statemachine``, ``book``); this file only moves packets and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from ipaddress import IPv4Address
+from typing import Any
+
+import attrs
+import structlog
+
+from magw.health.book import Outcome, ProbeBook, StateKey, jittered
+from magw.health.echoids import ALIVE_ID
+from magw.health.lease import LeaseTable
+from magw.health.params import LeaseParams, ProbeParams
+from magw.health.probe import EchoSocket, Reply
+from magw.health.statemachine import NEW_AT_START, NEW_LATER, Liveness
+from magw.health.targets import NO_PLAN, ProbePlan, ProbeTarget, probe_plan
+from magw.health.view import lease_ids, merged, probed_health, published
+from magw.model import Health, Snapshot
+
+log = structlog.get_logger(__name__)
+
+OnChange = Callable[[Health], None]
+SocketFactory = Callable[[int], EchoSocket]
+LeaseFactory = Callable[[], LeaseTable]
+
+
+class HealthMonitor:
+    """Probes, states and the lease of one node (see the module docstring)."""
+
+    def __init__(
+        self,
+        node: str,
+        *,
+        probe: ProbeParams,
+        lease: LeaseParams,
+        netns: str | None = None,
+        on_change: OnChange | None = None,
+        rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+        sockets: SocketFactory | None = None,
+        lease_table: LeaseFactory | None = None,
+        require_sync: bool = False,
+    ) -> None:
+        self.node = node
+        self.params = probe
+        self.lease_params = lease
+        self.netns = netns
+        self.on_change = on_change
+        self.on_transition: Callable[[], None] | None = None
+        self._rng = rng
+        self._clock = clock
+        self._new_socket: SocketFactory = sockets or (lambda echo_id: EchoSocket(echo_id, netns=netns))
+        self._new_lease: LeaseFactory = lease_table or (lambda: LeaseTable(lease, netns=netns))
+        self._snapshot: Snapshot | None = None
+        self._plan: ProbePlan = NO_PLAN
+        self._states: dict[StateKey, Liveness] = {}
+        self._book = ProbeBook(timeout=probe.timeout, cap=probe.shortest_interval)
+        self._sockets: dict[int, EchoSocket] = {}
+        self._next_send: dict[IPv4Address, float] = {}
+        self._health = Health()
+        self._leases: frozenset[int] | None = None
+        self._lease: LeaseTable | None = None
+        self._lease_dirty = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.transitions = 0
+        self._started_at: float | None = None
+        self._require_sync = require_sync
+        self._planned_role: bool | None = None
+        self._ready_role: bool | None = None
+
+    # ----- inputs and outputs --------------------------------------------------------------------
+
+    @property
+    def health(self) -> Health:
+        """What the probes say (without the broker's Health document)."""
+        return self._health
+
+    @property
+    def plan(self) -> ProbePlan:
+        return self._plan
+
+    @property
+    def leases(self) -> frozenset[int] | None:
+        """The echo ids this node answers (None: it is no gateway, there is no lease table)."""
+        return self._leases
+
+    def planning_snapshot(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the probed health merged into its own, for the planner (remembers the role planned)."""
+        merged_snapshot = self._merged(snapshot)
+        self._planned_role = published(merged_snapshot, self.node)
+        return merged_snapshot
+
+    def synced(self, ok: bool) -> None:
+        """The route agent's sync of the last plan ended (``ok``: nothing failed): the kernel holds that plan."""
+        if ok and self._planned_role is not None:
+            self._ready_role = self._planned_role
+            self._update_leases()
+
+    def _merged(self, snapshot: Snapshot) -> Snapshot:
+        if not self._health.down and not self._health.reach:
+            return snapshot
+        return attrs.evolve(snapshot, health=merged(snapshot.health, self._health))
+
+    def update(self, snapshot: Snapshot | None) -> None:
+        """A new broker snapshot: re-derive targets and leases (call from the event loop's thread)."""
+        self._snapshot = snapshot
+        self._retarget()
+
+    def states(self) -> dict[StateKey, Liveness]:
+        return dict(self._states)
+
+    # ----- planning ------------------------------------------------------------------------------
+
+    def _retarget(self) -> None:
+        """Targets and leases from the snapshot and the current health; repeat until the role settles."""
+        for _ in range(3):  # single-gateway mode: health -> active gateway -> role -> targets -> health
+            snapshot = self._snapshot
+            plan = NO_PLAN if snapshot is None else probe_plan(self._merged(snapshot), self.node)
+            if plan != self._plan:
+                self._set_plan(plan)
+            if not self._refresh_health():
+                break
+        self._update_leases()
+
+    def _set_plan(self, plan: ProbePlan) -> None:
+        keys = plan.keys
+        self._states = {k: v for k, v in self._states.items() if k in keys}
+        if self._started_at is None:
+            self._started_at = self._clock()
+        elif self._clock() > self._started_at + self.params.interval * self.params.down_after:
+            for target in plan.targets:  # a gateway that appears now carries traffic once it has answered
+                for echo_id in target.echo_ids if target.late_pending else ():
+                    self._states.setdefault((target.address, echo_id), NEW_LATER)
+        self._book.forget(keys)
+        now = self._clock()
+        addresses = {t.address for t in plan.targets}
+        self._next_send = {a: t for a, t in self._next_send.items() if a in addresses}
+        for target in plan.targets:
+            if target.address not in self._next_send:
+                self._next_send[target.address] = now + self._rng() * self.params.interval
+        log.info(
+            "health.targets",
+            node=self.node,
+            mode=plan.mode,
+            targets=",".join(t.hostname for t in plan.targets),
+            echo_ids=",".join(str(i) for i in sorted(plan.echo_ids)),
+        )
+        self._plan = plan
+        self._sync_sockets()
+        self._wake.set()
+
+    def _refresh_health(self) -> bool:
+        """Recompute the probed Health; True (and ``on_change`` called) when it changed."""
+        health = probed_health(self._plan, self._states)
+        if health == self._health:
+            return False
+        self._health = health
+        if self.on_change is not None:
+            try:
+                self.on_change(health)
+            except Exception as exc:  # a listener's bug must not stop probing
+                log.exception("health.listener_failed", error=repr(exc))
+        return True
+
+    def _update_leases(self) -> None:
+        snapshot = None if self._snapshot is None else self._merged(self._snapshot)
+        ready = not self._require_sync or (snapshot is not None and self._ready_role == published(snapshot, self.node))
+        ids = None if snapshot is None else lease_ids(snapshot, self.node, snapshot.health, ready=ready)
+        if ids != self._leases:
+            log.info("health.leases", node=self.node, echo_ids=None if ids is None else sorted(ids))
+            self._leases = ids
+            self._lease_dirty.set()
+
+    # ----- sockets -------------------------------------------------------------------------------
+
+    def _sync_sockets(self) -> None:
+        wanted = self._plan.echo_ids
+        for echo_id in [i for i in self._sockets if i not in wanted]:
+            self._close_socket(echo_id)
+        for echo_id in sorted(wanted - self._sockets.keys()):
+            try:
+                sock = self._new_socket(echo_id)
+            except (OSError, RuntimeError) as exc:  # probes of this id miss; the next retarget tries again
+                log.error("health.socket_failed", node=self.node, echo_id=echo_id, error=str(exc))
+                continue
+            self._sockets[echo_id] = sock
+            if self._loop is not None:
+                self._loop.add_reader(sock.fileno(), self._drain_one, echo_id)
+
+    def _close_socket(self, echo_id: int) -> None:
+        sock = self._sockets.pop(echo_id)
+        if self._loop is not None:
+            self._loop.remove_reader(sock.fileno())
+        sock.close()
+
+    def _drain_one(self, echo_id: int) -> None:
+        sock = self._sockets.get(echo_id)
+        if sock is not None:
+            self._received(echo_id, sock.replies())
+
+    def _drain(self) -> None:
+        for echo_id in list(self._sockets):
+            self._drain_one(echo_id)
+
+    def _received(self, echo_id: int, replies: list[Reply]) -> None:
+        outcomes = []
+        for reply in replies:
+            outcome = self._book.received((reply.address, echo_id), reply.seq, reply.at)
+            if outcome is not None:
+                outcomes.append(outcome)
+        if outcomes:
+            self._apply(outcomes)
+
+    # ----- states --------------------------------------------------------------------------------
+
+    def _target(self, address: IPv4Address) -> ProbeTarget | None:
+        return next((t for t in self._plan.targets if t.address == address), None)
+
+    def _apply(self, outcomes: list[Outcome]) -> None:
+        changed = False
+        for outcome in outcomes:
+            target = self._target(outcome.key[0])
+            if target is None:
+                continue
+            old = self._states.get(outcome.key, NEW_AT_START)
+            new = old.observe(outcome.success, self.params, policy=target.policy)
+            self._states[outcome.key] = new
+            if new.state is not old.state:
+                changed = True
+                self.transitions += 1
+                self._log_transition(target, outcome.key[1], old, new)
+        if changed:
+            self._retarget()
+            if self.on_transition is not None:
+                try:
+                    self.on_transition()
+                except Exception as exc:  # a listener's bug must not stop probing
+                    log.exception("health.listener_failed", error=repr(exc))
+
+    def _log_transition(self, target: ProbeTarget, echo_id: int, old: Liveness, new: Liveness) -> None:
+        what = "alive" if echo_id == ALIVE_ID else next((c for c, i in self._plan.reach if i == echo_id), "?")
+        log.info(
+            "health.state_changed",
+            node=self.node,
+            peer=target.hostname,
+            address=str(target.address),
+            echo_id=echo_id,
+            what=what,
+            old=old.state.value,
+            new=new.state.value,
+        )
+
+    # ----- the loops -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Probe and hold the lease until ``stop`` is set; then withdraw the lease and close everything."""
+        self._loop = asyncio.get_running_loop()
+        for echo_id, sock in self._sockets.items():
+            self._loop.add_reader(sock.fileno(), self._drain_one, echo_id)
+        log.info(
+            "health.started",
+            node=self.node,
+            interval=self.params.interval,
+            timeout=self.params.timeout,
+            down_after=self.params.down_after,
+            up_after=self.params.up_after,
+            lease_timeout=self.lease_params.timeout,
+        )
+        tasks = [
+            asyncio.create_task(self._probe_loop(stop), name="health-probe"),
+            asyncio.create_task(self._lease_loop(stop), name="health-lease"),
+        ]
+        try:
+            await stop.wait()
+        finally:
+            self._wake.set()
+            self._lease_dirty.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        for echo_id in list(self._sockets):
+            self._close_socket(echo_id)
+        if self._lease is not None:
+            try:
+                self._lease.withdraw()
+            except Exception as exc:  # the namespace may be going away; the lease expires anyway
+                log.warning("health.withdraw_failed", node=self.node, error=repr(exc))
+            self._lease.close()
+            self._lease = None
+        log.info("health.stopped", node=self.node, transitions=self.transitions)
+
+    async def _probe_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            wake_at = self.tick(self._clock())
+            self._wake.clear()
+            delay = None if wake_at is None else max(wake_at - self._clock(), 0.0)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+
+    def tick(self, now: float) -> float | None:
+        """Read replies, count misses, send what is due; returns when to tick again."""
+        self._drain()
+        misses = self._book.expire(now)
+        if misses:
+            self._apply(misses)
+        for target in self._plan.targets:
+            due = self._next_send.get(target.address)
+            if due is not None and due <= now:
+                self._send(target)
+                self._next_send[target.address] = now + jittered(self.params.interval, self.params.jitter, self._rng())
+        times = [*self._next_send.values()]
+        deadline = self._book.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
+        return min(times) if times else None
+
+    def _send(self, target: ProbeTarget) -> None:
+        for echo_id in target.echo_ids:
+            sock = self._sockets.get(echo_id)
+            if sock is None:
+                continue
+            seq = self._book.sent((target.address, echo_id), self._clock())  # the send's own time, not the tick's
+            sock.send(target.address, seq)
+
+    async def _lease_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._hold_lease()
+            self._lease_dirty.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.lease_params.refresh):
+                    await self._lease_dirty.wait()
+
+    def _hold_lease(self) -> None:
+        """Renew (or install, or remove) the lease table to match ``leases``."""
+        try:
+            if self._leases is not None:
+                if self._lease is None:
+                    self._lease = self._new_lease()
+                self._lease.refresh(self._leases)
+            elif self._lease is not None:
+                self._lease.remove()
+                self._lease.close()
+                self._lease = None
+        except Exception as exc:  # retried at the next refresh; if it keeps failing the lease expires
+            log.error("health.lease_failed", node=self.node, error=repr(exc))
+
+    # ----- status --------------------------------------------------------------------------------
+
+    def status_json(self) -> dict[str, Any]:
+        """Targets with their states, as plain JSON (for the route agent's status file)."""
+        peers = []
+        for t in self._plan.targets:
+            alive = self._states.get((t.address, ALIVE_ID), NEW_AT_START)
+            peer: dict[str, Any] = {
+                "hostname": t.hostname,
+                "cluster": t.cluster,
+                "address": str(t.address),
+                "state": alive.state.value,
+            }
+            if self._plan.mode == "worker":
+                peer["reach"] = {
+                    cid: self._states.get((t.address, echo_id), NEW_AT_START).state.value
+                    for cid, echo_id in self._plan.reach
+                }
+            peers.append(peer)
+        return {
+            "mode": self._plan.mode,
+            "peers": peers,
+            "down": sorted(self._health.down),
+            "leases": None if self._leases is None else sorted(self._leases),
+        }

@@ -1,0 +1,79 @@
+"""The tunables of probing and of the liveness lease, validated (one line per bad field)."""
+
+from __future__ import annotations
+
+import attrs
+
+DEFAULT_INTERVAL = 0.1
+DEFAULT_TIMEOUT = 0.02
+DEFAULT_DOWN_AFTER = 3
+DEFAULT_UP_AFTER = 3
+DEFAULT_JITTER = 0.2
+DEFAULT_LEASE_TIMEOUT = 1.0
+DEFAULT_LEASE_REFRESH = 0.25
+
+MAX_COUNT = 100
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{name}: must be > 0 seconds, got {value}")
+
+
+def _count(name: str, value: int) -> None:
+    if not 1 <= value <= MAX_COUNT:
+        raise ValueError(f"{name}: must be from 1 to {MAX_COUNT}, got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class ProbeParams:
+    """How often and how patiently peers are probed.
+
+    ``interval``: the most seconds between two probes of one peer; each interval
+    is reduced by a random fraction of at most ``jitter`` (as BFD does).
+    ``timeout``: a probe whose reply has not arrived ``timeout`` seconds after it
+    was sent is a miss; for a peer whose smoothed round-trip time is larger, 4 x
+    that RTT, at most the shortest jittered interval (``magw.health.book``).
+    ``down_after``: consecutive misses that take an up peer down.
+    ``up_after``: consecutive successes that bring a down peer back up.
+    """
+
+    interval: float = DEFAULT_INTERVAL
+    timeout: float = DEFAULT_TIMEOUT
+    down_after: int = DEFAULT_DOWN_AFTER
+    up_after: int = DEFAULT_UP_AFTER
+    jitter: float = DEFAULT_JITTER
+
+    def __attrs_post_init__(self) -> None:
+        _positive("probe interval", self.interval)
+        _positive("probe timeout", self.timeout)
+        _count("down after", self.down_after)
+        _count("up after", self.up_after)
+        if not 0 <= self.jitter < 1:
+            raise ValueError(f"probe jitter: must be from 0 to below 1 (a fraction of the interval), got {self.jitter}")
+        if self.timeout > self.shortest_interval:
+            shortest = f"{self.shortest_interval:g}"
+            raise ValueError(f"probe timeout: must be <= the shortest jittered interval {shortest}, got {self.timeout}")
+
+    @property
+    def shortest_interval(self) -> float:
+        """interval x (1 - jitter): every probe's deadline comes before the next probe of its peer."""
+        return self.interval * (1.0 - self.jitter)
+
+
+@attrs.frozen(kw_only=True)
+class LeaseParams:
+    """The liveness lease: each element lives ``timeout`` seconds and is renewed every ``refresh`` seconds."""
+
+    timeout: float = DEFAULT_LEASE_TIMEOUT
+    refresh: float = DEFAULT_LEASE_REFRESH
+
+    def __attrs_post_init__(self) -> None:
+        _positive("lease timeout", self.timeout)
+        _positive("lease refresh", self.refresh)
+        if self.refresh * 2 > self.timeout:
+            raise ValueError(
+                f"lease refresh: must be at most half the lease timeout {self.timeout}, got {self.refresh}"
+            )
+        if self.timeout < 0.001:
+            raise ValueError(f"lease timeout: must be at least 1 ms, got {self.timeout}")

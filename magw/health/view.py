@@ -1,0 +1,77 @@
+"""From probe states to the planner's Health, and to the echo ids this node leases. Pure.
+
+``probed_health``: a target whose ``ALIVE_ID`` state is down is in ``down``;
+on a worker, every target also gets a ``reach`` entry: the remote clusters
+whose reach id is not down. ``merged`` combines that with the Health document
+of the broker (an operator's override): the union of ``down``, the
+intersection of ``reach`` where both name a gateway.
+
+``lease_ids``: what a gateway node answers. Nothing before its own Endpoint
+is published and its kernel holds the plan of its role; then ``ALIVE_ID``, and
+the reach id of every remote cluster except those it has positive evidence it
+cannot reach: every published gateway of that cluster is down in its own
+probes. No evidence (a standby, a cluster with no gateway yet) grants reach:
+workers avoid a gateway for a cluster only when that gateway knows it lost it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from ipaddress import IPv4Address
+
+from magw.health.echoids import ALIVE_ID, reach_ids
+from magw.health.statemachine import Liveness
+from magw.health.targets import ProbePlan
+from magw.model import Health, Snapshot
+
+StateKey = tuple[IPv4Address, int]
+_UNKNOWN = Liveness()
+
+
+def probed_health(plan: ProbePlan, states: Mapping[StateKey, Liveness]) -> Health:
+    """The Health that the probe states of ``plan`` say."""
+    down = {t.hostname for t in plan.targets if states.get((t.address, ALIVE_ID), _UNKNOWN).down}
+    if plan.mode != "worker":
+        return Health(down=down)
+    reach = {
+        t.hostname: {cid for cid, echo_id in plan.reach if not states.get((t.address, echo_id), _UNKNOWN).down}
+        for t in plan.targets
+    }
+    return Health(down=down, reach=reach)
+
+
+def merged(broker: Health, probed: Health) -> Health:
+    """Both sources of health together; a gateway is usable only if both allow it."""
+    reach = dict(broker.reach)
+    for gw, clusters in probed.reach:
+        reach[gw] = reach[gw] & clusters if gw in reach else clusters
+    return Health(down=broker.down | probed.down, reach=reach)
+
+
+def published(snapshot: Snapshot, node: str) -> bool:
+    """True when ``node``'s own Endpoint is in the snapshot: others route through it once it answers, so its
+    kernel must hold the gateway's plan first (a gateway coming back, or re-published, rebuilds its tunnel).
+
+    Only this gates the lease, not a change of role: a standby that takes over keeps answering while it
+    builds its tunnel, or its workers would declare it down too and fall back to the dead gateway.
+    """
+    return any(e.hostname == node for e in snapshot.endpoints_of(snapshot.local_cluster))
+
+
+def lease_ids(snapshot: Snapshot, node: str, health: Health, *, ready: bool = True) -> frozenset[int] | None:
+    """The echo ids ``node`` answers, given the health it plans with; None when it is no gateway (no table).
+
+    Nothing (an empty set) while our own Endpoint is not published, or while not ``ready``: the kernel has
+    not yet been synced to the role we plan (a gateway coming back is rebuilding its tunnel).
+    """
+    me = next((n for n in snapshot.nodes if n.name == node), None)
+    if me is None or not me.gateway:
+        return None
+    if not ready or not published(snapshot, node):
+        return frozenset()
+    granted = {ALIVE_ID}
+    for cid, echo_id in reach_ids(c.id for c in snapshot.remote_clusters).items():
+        hosts = [e.hostname for e in snapshot.endpoints_of(cid)]
+        if not hosts or not all(h in health.down for h in hosts):
+            granted.add(echo_id)
+    return frozenset(granted)

@@ -1,0 +1,435 @@
+"""The daemons as processes: magw-route-agent and magw-gateway against a broker directory.
+
+Without root they run with the fake node driver (``--fake``); the kernel tests run
+the route agent with the real drivers inside a throwaway namespace and check the
+result with ``ip -json`` and ``nft -j``. Every wait is bounded (a safety net, not a
+speed assertion) and every process is ended by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from magw.desired.planner import plan
+from magw.desired.state import KINDS
+from magw.model import Endpoint
+from magw.sources import FileBroker, endpoint_path, publish_endpoint
+from tests.netns import ip_json, nft_json, run
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 30.0  # seconds: safety limit of every wait
+
+DOCS = """\
+kind: Cluster
+id: east
+pod_cidrs: [10.1.0.0/16]
+service_cidrs: [100.1.0.0/16]
+---
+kind: Cluster
+id: west
+pod_cidrs: [10.2.0.0/16]
+service_cidrs: [100.2.0.0/16]
+---
+kind: Config
+strategy: {strategy}
+---
+kind: Node
+cluster: east
+name: e-gw1
+ip: 172.18.0.6
+cni_ip: 10.1.1.1
+gateway: true
+public_ip: 198.18.0.6
+---
+kind: Node
+cluster: east
+name: e-w1
+ip: 172.18.0.3
+cni_ip: 10.1.3.1
+"""
+
+E_GW1 = Endpoint(cluster="east", hostname="e-gw1", private_ip=IPv4Address("172.18.0.6"))
+W_GW1 = Endpoint(cluster="west", hostname="w-gw1", private_ip=IPv4Address("172.19.0.4"))
+W_GW2 = Endpoint(cluster="west", hostname="w-gw2", private_ip=IPv4Address("172.19.0.9"))
+
+
+def make_broker(
+    directory: Path, *, strategy: str = "resilient", endpoints: tuple[Endpoint, ...] = (E_GW1, W_GW1)
+) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "clusterset.yaml").write_text(DOCS.format(strategy=strategy))
+    for endpoint in endpoints:
+        publish_endpoint(directory, endpoint)
+    return directory
+
+
+def expected_objects(directory: Path, node: str) -> int:
+    """How many objects the node's plan has (every kind plus the nft table)."""
+    broker = FileBroker(directory, local_cluster="east")
+    broker.scan()
+    assert broker.snapshot is not None
+    state = plan(broker.snapshot, node)
+    return sum(len(state.of_kind(k)) for k in KINDS) + (0 if state.nft is None else 1)
+
+
+def command(daemon: str, *args: str, netns: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", f"daemons.{daemon}", *args]
+    return ["ip", "netns", "exec", netns, *cmd] if netns is not None else cmd
+
+
+def run_daemon(daemon: str, *args: str, netns: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command(daemon, *args, netns=netns), cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+class Daemon:
+    """A daemon process we started, its stderr collected line by line; stopped by its PID."""
+
+    def __init__(self, daemon: str, *args: str, netns: str | None = None) -> None:
+        self.proc = subprocess.Popen(
+            command(daemon, *args, netns=netns),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def saw(self, event: str) -> bool:
+        return named(self.stderr, event) != []
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self) -> int:
+        code = self.proc.wait(timeout=LIMIT)
+        self._reader.join(timeout=LIMIT)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.wait()
+
+
+@pytest.fixture
+def daemons() -> Iterator[Callable[..., Daemon]]:
+    started: list[Daemon] = []
+
+    def start(daemon: str, *args: str, netns: str | None = None) -> Daemon:
+        d = Daemon(daemon, *args, netns=netns)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.kill()
+
+
+def wait_for(predicate: Callable[[], bool], what: str) -> None:
+    end = time.monotonic() + LIMIT
+    while not predicate():
+        assert time.monotonic() < end, f"{what}: not reached within the {LIMIT:.0f} s safety limit"
+        time.sleep(0.02)
+
+
+def json_events(stderr: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+def named(stderr: str, event: str) -> list[dict[str, Any]]:
+    return [e for e in json_events(stderr) if e["event"] == event]
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return doc
+
+
+def common(broker: Path, node: str = "e-w1") -> tuple[str, ...]:
+    return ("--broker-dir", str(broker), "--node", node, "--cluster", "east", "--log-format", "json")
+
+
+# ----- route agent, fake driver ------------------------------------------------------------------
+
+
+def test_route_agent_once_converges_with_the_fake_driver(tmp_path: Path) -> None:
+    """--fake --once: one full sync of the whole plan, exit 0, a converged status file and a sync_done event."""
+    broker = make_broker(tmp_path / "broker")
+    status = tmp_path / "status.json"
+    done = run_daemon("route_agent", *common(broker), "--fake", "--once", "--status-file", str(status))
+    assert done.returncode == 0, done.stderr
+    want = expected_objects(broker, "e-w1")
+    (sync,) = named(done.stderr, "reconciler.sync_done")
+    assert (sync["full"], sync["changes"], sync["failed"], sync["reasons"]) == (True, want, 0, "once")
+    doc = read_status(status)
+    assert doc is not None
+    assert (doc["node"], doc["converged"], doc["counts"], doc["objects"]) == (
+        "e-w1",
+        True,
+        {"done": want, "error": 0, "pending": 0},
+        [],
+    )
+
+
+def test_route_agent_once_without_its_node_fails(tmp_path: Path) -> None:
+    """A node with no Node document cannot be planned: --once exits 1 and says why."""
+    broker = make_broker(tmp_path / "broker")
+    done = run_daemon("route_agent", *common(broker, node="e-w7"), "--fake", "--once")
+    assert done.returncode == 1
+    (event,) = named(done.stderr, "route_agent.not_ready")
+    assert event["reason"] == "node e-w7 is not in cluster east's Node documents"
+
+
+@pytest.mark.parametrize(
+    ("daemon", "args", "message"),
+    [
+        ("route_agent", ("--broker-dir", "/nonexistent/magw", "--node", "n", "--cluster", "c"),
+         "magw-route-agent: error: --broker-dir: no such directory: /nonexistent/magw"),
+        ("route_agent", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--resync-period", "0"),
+         "magw-route-agent: error: argument --resync-period: must be > 0 seconds, got 0"),
+        ("route_agent", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--metrics-port", "70000"),
+         "magw-route-agent: error: argument --metrics-port: must be 0 (off) or a port 1-65535, got 70000"),
+        ("route_agent", ("--broker-dir", ".", "--cluster", "c"),
+         "magw-route-agent: error: the following arguments are required: --node"),
+        ("gateway", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--public-ip", "1.2.3"),
+         "magw-gateway: error: argument --public-ip: '1.2.3' is not an IPv4 address"),
+        ("gateway", ("--broker-dir", ".", "--node", "a/b", "--cluster", "c"),
+         "magw-gateway: error: argument --node: 'a/b' must be letters, digits, '.', '_' or '-'"),
+    ],
+)  # fmt: skip
+def test_bad_flags_exit_2_with_one_line(daemon: str, args: tuple[str, ...], message: str) -> None:
+    """Bad input: exit 2, exactly one line on stderr naming the flag, no traceback."""
+    done = run_daemon(daemon, *args)
+    assert (done.returncode, done.stderr) == (2, message + "\n")
+
+
+def test_route_agent_follows_the_broker_and_stops_on_sigterm(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:
+    """A new remote gateway document reaches the running agent of a gateway node (one more sync with
+    changes); SIGTERM exits 0 cleanly."""
+    broker = make_broker(tmp_path / "broker")
+    status = tmp_path / "status.json"
+    agent = daemons("route_agent", *common(broker, node="e-gw1"), "--fake", "--status-file", str(status))
+
+    def converged() -> bool:
+        doc = read_status(status)
+        return doc is not None and doc["converged"] is True
+
+    wait_for(converged, "first sync")
+    first = read_status(status)
+    assert first is not None
+    publish_endpoint(broker, W_GW2)
+    wait_for(lambda: (read_status(status) or {}).get("syncs", 0) > first["syncs"], "a sync after the new endpoint")
+    agent.signal(signal.SIGTERM)
+    assert agent.wait() == 0
+    syncs = named(agent.stderr, "reconciler.sync_done")
+    assert syncs[-1]["reasons"] == "broker"
+    assert syncs[-1]["changes"] > 0
+    assert [e["event"] for e in json_events(agent.stderr) if e["event"].startswith("route_agent.")][-2:] == [
+        "route_agent.signal",
+        "route_agent.stopped",
+    ]
+
+
+# ----- gateway -----------------------------------------------------------------------------------
+
+
+def test_gateway_publishes_republishes_and_withdraws(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:
+    """The gateway writes its Endpoint from its Node document, writes it again when it disappears,
+    and removes it on SIGTERM (exit 0)."""
+    broker = make_broker(tmp_path / "broker", endpoints=(W_GW1,))
+    path = endpoint_path(broker, "east", "e-gw1")
+    gw = daemons("gateway", *common(broker, node="e-gw1"))
+    wait_for(path.exists, "first publication")
+    assert yaml.safe_load(path.read_text()) == {
+        "kind": "Endpoint",
+        "cluster": "east",
+        "hostname": "e-gw1",
+        "private_ip": "172.18.0.6",
+        "public_ip": "198.18.0.6",
+    }
+    path.unlink()
+    wait_for(path.exists, "re-publication")
+    gw.signal(signal.SIGTERM)
+    assert gw.wait() == 0
+    assert path.exists() is False
+    published = named(gw.stderr, "gateway.published")
+    assert [e["reason"] for e in published] == ["missing", "missing"]
+    (withdrawn,) = named(gw.stderr, "gateway.withdrawn")
+    assert withdrawn["existed"] is True
+    assert named(gw.stderr, "gateway.stopped") != []
+
+
+def test_gateway_flags_override_and_a_restart_takes_over_after_sigkill(
+    tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    """--public-ip wins over the Node document; SIGKILL leaves the file, the next gateway adopts it as is."""
+    broker = make_broker(tmp_path / "broker", endpoints=())
+    path = endpoint_path(broker, "east", "e-gw1")
+    first = daemons("gateway", *common(broker, node="e-gw1"), "--public-ip", "203.0.113.6")
+    wait_for(path.exists, "publication")
+    content = path.read_text()
+    assert yaml.safe_load(content)["public_ip"] == "203.0.113.6"
+    first.signal(signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    assert path.read_text() == content
+    second = daemons("gateway", *common(broker, node="e-gw1"), "--public-ip", "203.0.113.6")
+    wait_for(lambda: second.saw("filebroker.initial_sync"), "second gateway read the broker")
+    second.signal(signal.SIGINT)
+    assert second.wait() == 0
+    assert named(second.stderr, "gateway.published") == []  # the file was already right
+    assert path.exists() is False
+
+
+def test_gateway_waits_while_its_node_is_not_a_gateway(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:
+    """A node whose Node document says gateway: false publishes nothing until it becomes a gateway."""
+    broker = make_broker(tmp_path / "broker", endpoints=())
+    gw = daemons("gateway", *common(broker, node="e-w1"))
+    docs = (broker / "clusterset.yaml").read_text()
+    wait_for(lambda: gw.saw("gateway.waiting"), "the gateway looked at its Node document")
+    assert endpoint_path(broker, "east", "e-w1").exists() is False
+    tmp = broker / ".clusterset.yaml.tmp"
+    tmp.write_text(docs.replace("cni_ip: 10.1.3.1\n", "cni_ip: 10.1.3.1\ngateway: true\n"))
+    os.rename(tmp, broker / "clusterset.yaml")
+    wait_for(endpoint_path(broker, "east", "e-w1").exists, "publication after promotion")
+    gw.signal(signal.SIGTERM)
+    assert gw.wait() == 0
+    (waiting,) = named(gw.stderr, "gateway.waiting")
+    assert waiting["reason"] == "Node e-w1 is not a gateway (gateway: false)"
+
+
+# ----- kernel ------------------------------------------------------------------------------------
+
+
+def wire_node(ns: str, peer: str, *, ip: str, cni_ip: str) -> None:
+    """The node's underlay (a veth to a peer namespace) with its node IP, and a CNI bridge with its CNI IP."""
+    run(ns, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", peer)
+    run(ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
+    run(ns, "ip", "link", "set", "eth0", "up")
+    run(peer, "ip", "link", "set", "eth0", "up")
+    run(ns, "ip", "link", "add", "cni0", "type", "bridge")
+    run(ns, "ip", "addr", "add", f"{cni_ip}/24", "dev", "cni0")
+    run(ns, "ip", "link", "set", "cni0", "up")
+
+
+def our_routes(ns: str) -> list[dict[str, Any]]:
+    routes: list[dict[str, Any]] = ip_json(ns, "route", "show", "table", "all", "proto", "157")
+    return sorted(routes, key=lambda r: (r.get("table", "main"), r["dst"]))
+
+
+@pytest.mark.kernel
+def test_route_agent_programs_a_worker_in_its_namespace(tmp_path: Path, ns_factory: Callable[[str], str]) -> None:
+    """Real drivers: --once programs the worker's routes (checked with ip -json), nft table and hash policy;
+    a second --once changes nothing."""
+    ns, peer = ns_factory("magwt-ra"), ns_factory("magwt-rap")
+    wire_node(ns, peer, ip="172.18.0.3", cni_ip="10.1.3.1")
+    broker = make_broker(tmp_path / "broker", strategy="resilient")
+    first = run_daemon("route_agent", *common(broker), "--once", netns=ns)
+    assert first.returncode == 0, first.stderr
+    routes = our_routes(ns)
+    assert [(r["dst"], r.get("table", "main"), r["prefsrc"], r["metric"], "nhid" in r) for r in routes] == [
+        ("10.2.0.0/16", "main", "10.1.3.1", 100, True),
+        ("100.2.0.0/16", "main", "10.1.3.1", 100, True),
+    ]
+    assert {r["dev"] for r in routes} == {"vx-submariner"}
+    assert [
+        (r["ifname"], r["linkinfo"]["info_data"]["id"]) for r in ip_json(ns, "-d", "link", "show", "vx-submariner")
+    ] == [("vx-submariner", 100)]
+    listing = nft_json(ns, "list", "ruleset")["nftables"]
+    assert [(t["table"]["family"], t["table"]["name"]) for t in listing if "table" in t] == [("ip", "magw")]
+    assert sorted(c["chain"]["name"] for c in listing if "chain" in c) == ["forward", "input", "postrouting"]
+    assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "1"
+    second = run_daemon("route_agent", *common(broker), "--once", netns=ns)
+    assert second.returncode == 0, second.stderr
+    (sync,) = named(second.stderr, "reconciler.sync_done")
+    assert (sync["changes"], sync["failed"]) == (0, 0)
+
+
+@pytest.mark.kernel
+def test_route_agent_programs_a_gateway_in_its_namespace(tmp_path: Path, ns_factory: Callable[[str], str]) -> None:
+    """Real drivers, gateway role: table 100 routes through the remote VTEP and rule 100, checked with ip -json."""
+    ns, peer = ns_factory("magwt-ra"), ns_factory("magwt-rap")
+    wire_node(ns, peer, ip="172.18.0.6", cni_ip="10.1.1.1")
+    broker = make_broker(tmp_path / "broker", strategy="multipath")
+    done = run_daemon("route_agent", *common(broker, node="e-gw1"), "--once", netns=ns)
+    assert done.returncode == 0, done.stderr
+    routes = our_routes(ns)
+    assert [(r["dst"], r["table"], r["gateway"], r["dev"], r["prefsrc"]) for r in routes] == [
+        ("10.2.0.0/16", "100", "241.19.0.4", "vxlan-tunnel", "10.1.1.1"),
+        ("100.2.0.0/16", "100", "241.19.0.4", "vxlan-tunnel", "10.1.1.1"),
+    ]
+    rules = [(r["priority"], r["table"]) for r in ip_json(ns, "rule", "show") if r["priority"] == 100]
+    assert rules == [(100, "100")]
+
+
+@pytest.mark.kernel
+def test_restart_after_sigkill_converges(
+    tmp_path: Path, ns_factory: Callable[[str], str], daemons: Callable[..., Daemon]
+) -> None:
+    """A SIGKILLed agent leaves the kernel as it was; drift made meanwhile is repaired by the next start."""
+    ns, peer = ns_factory("magwt-ra"), ns_factory("magwt-rap")
+    wire_node(ns, peer, ip="172.18.0.3", cni_ip="10.1.3.1")
+    broker = make_broker(tmp_path / "broker", strategy="group")
+    status = tmp_path / "status.json"
+    agent = daemons("route_agent", *common(broker), "--status-file", str(status), netns=ns)
+    wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
+    before = our_routes(ns)
+    agent.signal(signal.SIGKILL)
+    assert agent.wait() == -signal.SIGKILL
+    assert our_routes(ns) == before
+    run(ns, "ip", "route", "del", "10.2.0.0/16", "proto", "157")
+    done = run_daemon("route_agent", *common(broker), "--once", netns=ns)
+    assert done.returncode == 0, done.stderr
+    (sync,) = named(done.stderr, "reconciler.sync_done")
+    assert sync["changes"] == 1
+    assert our_routes(ns) == before
+
+
+@pytest.mark.kernel
+def test_metrics_are_served_inside_the_namespace(tmp_path: Path, ns: str, daemons: Callable[..., Daemon]) -> None:
+    """--metrics-port serves Prometheus text on 127.0.0.1 of the node's namespace (here with the fake driver)."""
+    broker = make_broker(tmp_path / "broker")
+    status = tmp_path / "status.json"
+    agent = daemons(
+        "route_agent", *common(broker), "--fake", "--metrics-port", "9464", "--status-file", str(status), netns=ns
+    )
+    wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
+    fetch = (
+        "import urllib.request;"
+        "print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=10).read().decode())"
+    )
+    text = run(ns, sys.executable, "-c", fetch).stdout
+    want = expected_objects(broker, "e-w1")
+    assert 'magw_reconciler_syncs_total{mode="full",reconciler="route_agent"} 1.0' in text.splitlines()
+    created = [
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("magw_reconciler_changes_total{")
+    ]
+    assert sum(created) == want
+    agent.signal(signal.SIGTERM)
+    assert agent.wait() == 0

@@ -1,0 +1,198 @@
+"""The liveness lease in a real kernel: echo requests to a VTEP are answered only while their id is leased.
+
+Kernel tests in two throwaway namespaces joined by a veth (240/8 addresses, as VTEPs have).
+``nft -j list`` is the independent read-back; ICMP ping sockets send the probes.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from magw.drivers.netlink.nsthread import run_in_netns
+from magw.health.echoids import ALIVE_ID
+from magw.health.lease import TABLE, LeaseTable, refresh_text, table_text
+from magw.health.params import LeaseParams
+from magw.health.probe import enable_ping_sockets
+from tests import netns as checker
+
+pytestmark = pytest.mark.kernel
+
+PROBER, ANSWERER = "240.77.0.1", "240.77.0.2"
+OTHER = "10.77.0.2"  # not a VTEP: never gated
+
+
+@pytest.fixture
+def pair(ns_factory: object) -> tuple[str, str]:
+    """(prober namespace, answerer namespace) joined by a veth; the answerer also has a non-VTEP address."""
+    a = ns_factory()  # type: ignore[operator]  # the conftest fixture returns a factory
+    b = ns_factory()  # type: ignore[operator]
+    checker.run(a, "ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", b)
+    checker.run(a, "ip", "addr", "add", f"{PROBER}/8", "dev", "v0")
+    checker.run(a, "ip", "addr", "add", "10.77.0.1/24", "dev", "v0")
+    checker.run(a, "ip", "link", "set", "v0", "up")
+    checker.run(b, "ip", "addr", "add", f"{ANSWERER}/8", "dev", "v1")
+    checker.run(b, "ip", "addr", "add", f"{OTHER}/24", "dev", "v1")
+    checker.run(b, "ip", "link", "set", "v1", "up")
+    enable_ping_sockets(a)
+    return a, b
+
+
+def answered(ns: str, address: str, echo_id: int) -> bool:
+    """One echo request with ``echo_id`` from ``ns``; True when a reply comes within 0.5 s."""
+
+    def probe() -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP) as sock:
+            sock.bind(("0.0.0.0", echo_id))
+            sock.sendto(struct.pack("!BBHHH", 8, 0, 0, 0, 7) + b"test", (address, 0))
+            ready, _w, _x = select.select([sock], [], [], 0.5)
+            return bool(ready)
+
+    return run_in_netns(ns, probe)
+
+
+def lease_elements(ns: str) -> list[int]:
+    """The leased ids as ``nft -j list set`` shows them."""
+    doc = checker.nft_json(ns, "list", "set", "ip", TABLE, "lease")
+    sets = [item["set"] for item in doc["nftables"] if "set" in item]
+    return sorted(e["elem"]["val"] for e in sets[0].get("elem", []))
+
+
+def test_table_text_is_the_documented_ruleset() -> None:
+    """The table, set, chain and rule exactly as docs/health.md shows them; a refresh is flush + add."""
+    assert table_text([ALIVE_ID, 0x9000], 1.0) == (
+        "add table ip magw_health\n"
+        "delete table ip magw_health\n"
+        "table ip magw_health {\n"
+        "  set lease {\n    typeof icmp id\n    flags timeout\n  }\n"
+        "  chain input {\n"
+        "    type filter hook input priority -10; policy accept;\n"
+        "    icmp type echo-request ip daddr { 240.0.0.0/8, 241.0.0.0/8 } icmp id != @lease drop\n"
+        "  }\n"
+        "}\n"
+        "add element ip magw_health lease { 1 timeout 1000ms, 36864 timeout 1000ms }\n"
+    )
+    assert refresh_text([], 0.25) == "flush set ip magw_health lease\n"
+
+
+def test_leased_id_is_answered_and_others_are_dropped(pair: tuple[str, str]) -> None:
+    """With id 1 leased: id 1 is answered, id 2 is not; a non-VTEP address answers any id."""
+    a, b = pair
+    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        assert lease_elements(b) == [ALIVE_ID]
+        assert [answered(a, ANSWERER, ALIVE_ID), answered(a, ANSWERER, 2)] == [True, False]
+        assert answered(a, OTHER, 2) is True
+    finally:
+        lease.close()
+
+
+def test_refresh_replaces_the_leased_ids(pair: tuple[str, str]) -> None:
+    """A refresh leases exactly the ids given: 0x8001 added, 1 gone."""
+    a, b = pair
+    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        lease.refresh([0x8001])
+        assert lease_elements(b) == [0x8001]
+        assert [answered(a, ANSWERER, ALIVE_ID), answered(a, ANSWERER, 0x8001)] == [False, True]
+    finally:
+        lease.close()
+
+
+def test_lease_expires_without_refresh(pair: tuple[str, str]) -> None:
+    """A lease of 0.3 s that nobody renews expires: the kernel stops answering (a daemon killed with SIGKILL)."""
+    a, b = pair
+    lease = LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        time.sleep(0.6)
+        assert lease_elements(b) == []
+        assert answered(a, ANSWERER, ALIVE_ID) is False
+    finally:
+        lease.close()
+
+
+def test_refreshed_lease_outlives_its_timeout(pair: tuple[str, str]) -> None:
+    """Renewed every 0.1 s, a 0.5 s lease is still held after 1.5 s: flush + add resets the timeout."""
+    a, b = pair
+    lease = LeaseTable(LeaseParams(timeout=0.5, refresh=0.1), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        for _ in range(15):
+            time.sleep(0.1)
+            lease.refresh([ALIVE_ID])
+        assert lease_elements(b) == [ALIVE_ID]
+        assert answered(a, ANSWERER, ALIVE_ID) is True
+    finally:
+        lease.close()
+
+
+def test_withdraw_stops_answers_at_once_and_remove_deletes_the_table(pair: tuple[str, str]) -> None:
+    """Withdraw empties the set (no answers); remove deletes our table only, and the kernel answers again."""
+    a, b = pair
+    checker.run(b, "nft", "add", "table", "ip", "foreign")
+    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        lease.withdraw()
+        assert (lease_elements(b), answered(a, ANSWERER, ALIVE_ID)) == ([], False)
+        assert lease.remove() is True
+        tables = sorted(t["table"]["name"] for t in checker.nft_json(b, "list", "tables")["nftables"] if "table" in t)
+        assert tables == ["foreign"]
+        assert answered(a, ANSWERER, ALIVE_ID) is True
+        assert lease.remove() is False
+    finally:
+        lease.close()
+
+
+def test_refresh_recreates_a_table_removed_under_it(pair: tuple[str, str]) -> None:
+    """Someone deleted the table (cleanup, flush ruleset): the next refresh puts it back with the lease."""
+    a, b = pair
+    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        checker.run(b, "nft", "delete", "table", "ip", TABLE)
+        lease.refresh([ALIVE_ID])
+        assert lease_elements(b) == [ALIVE_ID]
+        assert answered(a, ANSWERER, 2) is False
+    finally:
+        lease.close()
+
+
+def test_ping_group_range_is_set_in_the_namespace_only(ns: str) -> None:
+    """enable_ping_sockets widens net.ipv4.ping_group_range inside the namespace; the host's stays as it was."""
+    host_before = Path("/proc/sys/net/ipv4/ping_group_range").read_text()
+    assert checker.run(ns, "sysctl", "-n", "net.ipv4.ping_group_range").stdout.split() == ["1", "0"]
+    enable_ping_sockets(ns)
+    assert checker.run(ns, "sysctl", "-n", "net.ipv4.ping_group_range").stdout.split() == ["0", "0"]
+    assert Path("/proc/sys/net/ipv4/ping_group_range").read_text() == host_before
+
+
+def test_magw_cleanup_removes_the_lease_table(ns: str) -> None:
+    """`magw cleanup --dry-run` names the lease table and keeps it; `magw cleanup` deletes it (and only it)."""
+    checker.run(ns, "nft", "add", "table", "ip", "foreign")
+    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=ns)
+    try:
+        lease.install([ALIVE_ID])
+    finally:
+        lease.close()
+    magw = [sys.executable, "-m", "magw.cli.main", "cleanup", "--netns", ns]
+    dry = subprocess.run([*magw, "--dry-run"], capture_output=True, text=True, timeout=60, check=True)
+    assert dry.stdout.splitlines()[0] == "would delete nft table ip magw_health (liveness lease)"
+    assert sorted(t["table"]["name"] for t in checker.nft_json(ns, "list", "tables")["nftables"] if "table" in t) == [
+        "foreign",
+        "magw_health",
+    ]
+    real = subprocess.run(magw, capture_output=True, text=True, timeout=60, check=True)
+    assert real.stdout.splitlines()[0] == "delete nft table ip magw_health (liveness lease)"
+    tables = [t["table"]["name"] for t in checker.nft_json(ns, "list", "tables")["nftables"] if "table" in t]
+    assert tables == ["foreign"]
