@@ -68,7 +68,8 @@ def test_destination_sees_the_client_pod_ip_despite_the_cni_masquerade(lab: tupl
     for node in layout_.nodes:
         tables = checker.nft_json(node.namespace, "list", "tables")["nftables"]
         names = sorted(t["table"]["name"] for t in tables if "table" in t)
-        assert names == ["lab-cni", "lab-kube", "magw"], node.name
+        lease = ["magw_health"] if node.gateway else []  # the liveness lease of failure detection (docs/health.md)
+        assert names == ["lab-cni", "lab-kube", "magw", *lease], node.name
     cells = [c for c in run_matrix(layout_) if c.kind == "pod"]
     assert [(c.client.name, c.seen_ip) for c in cells] == [(c.client.name, str(c.client.ip)) for c in cells]
 
@@ -82,7 +83,8 @@ def _check_no_flooding(layout_: LabLayout) -> None:
 
 
 def _near(value: int, expected: int) -> bool:
-    return expected <= value <= expected * (1 + NOISE) + 2
+    # -2: the health probes are subtracted from the link counters, read a few ms apart (magw.lab.spread).
+    return expected - 2 <= value <= expected * (1 + NOISE) + 2
 
 
 def test_flows_use_every_gateway_with_wire_amplification_one(lab: tuple[LabLayout, LabState]) -> None:

@@ -1,4 +1,4 @@
-"""``magw lab up|down|status|exec|demo``: a whole clusterset in network namespaces (docs/lab.md)."""
+"""``magw lab up|down|status|exec|demo|fail|recover``: a whole clusterset in network namespaces (docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--flows", type=int, choices=range(1, 1025), default=64, metavar="N",
                       help="UDP flows for the spread measurement (1-1024, default 64)")  # fmt: skip
     demo.set_defaults(lab_run=_demo)
+
+    fail = verbs.add_parser("fail", help="power loss of a node: its links down, its daemons SIGKILLed")
+    fail.add_argument("node", metavar="NODE", help="a node of the lab (east-gw1)")
+    _name(fail)
+    fail.add_argument("--wan-only", action="store_true", help="only cut the gateway's WAN link; daemons keep running")
+    fail.set_defaults(lab_run=_fail)
+
+    recover = verbs.add_parser("recover", help="bring a failed node back: links up, daemons restarted")
+    recover.add_argument("node", metavar="NODE", help="a node of the lab (east-gw1)")
+    _name(recover)
+    recover.set_defaults(lab_run=_recover)
 
 
 def _name(p: argparse.ArgumentParser) -> None:
@@ -150,6 +161,22 @@ def _exec(args: argparse.Namespace) -> int:
     if ns not in st.namespaces:
         raise LabInputError(f"exec: NODE: {args.target!r} is not a node, pod, 'wan' or '<cluster>-ul' of lab {name}")
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], check=False).returncode
+
+
+def _fail(args: argparse.Namespace) -> int:
+    from magw.lab.failure import fail
+
+    done = fail(args.name, args.node, wan_only=args.wan_only)
+    _out(f"{args.node}: {', '.join(done)}")
+    return EXIT_OK
+
+
+def _recover(args: argparse.Namespace) -> int:
+    from magw.lab.failure import recover
+
+    done = recover(args.name, args.node)
+    _out(f"{args.node}: {', '.join(done) or 'nothing to do'}")
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:

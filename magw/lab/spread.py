@@ -7,10 +7,16 @@ gateway of A (``vxlan-tunnel`` TX) and enters through exactly one gateway of B
 (``vxlan-tunnel`` RX). Wire amplification is the sum over B's gateways of
 tunnel RX packets divided by the requests sent: 1.0 when nothing is flooded
 to several gateways.
+
+The daemons' own health probes (ICMP echo on both tunnels, docs/health.md)
+flow all the time. For the measurement every gateway gets a small nft table
+counting the ICMP packets on the tunnels (``PROBE_TABLE``), read together with
+the link counters and subtracted from them; it is removed afterwards.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import attrs
@@ -21,6 +27,25 @@ from magw.lab.layout import ECHO_PORT, ClusterLayout, LabLayout, NodeLayout, Pod
 
 TUNNEL = "vxlan-tunnel"
 INTRA = "vx-submariner"
+PROBE_TABLE = "magw-lab-probes"
+_PROBE_COUNTERS = (("intra_rx", "iifname", INTRA), ("intra_tx", "oifname", INTRA),
+                   ("tunnel_rx", "iifname", TUNNEL), ("tunnel_tx", "oifname", TUNNEL))  # fmt: skip
+
+
+def _probe_table() -> str:
+    """Counters of the ICMP packets (the health probes) received and sent on both tunnels."""
+    counters = "".join(f"  counter {name} {{ }}\n" for name, _m, _d in _PROBE_COUNTERS)
+    rules: dict[str, list[str]] = {"prerouting": [], "postrouting": []}
+    for name, match, dev in _PROBE_COUNTERS:
+        hook = "prerouting" if match == "iifname" else "postrouting"
+        rules[hook].append(f'    {match} "{dev}" meta l4proto icmp counter name {name}\n')
+    chains = "".join(
+        f"  chain {hook} {{\n    type filter hook {hook} priority -400; policy accept;\n{''.join(lines)}  }}\n"
+        for hook, lines in rules.items()
+    )
+    return (
+        f"add table ip {PROBE_TABLE}\ndelete table ip {PROBE_TABLE}\ntable ip {PROBE_TABLE} {{\n{counters}{chains}}}\n"
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -52,13 +77,22 @@ class SpreadResult:
         return rx / self.sent if self.sent else 0.0
 
 
+def _probes(node: NodeLayout) -> dict[str, int]:
+    doc = json.loads(netns.ns_exec(node.namespace, "nft", "-j", "list", "counters", "table", "ip", PROBE_TABLE))
+    return {c["counter"]["name"]: int(c["counter"]["packets"]) for c in doc["nftables"] if "counter" in c}
+
+
 def _counters(node: NodeLayout) -> dict[str, int]:
+    """Packets on the tunnels that are not health probes."""
     out = {}
+    before = _probes(node)
     for dev, prefix in ((TUNNEL, "tunnel"), (INTRA, "intra")):
         stats = netns.link_stats(node.namespace, dev) or {}
         out[f"{prefix}_rx"] = stats.get("rx_packets", 0)
         out[f"{prefix}_tx"] = stats.get("tx_packets", 0)
-    return out
+    after = _probes(node)
+    # The probes counted between the two nft reads around the link read: take the middle.
+    return {k: v - round((before.get(k, 0) + after.get(k, 0)) / 2) for k, v in out.items()}
 
 
 def default_pair(lab: LabLayout) -> tuple[PodLayout, PodLayout]:
@@ -84,9 +118,15 @@ def run_spread(
     """Send ``flows`` UDP flows of ``packets`` requests between two clusters and count per gateway."""
     client, server = pair if pair is not None else default_pair(lab)
     gateways: Sequence[NodeLayout] = [g for g in lab.gateways if g.cluster in (client.cluster, server.cluster)]
-    before = {g.name: _counters(g) for g in gateways}
-    summary = udp_flows(client.namespace, server.ip, ECHO_PORT, flows=flows, packets=packets, timeout=timeout)
-    after = {g.name: _counters(g) for g in gateways}
+    for g in gateways:
+        netns.nft_load(g.namespace, _probe_table())
+    try:
+        before = {g.name: _counters(g) for g in gateways}
+        summary = udp_flows(client.namespace, server.ip, ECHO_PORT, flows=flows, packets=packets, timeout=timeout)
+        after = {g.name: _counters(g) for g in gateways}
+    finally:
+        for g in gateways:
+            netns.ns_exec(g.namespace, "nft", "delete", "table", "ip", PROBE_TABLE)
     counts = tuple(
         GatewayCount(
             gateway=g.name, cluster=g.cluster, **{k: after[g.name][k] - before[g.name][k] for k in after[g.name]}

@@ -6,6 +6,7 @@ from typing import Any
 
 from magw.lab import netns, procs
 from magw.lab.daemons import agent_status
+from magw.lab.healthview import health_doc, health_text
 from magw.lab.layout import ClusterLayout, LabLayout, layout
 from magw.lab.state import LabState
 
@@ -62,6 +63,7 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "namespaces": {"expected": len(st.namespaces), "present": sum(1 for ns in st.namespaces if ns in present)},
         "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind != "echo"],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
+        "health": health_doc(lab, st),
     }
 
 
@@ -87,4 +89,6 @@ def status_text(doc: dict[str, Any]) -> str:
         if d["kind"] == "route-agent":
             sync = "  converged" if d["converged"] else f"  not converged{': ' + d['waiting'] if d['waiting'] else ''}"
         lines.append(f"  {d['kind']:<11} {d['node']:<14} pid {d['pid']:<8} {'alive' if d['alive'] else 'DEAD'}{sync}")
+    if doc["daemons"]:
+        lines += health_text(doc["health"])
     return "\n".join(lines)
