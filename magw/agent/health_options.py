@@ -8,21 +8,12 @@ from collections.abc import Callable
 import attrs
 
 from magw.agent.options import OneLineParser
+from magw.agent.options import positive_seconds as _seconds
 from magw.health import params as hp
 from magw.health.params import LeaseParams, ProbeParams
 
 DEFAULT_ENDPOINT_TTL = 5.0
 DEFAULT_HEARTBEAT = 1.0
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
 
 
 def _seconds_or_off(text: str) -> float:

@@ -25,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _positive_seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -67,7 +67,7 @@ def common_parser(prog: str, description: str) -> OneLineParser:
     p.add_argument("--cluster", required=True, type=_name, help="this node's cluster id (the local cluster)")
     p.add_argument(
         "--resync-period",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=30.0,
         metavar="SECONDS",
         help="full resync every SECONDS (default 30)",

@@ -43,12 +43,24 @@ def group_ids(cluster_ids: Iterable[str], *, resilient: bool) -> dict[str, int]:
     set of cluster ids. A collision is one in 16M per pair.
     """
     base = _GROUP_RESILIENT if resilient else _GROUP_MPATH
+    return {cid: base | low for cid, low in hashed_ids(cluster_ids, mask=_LOW24).items()}
+
+
+def hashed_ids(keys: Iterable[str], *, mask: int) -> dict[str, int]:
+    """A distinct small number per key: ``crc32(key) & mask``, linear probing on collision.
+
+    Probing runs in sorted key order, so the result depends only on the set of keys.
+    ``mask`` (2**n - 1) must leave room for every key.
+    """
+    unique = sorted(set(keys))
+    if len(unique) > mask + 1:
+        raise ValueError(f"{len(unique)} keys do not fit in ids masked by {mask:#x}")
     taken: set[int] = set()
     out: dict[str, int] = {}
-    for cid in sorted(set(cluster_ids)):
-        low = zlib.crc32(cid.encode()) & _LOW24
+    for key in unique:
+        low = zlib.crc32(key.encode()) & mask
         while low in taken:
-            low = (low + 1) & _LOW24
+            low = (low + 1) & mask
         taken.add(low)
-        out[cid] = base | low
+        out[key] = low
     return out

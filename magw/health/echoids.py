@@ -13,8 +13,9 @@ is in its lease set (``magw.health.lease``). The ids:
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping
+
+from magw.desired.ids import hashed_ids
 
 ALIVE_ID = 1
 REACH_BASE = 0x8000
@@ -23,15 +24,7 @@ _LOW15 = 0x7FFF
 
 def reach_ids(cluster_ids: Iterable[str]) -> dict[str, int]:
     """The reach echo id of every cluster id given."""
-    taken: set[int] = set()
-    out: dict[str, int] = {}
-    for cid in sorted(set(cluster_ids)):
-        low = zlib.crc32(cid.encode()) & _LOW15
-        while low in taken:
-            low = (low + 1) & _LOW15
-        taken.add(low)
-        out[cid] = REACH_BASE | low
-    return out
+    return {cid: REACH_BASE | low for cid, low in hashed_ids(cluster_ids, mask=_LOW15).items()}
 
 
 def cluster_of(echo_id: int, ids: Mapping[str, int]) -> str | None:
