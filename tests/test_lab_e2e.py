@@ -108,7 +108,9 @@ def test_flows_use_every_gateway_with_wire_amplification_one(lab: tuple[LabLayou
         "west vx-submariner rx": sum(g.intra_rx for g in west),
     }
     assert {k: _near(v, res.sent) for k, v in sums.items()} == dict.fromkeys(sums, True), sums
-    assert 1.0 <= res.amplification <= 1.0 + NOISE + 2 / res.sent
+    # Probe packets are subtracted from link counters read a few ms apart, so the count may be off by 2
+    # either way (see _near); a flood copy per packet would show as 2.0.
+    assert 1.0 - 2 / res.sent <= res.amplification <= 1.0 + NOISE + 2 / res.sent
 
 
 def _spread_on(res: SpreadResult, cluster: str, direction: str) -> dict[str, bool]:
