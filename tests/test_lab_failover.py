@@ -203,7 +203,7 @@ def test_flows_that_never_crossed_the_dead_gateway_lose_nothing(lab: tuple[LabLa
                                   rate=200, duration=4.0, fail_at=1.5)  # fmt: skip
         _assert_clean_failover(result)
         recovered = measure_recovery(layout_, st, victim="east-gw2", client=client, server=server, flows=32,
-                                     rate=200, duration=4.0, recover_at=1.0)  # fmt: skip
+                                     rate=200, duration=6.0, recover_at=1.0)  # fmt: skip
     finally:
         magw_lab("recover", "east-gw2", "--name", st.name)
     # Coming back, resilient groups move only idle buckets: no established flow changes gateway or loses a packet.
