@@ -128,14 +128,21 @@ def rule_text(rule: NftRule) -> str:
     return text
 
 
-def _set_lines(s: NftSet) -> list[str]:
-    lines = [f"  set {s.name} {{", f"    type {s.type}"]
-    if s.flags:
-        lines.append(f"    flags {','.join(s.flags)}")
-    if s.elements:
-        lines.append(f"    elements = {{ {', '.join(s.elements)} }}")
+def _collection_lines(
+    keyword: str, name: str, type_text: str, flags: tuple[str, ...], elements: list[str]
+) -> list[str]:
+    """A set or a map block: ``keyword name { type ...; flags ...; elements = { ... } }``."""
+    lines = [f"  {keyword} {name} {{", f"    type {type_text}"]
+    if flags:
+        lines.append(f"    flags {','.join(flags)}")
+    if elements:
+        lines.append(f"    elements = {{ {', '.join(elements)} }}")
     lines.append("  }")
     return lines
+
+
+def _set_lines(s: NftSet) -> list[str]:
+    return _collection_lines("set", s.name, s.type, s.flags, list(s.elements))
 
 
 def _chain_lines(chain: NftChain, rules: list[NftRule]) -> list[str]:
@@ -149,13 +156,7 @@ def _chain_lines(chain: NftChain, rules: list[NftRule]) -> list[str]:
 
 
 def _map_lines(m: NftMap) -> list[str]:
-    lines = [f"  map {m.name} {{", f"    type {m.type} : {m.map}"]
-    if m.flags:
-        lines.append(f"    flags {','.join(m.flags)}")
-    if m.elements:
-        lines.append(f"    elements = {{ {', '.join(f'{k} : {v}' for k, v in m.elements)} }}")
-    lines.append("  }")
-    return lines
+    return _collection_lines("map", m.name, f"{m.type} : {m.map}", m.flags, [f"{k} : {v}" for k, v in m.elements])
 
 
 def table_text(table: NftTable) -> str:
