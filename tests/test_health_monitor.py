@@ -59,14 +59,16 @@ class FakeSocket:
         return ready
 
 
-def monitor(node: str, net: FakeNet, changes: list[tuple[float, Health]], **snap: bool) -> HealthMonitor:
+def monitor(
+    node: str, net: FakeNet, changes: list[tuple[float, Health]], params: ProbeParams | None = None, **snap: bool
+) -> HealthMonitor:
     mon = HealthMonitor(
         node,
-        probe=ProbeParams(),
+        probe=params or ProbeParams(),
         lease=LeaseParams(),
         on_change=lambda h: changes.append((net.clock, h)),
-        rng=lambda: 0.5,  # every interval is 90 ms (100 ms less half the 20% jitter), first probe at 50 ms
-        clock=lambda: net.clock,
+        rng=lambda: 0.5,  # every interval is 90 ms (100 ms less half the 20% jitter), first probe at 50 ms,
+        clock=lambda: net.clock,  # every fast interval 27 ms
         sockets=net.socket,  # type: ignore[arg-type]  # the fake has the EchoSocket methods the monitor uses
     )
     mon.update(seed_east(**snap))
@@ -93,8 +95,10 @@ def test_worker_opens_one_socket_per_echo_id_and_probes_each_gateway_every_inter
 
 
 def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
-    """e-gw1 stops answering at 0.52 s: probes at 0.59, 0.68, 0.77 miss; on_change fires once, 20 ms after the
-    third one (its timeout), with e-gw1 down. Nothing before; nothing more while it stays dead."""
+    """e-gw1 stops answering at 0.52 s. The probe at 0.59 misses at 0.61; the next ones go out at the fast
+    interval after the last one (0.617, 0.644) and miss; on_change fires once, 20 ms after the third one (its
+    timeout), with e-gw1 down: 144 ms after the failure. Nothing before; nothing more while it stays dead, and
+    the dead peer is back on the normal interval (two probes more than e-gw2 in two seconds, not dozens)."""
     net = FakeNet()
     changes: list[tuple[float, Health]] = []
     mon = monitor("e-w1", net, changes)
@@ -104,24 +108,69 @@ def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
     advance(mon, net, 2.0)
     assert len(changes) == 2
     at, health = changes[1]
-    assert round(at, 3) == 0.79
+    assert round(at, 3) == 0.664
     assert health.down == {"e-gw1"}
     assert dict(health.reach) == {"e-gw1": frozenset(), "e-gw2": frozenset({"west"})}
+    sent = net.sockets[ALIVE_ID].sent
+    assert sum(1 for a, _ in sent if a == GW1) - sum(1 for a, _ in sent if a == GW2) in (1, 2)
+
+
+def test_without_acceleration_the_third_miss_comes_three_intervals_later() -> None:
+    """fast_interval = interval: probes at 0.59, 0.68, 0.77 miss and e-gw1 is down at 0.79 (20 ms timeout)."""
+    net = FakeNet()
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes, ProbeParams(fast_interval=0.1))
+    advance(mon, net, 0.52)
+    net.silent |= {(GW1, ALIVE_ID), (GW1, WEST_ID)}
+    advance(mon, net, 2.0)
+    assert [round(at, 3) for at, _ in changes[1:]] == [0.79]
+
+
+def test_a_single_miss_is_followed_by_one_fast_probe_then_the_normal_interval() -> None:
+    """One lost reply (the probe at 0.59): the next probe goes out 27 ms later (0.617), is answered, and the
+    peer stays up and goes back to its 90 ms interval (0.707, ...); no Health change."""
+    net = FakeNet()
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes)
+    advance(mon, net, 0.58)
+    net.silent |= {(GW1, ALIVE_ID)}
+    advance(mon, net, 0.60)
+    net.silent.clear()
+    sent_before = len(net.sockets[ALIVE_ID].sent)
+    advance(mon, net, 0.8)
+    assert len(changes) == 1
+    assert mon.states()[(GW1, ALIVE_ID)].state.value == "up"
+    later = [a for a, _ in net.sockets[ALIVE_ID].sent[sent_before:]]
+    assert later.count(GW1) == 3  # 0.617 (fast), 0.707, 0.797
+
+
+def test_slow_peer_is_waited_for_before_a_fast_probe() -> None:
+    """A probe in flight is never replaced by a fast one: with an 80 ms timeout the probe at 0.59 misses at
+    0.67; the next goes out then (not at 0.617) and misses at 0.75, the third at 0.83: each had its timeout."""
+    net = FakeNet()
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes, ProbeParams(timeout=0.08))
+    advance(mon, net, 0.52)
+    net.silent |= {(GW1, ALIVE_ID), (GW1, WEST_ID)}
+    advance(mon, net, 2.0)
+    assert [round(at, 3) for at, _ in changes[1:]] == [0.83]
 
 
 def test_recovery_needs_three_replies() -> None:
-    """After e-gw1 answers again, the third consecutive reply brings it back (hysteresis)."""
+    """e-gw1 is silent from the start: down at 0.124 (probes at 0.05, 0.077, 0.104), then probed every 90 ms.
+    It answers the probe at 1.004; the next two go out at the fast interval (1.031, 1.058); the third
+    consecutive reply, at 1.059, brings it back (hysteresis)."""
     net = FakeNet(silent={(GW1, ALIVE_ID)})
     changes: list[tuple[float, Health]] = []
     mon = monitor("e-w1", net, changes)
     advance(mon, net, 1.0)
     assert mon.health.down == {"e-gw1"}
     net.silent.clear()
+    advance(mon, net, 1.05)
+    assert mon.health.down == {"e-gw1"}  # replies to the probes at 1.004 and 1.031 only
     advance(mon, net, 1.2)
-    assert mon.health.down == {"e-gw1"}  # replies to the probes at 1.04 and 1.13 only
-    advance(mon, net, 1.3)
     assert mon.health.down == frozenset()
-    assert round(changes[-1][0], 3) == 1.221
+    assert [round(at, 3) for at, _ in changes] == [0.0, 0.124, 1.059]
 
 
 def test_gateway_that_lost_a_cluster_is_avoided_for_it_only() -> None:

@@ -52,6 +52,13 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
     ]  # fmt: skip
     for flag, kind, default, metavar, text in flags:
         g.add_argument(flag, type=kind, default=default, metavar=metavar, help=f"{text} (default %(default)s)")
+    g.add_argument(
+        "--probe-fast-interval",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds between the probes of a peer that missed (or answered while down), until it is down (or "
+        f"up); <= interval (default {hp.DEFAULT_FAST_INTERVAL:g}, or the interval if shorter)",
+    )
     g.add_argument("--no-health", action="store_true", help="no probes and no lease: only the broker's Health")
 
 
@@ -74,7 +81,9 @@ def _flag_error(parser: OneLineParser, exc: ValueError) -> None:
 
 def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams:
     try:
+        fast = {} if args.probe_fast_interval is None else {"fast_interval": args.probe_fast_interval}
         return ProbeParams(
+            **fast,
             interval=args.probe_interval,
             timeout=args.probe_timeout,
             down_after=args.down_after,

@@ -12,7 +12,7 @@ away gets 200 ms instead of being declared dead. Every reply to the latest
 probe of a peer, late or not, updates its smoothed RTT (EWMA, gain 1/8 as
 TCP's SRTT), so the first late replies of a far peer raise its deadline.
 There is at most one probe in flight per key: the caller expires before it
-sends again (deadline <= interval).
+sends again (deadline <= interval; a faster probe waits, ``waiting``).
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ class ProbeBook:
         for key in late:
             del self._pending[key]
         return [Outcome(key=k, success=False) for k in late]
+
+    def waiting(self, key: StateKey) -> bool:
+        """True while a probe of ``key`` is in flight (its outcome is not known yet)."""
+        return key in self._pending
 
     def next_deadline(self) -> float | None:
         """When the first probe in flight turns into a miss."""

@@ -4,7 +4,9 @@ It lives in the route agent's process (the node's namespace) and runs two
 asyncio tasks until ``stop``:
 
 - the probe loop: every target is probed every ``interval`` (less jitter) on
-  one ping socket per echo id; replies are read as they arrive, misses are
+  one ping socket per echo id, every ``fast_interval`` while one of its
+  states is in transition (a miss of a usable peer, a reply of a down one),
+  never while a probe of it is still in flight; replies are read as they arrive, misses are
   counted at each probe's deadline (``book``); outcomes drive one ``Liveness``
   per (peer VTEP, echo id). When the Health they say changes, ``on_change``
   gets it at once (the route agent replans and syncs: no broker round trip);
@@ -43,7 +45,7 @@ from magw.health.params import LeaseParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
 from magw.health.statemachine import NEW_AT_START, NEW_LATER, Liveness
 from magw.health.targets import NO_PLAN, ProbePlan, ProbeTarget, probe_plan
-from magw.health.view import lease_ids, merged, probed_health, published
+from magw.health.view import lease_ids, merged, probed_health, published, status_document
 from magw.model import Health, Snapshot
 
 log = structlog.get_logger(__name__)
@@ -86,6 +88,7 @@ class HealthMonitor:
         self._book = ProbeBook(timeout=probe.timeout, cap=probe.shortest_interval)
         self._sockets: dict[int, EchoSocket] = {}
         self._next_send: dict[IPv4Address, float] = {}
+        self._last_send: dict[IPv4Address, float] = {}
         self._health = Health()
         self._leases: frozenset[int] | None = None
         self._lease: LeaseTable | None = None
@@ -165,6 +168,7 @@ class HealthMonitor:
         now = self._clock()
         addresses = {t.address for t in plan.targets}
         self._next_send = {a: t for a, t in self._next_send.items() if a in addresses}
+        self._last_send = {a: t for a, t in self._last_send.items() if a in addresses}
         for target in plan.targets:
             if target.address not in self._next_send:
                 self._next_send[target.address] = now + self._rng() * self.params.interval
@@ -255,6 +259,8 @@ class HealthMonitor:
             old = self._states.get(outcome.key, NEW_AT_START)
             new = old.observe(outcome.success, self.params, policy=target.policy)
             self._states[outcome.key] = new
+            if new.in_transition(target.policy):
+                self._hurry(target.address)
             if new.state is not old.state:
                 changed = True
                 self.transitions += 1
@@ -266,6 +272,16 @@ class HealthMonitor:
                     self.on_transition()
                 except Exception as exc:  # a listener's bug must not stop probing
                     log.exception("health.listener_failed", error=repr(exc))
+
+    def _hurry(self, address: IPv4Address) -> None:
+        """Probe ``address`` next at the fast interval after its last probe (it is in transition)."""
+        last = self._last_send.get(address)
+        if last is None:
+            return
+        fast = last + jittered(self.params.fast_interval, self.params.jitter, self._rng())
+        if fast < self._next_send.get(address, fast + 1.0):
+            self._next_send[address] = fast
+            self._wake.set()  # the probe loop may sleep until the slower time
 
     def _log_transition(self, target: ProbeTarget, echo_id: int, old: Liveness, new: Liveness) -> None:
         what = "alive" if echo_id == ALIVE_ID else next((c for c, i in self._plan.reach if i == echo_id), "?")
@@ -291,6 +307,7 @@ class HealthMonitor:
             "health.started",
             node=self.node,
             interval=self.params.interval,
+            fast_interval=self.params.fast_interval,
             timeout=self.params.timeout,
             down_after=self.params.down_after,
             up_after=self.params.up_after,
@@ -335,12 +352,19 @@ class HealthMonitor:
         misses = self._book.expire(now)
         if misses:
             self._apply(misses)
+        times = []
         for target in self._plan.targets:
             due = self._next_send.get(target.address)
-            if due is not None and due <= now:
+            if due is None:
+                continue
+            if any(self._book.waiting((target.address, i)) for i in target.echo_ids):
+                continue  # a probe in flight is waited for: its deadline (below) comes first
+            if due <= now:
                 self._send(target)
-                self._next_send[target.address] = now + jittered(self.params.interval, self.params.jitter, self._rng())
-        times = [*self._next_send.values()]
+                self._last_send[target.address] = now
+                due = now + jittered(self.params.interval, self.params.jitter, self._rng())
+                self._next_send[target.address] = due
+            times.append(due)
         deadline = self._book.next_deadline()
         if deadline is not None:
             times.append(deadline)
@@ -380,24 +404,4 @@ class HealthMonitor:
 
     def status_json(self) -> dict[str, Any]:
         """Targets with their states, as plain JSON (for the route agent's status file)."""
-        peers = []
-        for t in self._plan.targets:
-            alive = self._states.get((t.address, ALIVE_ID), NEW_AT_START)
-            peer: dict[str, Any] = {
-                "hostname": t.hostname,
-                "cluster": t.cluster,
-                "address": str(t.address),
-                "state": alive.state.value,
-            }
-            if self._plan.mode == "worker":
-                peer["reach"] = {
-                    cid: self._states.get((t.address, echo_id), NEW_AT_START).state.value
-                    for cid, echo_id in self._plan.reach
-                }
-            peers.append(peer)
-        return {
-            "mode": self._plan.mode,
-            "peers": peers,
-            "down": sorted(self._health.down),
-            "leases": None if self._leases is None else sorted(self._leases),
-        }
+        return status_document(self._plan, self._states, self._health, self._leases)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 DEFAULT_INTERVAL = 0.1
+DEFAULT_FAST_INTERVAL = 0.03
 DEFAULT_TIMEOUT = 0.02
 DEFAULT_DOWN_AFTER = 3
 DEFAULT_UP_AFTER = 3
@@ -36,9 +37,17 @@ class ProbeParams:
     that RTT, at most the shortest jittered interval (``magw.health.book``).
     ``down_after``: consecutive misses that take an up peer down.
     ``up_after``: consecutive successes that bring a down peer back up.
+    ``fast_interval``: the most seconds between two probes of a peer in
+    transition: one that missed but is not down yet, or a down peer that
+    answered but is not up yet (HAProxy's ``fastinter``). A probe still in
+    flight is always waited for: a slow peer's deadline is never cut short.
+    Equal to ``interval``: no acceleration. Default: 30 ms, or ``interval`` if that is shorter.
     """
 
     interval: float = DEFAULT_INTERVAL
+    fast_interval: float = attrs.field(
+        default=attrs.Factory(lambda self: min(DEFAULT_FAST_INTERVAL, self.interval), takes_self=True)
+    )
     timeout: float = DEFAULT_TIMEOUT
     down_after: int = DEFAULT_DOWN_AFTER
     up_after: int = DEFAULT_UP_AFTER
@@ -47,6 +56,11 @@ class ProbeParams:
     def __attrs_post_init__(self) -> None:
         _positive("probe interval", self.interval)
         _positive("probe timeout", self.timeout)
+        _positive("probe fast interval", self.fast_interval)
+        if self.fast_interval > self.interval:
+            raise ValueError(
+                f"probe fast interval: must be <= the probe interval {self.interval:g}, got {self.fast_interval}"
+            )
         _count("down after", self.down_after)
         _count("up after", self.up_after)
         if not 0 <= self.jitter < 1:

@@ -50,6 +50,14 @@ class Liveness:
         """True when the peer must not carry traffic."""
         return self.state in (PeerState.DOWN, PeerState.PENDING)
 
+    def in_transition(self, policy: FailPolicy = "always") -> bool:
+        """True while a run of outcomes is under way that can change whether the peer is usable: misses of a
+        usable peer that may fail, or successes of a down peer (the monitor probes it at the fast interval)."""
+        if self.state is PeerState.DOWN:
+            return self.successes > 0
+        can_fail = policy == "always" or (policy == "after_seen" and self.state is PeerState.UP)
+        return not self.down and can_fail and self.misses > 0
+
     def observe(self, success: bool, params: ProbeParams, *, policy: FailPolicy = "always") -> Liveness:
         """The state after one more probe outcome."""
         if success:

@@ -6,6 +6,8 @@ whose reach id is not down. ``merged`` combines that with the Health document
 of the broker (an operator's override): the union of ``down``, the
 intersection of ``reach`` where both name a gateway.
 
+``status_document``: the states as plain JSON, for the status file.
+
 ``lease_ids``: what a gateway node answers. Nothing before its own Endpoint
 is published and its kernel holds the plan of its role; then ``ALIVE_ID``, and
 the reach id of every remote cluster except those it has positive evidence it
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from ipaddress import IPv4Address
+from typing import Any
 
 from magw.health.echoids import ALIVE_ID, reach_ids
 from magw.health.statemachine import Liveness
@@ -75,3 +78,26 @@ def lease_ids(snapshot: Snapshot, node: str, health: Health, *, ready: bool = Tr
         if not hosts or not all(h in health.down for h in hosts):
             granted.add(echo_id)
     return frozenset(granted)
+
+
+def status_document(
+    plan: ProbePlan, states: Mapping[StateKey, Liveness], health: Health, leases: frozenset[int] | None
+) -> dict[str, Any]:
+    """Targets with their states, as plain JSON (the ``health`` part of the route agent's status file)."""
+    peers = []
+    for t in plan.targets:
+        peer: dict[str, Any] = {
+            "hostname": t.hostname,
+            "cluster": t.cluster,
+            "address": str(t.address),
+            "state": states.get((t.address, ALIVE_ID), _UNKNOWN).state.value,
+        }
+        if plan.mode == "worker":
+            peer["reach"] = {cid: states.get((t.address, i), _UNKNOWN).state.value for cid, i in plan.reach}
+        peers.append(peer)
+    return {
+        "mode": plan.mode,
+        "peers": peers,
+        "down": sorted(health.down),
+        "leases": None if leases is None else sorted(leases),
+    }
