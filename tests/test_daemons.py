@@ -176,6 +176,12 @@ def common(broker: Path, node: str = "e-w1") -> tuple[str, ...]:
     return ("--broker-dir", str(broker), "--node", node, "--cluster", "east", "--log-format", "json")
 
 
+def agent_args(broker: Path, node: str = "e-w1") -> tuple[str, ...]:
+    """The route agent's: our Endpoint files are written once, never heartbeated, so they must not expire
+    while a slow test runs (a loaded machine can take 5 s, the default TTL; the TTL has its own tests)."""
+    return (*common(broker, node), "--endpoint-ttl", "0")
+
+
 # ----- route agent, fake driver ------------------------------------------------------------------
 
 
@@ -183,7 +189,7 @@ def test_route_agent_once_converges_with_the_fake_driver(tmp_path: Path) -> None
     """--fake --once: one full sync of the whole plan, exit 0, a converged status file and a sync_done event."""
     broker = make_broker(tmp_path / "broker")
     status = tmp_path / "status.json"
-    done = run_daemon("route_agent", *common(broker), "--fake", "--once", "--status-file", str(status))
+    done = run_daemon("route_agent", *agent_args(broker), "--fake", "--once", "--status-file", str(status))
     assert done.returncode == 0, done.stderr
     want = expected_objects(broker, "e-w1")
     (sync,) = named(done.stderr, "reconciler.sync_done")
@@ -201,7 +207,7 @@ def test_route_agent_once_converges_with_the_fake_driver(tmp_path: Path) -> None
 def test_route_agent_once_without_its_node_fails(tmp_path: Path) -> None:
     """A node with no Node document cannot be planned: --once exits 1 and says why."""
     broker = make_broker(tmp_path / "broker")
-    done = run_daemon("route_agent", *common(broker, node="e-w7"), "--fake", "--once")
+    done = run_daemon("route_agent", *agent_args(broker, node="e-w7"), "--fake", "--once")
     assert done.returncode == 1
     (event,) = named(done.stderr, "route_agent.not_ready")
     assert event["reason"] == "node e-w7 is not in cluster east's Node documents"
@@ -239,7 +245,7 @@ def test_route_agent_follows_the_broker_and_stops_on_sigterm(tmp_path: Path, dae
     changes); SIGTERM exits 0 cleanly."""
     broker = make_broker(tmp_path / "broker")
     status = tmp_path / "status.json"
-    agent = daemons("route_agent", *common(broker, node="e-gw1"), "--fake", "--status-file", str(status))
+    agent = daemons("route_agent", *agent_args(broker, node="e-gw1"), "--fake", "--status-file", str(status))
 
     def converged() -> bool:
         doc = read_status(status)
@@ -354,7 +360,7 @@ def test_route_agent_programs_a_worker_in_its_namespace(tmp_path: Path, ns_facto
     ns, peer = ns_factory("magwt-ra"), ns_factory("magwt-rap")
     wire_node(ns, peer, ip="172.18.0.3", cni_ip="10.1.3.1")
     broker = make_broker(tmp_path / "broker", strategy="resilient")
-    first = run_daemon("route_agent", *common(broker), "--once", netns=ns)
+    first = run_daemon("route_agent", *agent_args(broker), "--once", netns=ns)
     assert first.returncode == 0, first.stderr
     routes = our_routes(ns)
     assert [(r["dst"], r.get("table", "main"), r["prefsrc"], r["metric"], "nhid" in r) for r in routes] == [
@@ -369,7 +375,7 @@ def test_route_agent_programs_a_worker_in_its_namespace(tmp_path: Path, ns_facto
     assert [(t["table"]["family"], t["table"]["name"]) for t in listing if "table" in t] == [("ip", "magw")]
     assert sorted(c["chain"]["name"] for c in listing if "chain" in c) == ["forward", "input", "postrouting"]
     assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "1"
-    second = run_daemon("route_agent", *common(broker), "--once", netns=ns)
+    second = run_daemon("route_agent", *agent_args(broker), "--once", netns=ns)
     assert second.returncode == 0, second.stderr
     (sync,) = named(second.stderr, "reconciler.sync_done")
     assert (sync["changes"], sync["failed"]) == (0, 0)
@@ -381,7 +387,7 @@ def test_route_agent_programs_a_gateway_in_its_namespace(tmp_path: Path, ns_fact
     ns, peer = ns_factory("magwt-ra"), ns_factory("magwt-rap")
     wire_node(ns, peer, ip="172.18.0.6", cni_ip="10.1.1.1")
     broker = make_broker(tmp_path / "broker", strategy="multipath")
-    done = run_daemon("route_agent", *common(broker, node="e-gw1"), "--once", netns=ns)
+    done = run_daemon("route_agent", *agent_args(broker, node="e-gw1"), "--once", netns=ns)
     assert done.returncode == 0, done.stderr
     routes = our_routes(ns)
     assert [(r["dst"], r["table"], r["gateway"], r["dev"], r["prefsrc"]) for r in routes] == [
@@ -401,14 +407,15 @@ def test_restart_after_sigkill_converges(
     wire_node(ns, peer, ip="172.18.0.3", cni_ip="10.1.3.1")
     broker = make_broker(tmp_path / "broker", strategy="group")
     status = tmp_path / "status.json"
-    agent = daemons("route_agent", *common(broker), "--status-file", str(status), netns=ns)
+    # no probes: nothing answers them here, and the gateway going down would change the routes meanwhile
+    agent = daemons("route_agent", *agent_args(broker), "--no-health", "--status-file", str(status), netns=ns)
     wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
     before = our_routes(ns)
     agent.signal(signal.SIGKILL)
     assert agent.wait() == -signal.SIGKILL
     assert our_routes(ns) == before
     run(ns, "ip", "route", "del", "10.2.0.0/16", "proto", "157")
-    done = run_daemon("route_agent", *common(broker), "--once", netns=ns)
+    done = run_daemon("route_agent", *agent_args(broker), "--once", netns=ns)
     assert done.returncode == 0, done.stderr
     (sync,) = named(done.stderr, "reconciler.sync_done")
     assert sync["changes"] == 1
@@ -421,7 +428,7 @@ def test_metrics_are_served_inside_the_namespace(tmp_path: Path, ns: str, daemon
     broker = make_broker(tmp_path / "broker")
     status = tmp_path / "status.json"
     agent = daemons(
-        "route_agent", *common(broker), "--fake", "--metrics-port", "9464", "--status-file", str(status), netns=ns
+        "route_agent", *agent_args(broker), "--fake", "--metrics-port", "9464", "--status-file", str(status), netns=ns
     )
     wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
     fetch = (

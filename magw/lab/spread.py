@@ -9,9 +9,12 @@ tunnel RX packets divided by the requests sent: 1.0 when nothing is flooded
 to several gateways.
 
 The daemons' own health probes (ICMP echo on both tunnels, docs/health.md)
-flow all the time. For the measurement every gateway gets a small nft table
-counting the ICMP packets on the tunnels (``PROBE_TABLE``), read together with
-the link counters and subtracted from them; it is removed afterwards.
+flow all the time, faster while a peer is in transition, so link counters
+would mix them in. Instead every gateway gets a small ``netdev`` table
+(``COUNT_TABLE``) whose ingress and egress chains on both tunnel devices count
+the flows' datagrams (UDP to or from ``ECHO_PORT``): at the device, before
+the IP layer drops a frame that is not for it, so a flooded copy is counted
+like a link counter would. It is removed afterwards.
 """
 
 from __future__ import annotations
@@ -27,25 +30,22 @@ from magw.lab.layout import ECHO_PORT, ClusterLayout, LabLayout, NodeLayout, Pod
 
 TUNNEL = "vxlan-tunnel"
 INTRA = "vx-submariner"
-PROBE_TABLE = "magw-lab-probes"
-_PROBE_COUNTERS = (("intra_rx", "iifname", INTRA), ("intra_tx", "oifname", INTRA),
-                   ("tunnel_rx", "iifname", TUNNEL), ("tunnel_tx", "oifname", TUNNEL))  # fmt: skip
+COUNT_TABLE = "magw_lab_flows"
+_COUNTERS = (("intra_rx", "ingress", INTRA), ("intra_tx", "egress", INTRA),
+             ("tunnel_rx", "ingress", TUNNEL), ("tunnel_tx", "egress", TUNNEL))  # fmt: skip
 
 
-def _probe_table() -> str:
-    """Counters of the ICMP packets (the health probes) received and sent on both tunnels."""
-    counters = "".join(f"  counter {name} {{ }}\n" for name, _m, _d in _PROBE_COUNTERS)
-    rules: dict[str, list[str]] = {"prerouting": [], "postrouting": []}
-    for name, match, dev in _PROBE_COUNTERS:
-        hook = "prerouting" if match == "iifname" else "postrouting"
-        rules[hook].append(f'    {match} "{dev}" meta l4proto icmp counter name {name}\n')
+def _count_table(devices: frozenset[str]) -> str:
+    """Counters of the flows' datagrams received and sent on each tunnel device of ``devices``."""
+    counters = "".join(f"  counter {name} {{ }}\n" for name, _h, _d in _COUNTERS)
     chains = "".join(
-        f"  chain {hook} {{\n    type filter hook {hook} priority -400; policy accept;\n{''.join(lines)}  }}\n"
-        for hook, lines in rules.items()
+        f'  chain {name} {{\n    type filter hook {hook} device "{dev}" priority -500; policy accept;\n'
+        f"    udp dport {ECHO_PORT} counter name {name}\n    udp sport {ECHO_PORT} counter name {name}\n  }}\n"
+        for name, hook, dev in _COUNTERS
+        if dev in devices
     )
-    return (
-        f"add table ip {PROBE_TABLE}\ndelete table ip {PROBE_TABLE}\ntable ip {PROBE_TABLE} {{\n{counters}{chains}}}\n"
-    )
+    fresh = f"add table netdev {COUNT_TABLE}\ndelete table netdev {COUNT_TABLE}\n"
+    return f"{fresh}table netdev {COUNT_TABLE} {{\n{counters}{chains}}}\n"
 
 
 @attrs.frozen(kw_only=True)
@@ -77,22 +77,13 @@ class SpreadResult:
         return rx / self.sent if self.sent else 0.0
 
 
-def _probes(node: NodeLayout) -> dict[str, int]:
-    doc = json.loads(netns.ns_exec(node.namespace, "nft", "-j", "list", "counters", "table", "ip", PROBE_TABLE))
-    return {c["counter"]["name"]: int(c["counter"]["packets"]) for c in doc["nftables"] if "counter" in c}
-
-
 def _counters(node: NodeLayout) -> dict[str, int]:
-    """Packets on the tunnels that are not health probes."""
-    out = {}
-    before = _probes(node)
-    for dev, prefix in ((TUNNEL, "tunnel"), (INTRA, "intra")):
-        stats = netns.link_stats(node.namespace, dev) or {}
-        out[f"{prefix}_rx"] = stats.get("rx_packets", 0)
-        out[f"{prefix}_tx"] = stats.get("tx_packets", 0)
-    after = _probes(node)
-    # The probes counted between the two nft reads around the link read: take the middle.
-    return {k: v - round((before.get(k, 0) + after.get(k, 0)) / 2) for k, v in out.items()}
+    """The flows' datagrams counted so far on the node's tunnels."""
+    out = netns.ns_exec(node.namespace, "nft", "-j", "list", "counters", "table", "netdev", COUNT_TABLE)
+    counted = {
+        c["counter"]["name"]: int(c["counter"]["packets"]) for c in json.loads(out)["nftables"] if "counter" in c
+    }
+    return {name: counted.get(name, 0) for name, _h, _d in _COUNTERS}
 
 
 def default_pair(lab: LabLayout) -> tuple[PodLayout, PodLayout]:
@@ -119,14 +110,15 @@ def run_spread(
     client, server = pair if pair is not None else default_pair(lab)
     gateways: Sequence[NodeLayout] = [g for g in lab.gateways if g.cluster in (client.cluster, server.cluster)]
     for g in gateways:
-        netns.nft_load(g.namespace, _probe_table())
+        devices = frozenset(d for d in (TUNNEL, INTRA) if netns.link_stats(g.namespace, d) is not None)
+        netns.nft_load(g.namespace, _count_table(devices))
     try:
         before = {g.name: _counters(g) for g in gateways}
         summary = udp_flows(client.namespace, server.ip, ECHO_PORT, flows=flows, packets=packets, timeout=timeout)
         after = {g.name: _counters(g) for g in gateways}
     finally:
         for g in gateways:
-            netns.ns_exec(g.namespace, "nft", "delete", "table", "ip", PROBE_TABLE)
+            netns.ns_exec(g.namespace, "nft", "delete", "table", "netdev", COUNT_TABLE)
     counts = tuple(
         GatewayCount(
             gateway=g.name, cluster=g.cluster, **{k: after[g.name][k] - before[g.name][k] for k in after[g.name]}
