@@ -37,6 +37,7 @@ class FlowOutcome:
     before: FlowPath
     after: FlowPath
     sent: int
+    scheduled: int  # sent < scheduled: the sender was starved of CPU and stopped on time with fewer
     lost: int
     lost_tail: int  # lost at the very end: > 0 when the flow never came back
     window_ms: float  # the longest loss window, 0 when nothing was lost
@@ -73,7 +74,8 @@ class FailoverResult:
 
     def summary(self) -> dict[str, float | int]:
         """Loss windows (ms) of the flows that lost anything, shares of flows with loss / that moved (either
-        direction, or toward the server only), loss on the flows that never crossed the victim."""
+        direction, or toward the server only), loss on the flows that never crossed the victim, and the share of
+        the scheduled datagrams that the senders managed to send (below 1: a starved CPU, figures less sure)."""
         n = len(self.flows) or 1
         windows = self.windows_ms
         return {
@@ -86,6 +88,7 @@ class FailoverResult:
             "share_moved_forward": round(sum(1 for f in self.flows if f.before.forward != f.after.forward) / n, 3),
             "lost_on_untouched": sum(f.lost for f in self.untouched),
             "lost_total": sum(f.lost for f in self.flows),
+            "sent_share": round(sum(f.sent for f in self.flows) / (sum(f.scheduled for f in self.flows) or 1), 3),
         }
 
 
@@ -147,7 +150,8 @@ def run_streams(
             out, err = proc.communicate(timeout=duration + 60)
             if proc.returncode != 0:
                 raise LabError(f"losswatch stream in {client.name}: exit {proc.returncode}: {err.strip()[-300:]}")
-            reports.extend(json.loads(out)["flows"])
+            doc = json.loads(out)
+            reports.extend({**flow, "scheduled": doc["scheduled"]} for flow in doc["flows"])
     finally:
         for proc in running:
             if proc.poll() is None:
@@ -215,6 +219,7 @@ def _outcome(before: FlowPath, after: FlowPath, report: dict[str, object]) -> Fl
         before=before,
         after=after,
         sent=int(str(report["sent"])),
+        scheduled=int(str(report["scheduled"])),
         lost=int(str(report["lost"])),
         lost_tail=int(str(report["lost_tail"])),
         window_ms=float(windows[0]) if windows else 0.0,

@@ -9,7 +9,9 @@ Run as ``ip netns exec POD python -m magw.lab.losswatch ...``:
   flow ``i`` sends from source port ``base-port + i`` (fixed, so the path of
   every flow can be computed beforehand with ``ip route get``), ``rate``
   datagrams per second each, for ``duration`` seconds, then waits ``--drain``
-  seconds for the last replies. Prints one JSON object: per flow, what was
+  seconds for the last replies. A sender that cannot keep up (a starved CPU)
+  still stops after ``duration`` seconds: ``sent`` < ``scheduled`` in the
+  output then. Prints one JSON object: per flow, what was
   sent and echoed back, and the runs of lost sequence numbers; the loss window
   of a run is the time from the send of its first lost datagram to the send of
   the next datagram that came back. ``lost_tail``: datagrams lost at the very
@@ -137,8 +139,9 @@ def stream(target: str, n_flows: int, rate: int, duration: float, base_port: int
     ticks: list[float] = []
     pad = b"\0" * (PAYLOAD - HEADER.size)
     start = time.monotonic()
+    stop = start + duration  # a starved sender stops on time with fewer datagrams, it does not run late
     try:
-        while len(ticks) < total:
+        while len(ticks) < total and time.monotonic() < stop:
             now = time.monotonic()
             due = min(int((now - start) * rate) + 1, total)
             for _ in range(min(due - len(ticks), MAX_CATCH_UP)):
@@ -165,7 +168,9 @@ def stream(target: str, n_flows: int, rate: int, duration: float, base_port: int
         "target": target,
         "rate": rate,
         "duration": duration,
-        "flows": [flow_report(base_port + i, got[i], total, ticks) for i in range(n_flows)],
+        "scheduled": total,
+        "sent": len(ticks),
+        "flows": [flow_report(base_port + i, got[i], len(ticks), ticks) for i in range(n_flows)],
     }
     print(json.dumps(doc), flush=True)
     return 0
