@@ -5,6 +5,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 
 import attrs
+import pytest
 
 from magw.health.echoids import ALIVE_ID, reach_ids
 from magw.health.monitor import HealthMonitor
@@ -115,15 +116,26 @@ def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
     assert sum(1 for a, _ in sent if a == GW1) - sum(1 for a, _ in sent if a == GW2) in (1, 2)
 
 
-def test_without_acceleration_the_third_miss_comes_three_intervals_later() -> None:
-    """fast_interval = interval: probes at 0.59, 0.68, 0.77 miss and e-gw1 is down at 0.79 (20 ms timeout)."""
+@pytest.mark.parametrize(
+    ("params", "down_at"),
+    [
+        # fast_interval = interval: probes at 0.59, 0.68, 0.77 miss; down at 0.79 (20 ms timeout).
+        (ProbeParams(fast_interval=0.1), 0.79),
+        # An 80 ms timeout: a probe in flight is never replaced by a fast one. The probe at 0.59 misses at 0.67;
+        # the next goes out then (not at 0.617) and misses at 0.75, the third at 0.83: each had its timeout.
+        (ProbeParams(timeout=0.08), 0.83),
+    ],
+    ids=["no-acceleration", "slow-peer-waited-for"],
+)
+def test_each_miss_waits_for_its_probe_and_interval(params: ProbeParams, down_at: float) -> None:
+    """e-gw1 dies at 0.52 s; with these parameters it is down at ``down_at``, once."""
     net = FakeNet()
     changes: list[tuple[float, Health]] = []
-    mon = monitor("e-w1", net, changes, ProbeParams(fast_interval=0.1))
+    mon = monitor("e-w1", net, changes, params)
     advance(mon, net, 0.52)
     net.silent |= {(GW1, ALIVE_ID), (GW1, WEST_ID)}
     advance(mon, net, 2.0)
-    assert [round(at, 3) for at, _ in changes[1:]] == [0.79]
+    assert [round(at, 3) for at, _ in changes[1:]] == [down_at]
 
 
 def test_a_single_miss_is_followed_by_one_fast_probe_then_the_normal_interval() -> None:
@@ -142,18 +154,6 @@ def test_a_single_miss_is_followed_by_one_fast_probe_then_the_normal_interval() 
     assert mon.states()[(GW1, ALIVE_ID)].state.value == "up"
     later = [a for a, _ in net.sockets[ALIVE_ID].sent[sent_before:]]
     assert later.count(GW1) == 3  # 0.617 (fast), 0.707, 0.797
-
-
-def test_slow_peer_is_waited_for_before_a_fast_probe() -> None:
-    """A probe in flight is never replaced by a fast one: with an 80 ms timeout the probe at 0.59 misses at
-    0.67; the next goes out then (not at 0.617) and misses at 0.75, the third at 0.83: each had its timeout."""
-    net = FakeNet()
-    changes: list[tuple[float, Health]] = []
-    mon = monitor("e-w1", net, changes, ProbeParams(timeout=0.08))
-    advance(mon, net, 0.52)
-    net.silent |= {(GW1, ALIVE_ID), (GW1, WEST_ID)}
-    advance(mon, net, 2.0)
-    assert [round(at, 3) for at, _ in changes[1:]] == [0.83]
 
 
 def test_recovery_needs_three_replies() -> None:
