@@ -15,8 +15,8 @@ Parsing is in two steps: each field is read and typed where it stands
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import attrs
 import yaml
@@ -35,6 +35,7 @@ from magw.snapshot_fields import (
     string,
     string_list,
 )
+from magw.yamlstrict import StrictLoader
 
 _TOP_KEYS = (
     "local_cluster",
@@ -85,7 +86,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 def parse_snapshot_text(text: str, *, source: str = "<snapshot>") -> Snapshot:
     """Parse YAML text; syntax errors become ``source:line: reason``."""
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader subclass: no arbitrary objects
+        doc = yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, source) from None
     except yaml.YAMLError as exc:
@@ -99,22 +100,6 @@ def parse_snapshot(doc: object, *, source: str = "<snapshot>") -> Snapshot:
         return _snapshot(doc)
     except FieldError as exc:
         raise SnapshotError(source=source, path=exc.path, reason=exc.reason) from None
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses duplicate keys in a mapping (PyYAML would keep the last one silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        self.flatten_mapping(node)
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, Hashable):
-                continue  # the base class reports unhashable keys with its own message
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_error(exc: yaml.MarkedYAMLError, source: str) -> SnapshotError:

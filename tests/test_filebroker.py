@@ -131,11 +131,11 @@ def test_publish_writes_the_document_by_rename_and_leaves_no_temp_file(
 
     monkeypatch.setattr(os, "rename", spy)
     path = publish_endpoint(tmp_path, E_GW1)
-    assert path == tmp_path / "endpoint-east-e-gw1.yaml"
+    assert path == tmp_path / "endpoint-east@e-gw1.yaml"
     assert len(renames) == 1
     src, dst, content_at_rename = renames[0]
     assert Path(src).parent == tmp_path
-    assert Path(src).name.startswith(".endpoint-east-e-gw1.yaml.")
+    assert Path(src).name.startswith(".endpoint-east@e-gw1.yaml.")
     assert dst == str(path)
     assert content_at_rename == render_endpoint(E_GW1)
     assert yaml.safe_load(path.read_text()) == {
@@ -145,7 +145,7 @@ def test_publish_writes_the_document_by_rename_and_leaves_no_temp_file(
         "private_ip": "172.18.0.6",
         "public_ip": "198.18.0.6",
     }
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["endpoint-east-e-gw1.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["endpoint-east@e-gw1.yaml"]
 
 
 def test_publish_failure_keeps_the_old_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +161,16 @@ def test_publish_failure_keeps_the_old_document(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(OSError, match="No space left"):
         publish_endpoint(tmp_path, moved)
     assert endpoint_path(tmp_path, "east", "e-gw1").read_text() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["endpoint-east-e-gw1.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["endpoint-east@e-gw1.yaml"]
+
+
+def test_endpoint_files_of_different_gateways_never_collide(tmp_path: Path) -> None:
+    """Cluster 'a-b' host 'c' and cluster 'a' host 'b-c' get two files; withdrawing one leaves the other."""
+    one = Endpoint(cluster="a-b", hostname="c", private_ip=A("172.18.0.6"), public_ip=A("198.18.0.6"))
+    two = Endpoint(cluster="a", hostname="b-c", private_ip=A("172.18.0.7"), public_ip=A("198.18.0.7"))
+    assert publish_endpoint(tmp_path, one) != publish_endpoint(tmp_path, two)
+    assert withdraw_endpoint(tmp_path, "a-b", "c") is True
+    assert [yaml.safe_load(p.read_text())["hostname"] for p in tmp_path.iterdir()] == ["b-c"]
 
 
 def test_endpoint_names_must_be_file_safe(tmp_path: Path) -> None:
@@ -265,7 +274,7 @@ def test_broken_edit_keeps_the_last_good_version(tmp_path: Path) -> None:
         assert broker.scan() is False
     assert broker.snapshot == expected_snapshot(E_GW1, W_GW1)
     assert [(e["file"], e["kept_last_good"]) for e in events(logs, "filebroker.bad_document")] == [
-        ("endpoint-west-w-gw1.yaml", True)
+        ("endpoint-west@w-gw1.yaml", True)
     ]
 
 
@@ -281,6 +290,20 @@ def test_unparsable_file_keeps_its_last_good_documents(tmp_path: Path) -> None:
     (bad,) = events(logs, "filebroker.bad_document")
     assert str(bad["error"]).startswith("node-e-w1.yaml:3: ")
     assert bad["kept_last_good"] is True
+
+
+def test_duplicate_key_is_an_error_not_last_one_wins(tmp_path: Path) -> None:
+    """A Config with ``strategy`` twice is refused with file and line; the last good Config stays."""
+    populate(tmp_path)
+    broker = FileBroker(tmp_path, local_cluster="east")
+    broker.scan()
+    before = broker.snapshot
+    write(tmp_path, "config.yaml", "kind: Config\nstrategy: resilient\nstrategy: multipath\n")
+    with capture_logs() as logs:
+        broker.scan()
+    assert broker.snapshot == before
+    (bad,) = events(logs, "filebroker.bad_document")
+    assert bad["error"] == "config.yaml:3: duplicate key 'strategy'"
 
 
 def test_conflicting_newcomer_is_blamed_not_the_established_document(tmp_path: Path) -> None:

@@ -42,8 +42,8 @@ def test_endpoint_older_than_the_ttl_is_gone_and_returns_when_touched(tmp_path: 
         assert broker.scan() is True
     assert hostnames(broker) == ["e-gw1", "w-gw1"]
     assert [(e["event"], e.get("file")) for e in logs if e["event"].startswith("filebroker.endpoint")] == [
-        ("filebroker.endpoint_expired", "endpoint-west-w-gw1.yaml"),
-        ("filebroker.endpoint_renewed", "endpoint-west-w-gw1.yaml"),
+        ("filebroker.endpoint_expired", "endpoint-west@w-gw1.yaml"),
+        ("filebroker.endpoint_renewed", "endpoint-west@w-gw1.yaml"),
     ]
     assert broker.snapshot is not None and len(broker.snapshot.nodes) == 2
 

@@ -114,6 +114,15 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     assert str(err.value).startswith(f"{path}:4: ")
 
 
+def test_duplicate_key_is_an_error(tmp_path: Path) -> None:
+    """PyYAML would keep the last 'gateways' silently; the topology loader names the key and its line."""
+    path = tmp_path / "dup.yaml"
+    path.write_text("clusters:\n  - id: east\n    gateways: 2\n    gateways: 3\n  - id: west\n")
+    with pytest.raises(LabInputError) as err:
+        load_topology(path)
+    assert str(err.value) == f"{path}:4: duplicate key 'gateways'"
+
+
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("lab-*.yaml")), ids=lambda p: p.name)
 def test_example_topologies_load(path: Path) -> None:
     """Every examples/lab-*.yaml is a valid topology with at least two clusters."""

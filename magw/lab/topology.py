@@ -20,6 +20,7 @@ import yaml
 from magw.lab.errors import LabInputError
 from magw.lab.naming import CLUSTER_ID_RE
 from magw.model import Strategy
+from magw.yamlstrict import StrictLoader
 
 MAX_CLUSTERS = 8
 MAX_GATEWAYS = 8
@@ -101,7 +102,7 @@ def load_topology(path: str | Path) -> Topology:
     except OSError as exc:
         raise LabInputError(f"{source}: cannot read: {exc.strerror}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=StrictLoader)  # safe, and refuses duplicate keys
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

@@ -16,6 +16,8 @@ from typing import Any
 import attrs
 import yaml
 
+from magw.yamlstrict import StrictLoader
+
 KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health")
 
 # What each kind adds to the snapshot (magw.snapshot's top-level keys); Config and Health are singletons.
@@ -109,7 +111,7 @@ def to_document(raw: object, *, file: str, index: int) -> Document:
 def parse_file(text: str, *, file: str) -> tuple[Document, ...]:
     """All documents of one file (``---``-separated); empty documents are ignored."""
     try:
-        loaded = list(yaml.safe_load_all(text))
+        loaded = list(yaml.load_all(text, Loader=StrictLoader))  # safe, and refuses duplicate keys
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""

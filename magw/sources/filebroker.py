@@ -284,10 +284,14 @@ class FileBroker:
 
 
 def endpoint_path(directory: str | os.PathLike[str], cluster: str, hostname: str) -> Path:
-    """``<directory>/endpoint-<cluster>-<hostname>.yaml``."""
+    """``<directory>/endpoint-<cluster>@<hostname>.yaml``.
+
+    ``@`` cannot occur in a name (``check_name``), so two gateways never share a file: with ``-`` cluster
+    ``a-b`` host ``c`` and cluster ``a`` host ``b-c`` did, and one overwrote (or withdrew) the other's.
+    """
     check_name(cluster, "cluster")
     check_name(hostname, "hostname")
-    return Path(directory) / f"endpoint-{cluster}-{hostname}.yaml"
+    return Path(directory) / f"endpoint-{cluster}@{hostname}.yaml"
 
 
 def render_endpoint(endpoint: Endpoint) -> str:
