@@ -67,7 +67,7 @@ def test_create_of_identical_object_succeeds() -> None:
         (attrs.evolve(LINK, mtu=1400), "EEXIST: File exists (links vx-submariner holds other content)"),
         (
             attrs.evolve(NEIGH, mac="02:53:f0:00:00:09"),
-            "EEXIST: File exists (neighbors ('vx-submariner', IPv4Address('240.0.0.2')) holds other content)",
+            "EEXIST: File exists (neighbors vx-submariner 240.0.0.2 holds other content)",
         ),
         (
             attrs.evolve(NEXTHOP1, via=IPv4Address("240.0.0.9")),
@@ -75,7 +75,7 @@ def test_create_of_identical_object_succeeds() -> None:
         ),
         (
             attrs.evolve(ROUTE, metric=100, src=None),
-            "EEXIST: File exists (routes (100, IPv4Network('10.2.0.0/16'), 100) holds other content)",
+            "EEXIST: File exists (routes 100 10.2.0.0/16 100 holds other content)",
         ),
         (Rule(priority=100, table=101), "EEXIST: File exists (rule 100 looks up 100)"),
     ],
@@ -129,7 +129,7 @@ def test_apply_reports_applied_ops_and_continues_after_a_failure() -> None:
     result = fake.apply(ChangeSet(ops=ops))
     assert result.applied == (ops[0], ops[2])
     assert [f.describe() for f in result.failed] == [
-        "create address ('vxlan-tunnel', IPv4Interface('241.0.0.1/8')): ENODEV: Cannot find device 'vxlan-tunnel'"
+        "create address vxlan-tunnel 241.0.0.1/8: ENODEV: Cannot find device 'vxlan-tunnel'"
     ]
     assert result.ok is False
     assert fake.observe() == DesiredState(links=[LINK], addresses=[ADDR])

@@ -18,7 +18,7 @@ from magw.desired.state import Address, DesiredState, Link, Nexthop, Route
 from magw.drivers.fake import fake_node_driver
 from magw.drivers.fake_netlink import FakeNetlink
 from magw.drivers.node import NodeDriver
-from magw.reconcile.changeset import ChangeSet, Op
+from magw.reconcile.changeset import ChangeSet, Op, key_text
 from magw.reconcile.clock import FakeClock
 from magw.reconcile.driver import ApplyResult, Failure
 from magw.reconcile.loop import Reconciler, SyncResult
@@ -210,7 +210,7 @@ def test_ten_marks_coalesce_into_one_sync(logs: list[dict[str, Any]]) -> None:
     second = h.results[1]
     assert second.full is False
     assert second.reasons == tuple(f"r{i}" for i in range(10))
-    assert [op.describe() for op in second.applied if isinstance(op, Op)] == [f"create route {STALE.key}"]
+    assert [op.describe() for op in second.applied if isinstance(op, Op)] == [f"create route {key_text(STALE.key)}"]
     assert driver.observes == 1  # the partial sync diffed against the known state
     assert [e["reasons"] for e in sync_events(logs)] == ["start", "r0,r1,r2,r3,r4,r5,r6,r7,r8,r9"]
 
@@ -311,7 +311,9 @@ def test_nothing_is_pruned_before_the_inputs_are_synced(logs: list[dict[str, Any
 
     run(scenario)
     assert h.results[0].deferred == 1
-    assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"delete route {STALE.key}"]
+    assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [
+        f"delete route {key_text(STALE.key)}"
+    ]
     assert driver.inner.observe() == BASE
     assert [e["deferred"] for e in logs if e["event"] == "reconciler.prune_deferred"] == [1]
 
@@ -365,7 +367,7 @@ def test_periodic_resync_repairs_drift_that_a_partial_sync_cannot_see() -> None:
         (False, ("unrelated",)),
         (True, ("resync",)),
     ]
-    assert [op.describe() for op in h.results[2].applied if isinstance(op, Op)] == [f"create route {R1.key}"]
+    assert [op.describe() for op in h.results[2].applied if isinstance(op, Op)] == [f"create route {key_text(R1.key)}"]
     assert driver.inner.observe() == BASE
 
 
@@ -506,4 +508,4 @@ def test_mark_dirty_from_another_thread_wakes_the_loop() -> None:
 
     run(scenario)
     assert h.results[1].reasons == ("from-thread",)
-    assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"delete route {R2.key}"]
+    assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"delete route {key_text(R2.key)}"]

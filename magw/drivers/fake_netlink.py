@@ -81,7 +81,7 @@ from magw.drivers.netlink.constants import (
     RTPROT_MAGW,
     owns_nexthop,
 )
-from magw.reconcile.changeset import ChangeSet, NftChange, Op
+from magw.reconcile.changeset import ChangeSet, NftChange, Op, key_text
 from magw.reconcile.driver import ApplyResult, Failure
 
 __all__ = ["RTPROT_BOOT", "FakeNetlink", "ForeignLink", "KernelError", "is_owned"]
@@ -270,7 +270,7 @@ class FakeNetlink:
             self._install(obj, RTPROT_MAGW)
         elif existing != ((obj, RTPROT_MAGW) if isinstance(obj, Route) else obj):
             held = kind_of(existing[0] if isinstance(existing, tuple) else existing)
-            raise KernelError("EEXIST", f"File exists ({held} {obj.key} holds other content)")
+            raise KernelError("EEXIST", f"File exists ({held} {key_text(obj.key)} holds other content)")
 
     def _replace(self, obj: NetObject | ForeignLink, protocol: int) -> None:
         if isinstance(obj, Rule):

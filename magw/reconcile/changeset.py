@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Literal
 
 import attrs
@@ -22,6 +23,13 @@ _SINGULAR = {
 }
 
 
+def key_text(key: Hashable) -> str:
+    """A stable, readable form of an object key: ``100 10.2.0.0/16 100`` for a route."""
+    if isinstance(key, tuple):
+        return " ".join(key_text(part) for part in key)
+    return str(key)
+
+
 @attrs.frozen(kw_only=True)
 class Op:
     """One operation on one netlink object.
@@ -37,7 +45,8 @@ class Op:
     old: NetObject | None = None
 
     def describe(self) -> str:
-        return f"{self.verb} {_SINGULAR.get(self.kind, self.kind)} {self.obj.key}"
+        """``delete route 254 10.2.0.0/16 100``: the object's key as text, not as Python reprs."""
+        return f"{self.verb} {_SINGULAR.get(self.kind, self.kind)} {key_text(self.obj.key)}"
 
 
 @attrs.frozen(kw_only=True)

@@ -34,14 +34,14 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from magw.desired.state import DesiredState
-from magw.reconcile.changeset import ChangeSet, NftChange, Op
+from magw.reconcile.changeset import ChangeSet, NftChange, Op, key_text
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver, Failure
 from magw.reconcile.known import carry_out, needs_observe
 from magw.reconcile.metrics import ReconcilerMetrics
 from magw.reconcile.retry import Backoff, RetryBook, object_id
-from magw.reconcile.status import ReconcilerStatus, StatusBook, key_text
+from magw.reconcile.status import ReconcilerStatus, StatusBook
 
 log = structlog.get_logger(__name__)
 

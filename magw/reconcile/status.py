@@ -7,24 +7,17 @@ them, which is what ``Reconciler.status()`` and the daemons' status files show.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import attrs
 
 from magw.desired.state import KINDS, DesiredState
-from magw.reconcile.changeset import NftChange, Op
+from magw.reconcile.changeset import NftChange, Op, key_text
 from magw.reconcile.driver import Failure
 from magw.reconcile.retry import ObjectId, RetryBook, RetryEntry, object_id
 
 State = Literal["pending", "done", "error"]
-
-
-def key_text(key: Hashable) -> str:
-    """A stable, readable form of an object key: ``100 10.2.0.0/16 100`` for a route."""
-    if isinstance(key, tuple):
-        return " ".join(key_text(part) for part in key)
-    return str(key)
 
 
 @attrs.frozen(kw_only=True)
