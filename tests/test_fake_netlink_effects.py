@@ -220,10 +220,7 @@ def test_foreign_route_under_our_key() -> None:
     fake = with_link()
     foreign = attrs.evolve(INLINE, nexthops=(RouteNexthop(via=IPv4Address("240.0.0.9"), dev=VX),))
     fake.add_foreign(foreign, protocol=RTPROT_BOOT)
-    assert (
-        run(fake, "create", INLINE)
-        == "EEXIST: File exists (routes 254 100.2.0.0/16 100 holds other content)"
-    )
+    assert run(fake, "create", INLINE) == "EEXIST: File exists (routes 254 100.2.0.0/16 100 holds other content)"
     assert run(fake, "delete", INLINE) is None
     assert (fake.get("routes", INLINE.key), fake.route_protocol(INLINE.key)) == (foreign, RTPROT_BOOT)
     assert run(fake, "replace", INLINE) is None

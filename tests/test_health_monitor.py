@@ -65,7 +65,7 @@ def monitor(
 ) -> HealthMonitor:
     mon = HealthMonitor(
         node,
-        probe=params or ProbeParams(),
+        probe=params or ProbeParams(startup_grace=0),
         lease=LeaseParams(),
         on_change=lambda h: changes.append((net.clock, h)),
         rng=lambda: 0.5,  # every interval is 90 ms (100 ms less half the 20% jitter), first probe at 50 ms,
@@ -120,10 +120,10 @@ def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
     ("params", "down_at"),
     [
         # fast_interval = interval: probes at 0.59, 0.68, 0.77 miss; down at 0.79 (20 ms timeout).
-        (ProbeParams(fast_interval=0.1), 0.79),
+        (ProbeParams(fast_interval=0.1, startup_grace=0), 0.79),
         # An 80 ms timeout: a probe in flight is never replaced by a fast one. The probe at 0.59 misses at 0.67;
         # the next goes out then (not at 0.617) and misses at 0.75, the third at 0.83: each had its timeout.
-        (ProbeParams(timeout=0.08), 0.83),
+        (ProbeParams(timeout=0.08, startup_grace=0), 0.83),
     ],
     ids=["no-acceleration", "slow-peer-waited-for"],
 )
@@ -157,20 +157,36 @@ def test_a_single_miss_is_followed_by_one_fast_probe_then_the_normal_interval() 
 
 
 def test_recovery_needs_three_replies() -> None:
-    """e-gw1 is silent from the start: down at 0.124 (probes at 0.05, 0.077, 0.104), then probed every 90 ms.
-    It answers the probe at 1.004; the next two go out at the fast interval (1.031, 1.058); the third
-    consecutive reply, at 1.059, brings it back (hysteresis)."""
+    """e-gw1 is silent from the start. Never seen answering, it is confirmed at the normal interval: down at
+    0.25 (probes at 0.05, 0.14, 0.23; a starting cluster's gateways get the time to take their lease). It
+    answers the probe at 1.04; the next two go out at the fast interval (1.067, 1.094); the third consecutive
+    reply, at 1.095, brings it back (hysteresis)."""
     net = FakeNet(silent={(GW1, ALIVE_ID)})
     changes: list[tuple[float, Health]] = []
     mon = monitor("e-w1", net, changes)
     advance(mon, net, 1.0)
     assert mon.health.down == {"e-gw1"}
     net.silent.clear()
-    advance(mon, net, 1.05)
-    assert mon.health.down == {"e-gw1"}  # replies to the probes at 1.004 and 1.031 only
+    advance(mon, net, 1.09)
+    assert mon.health.down == {"e-gw1"}  # replies to the probes at 1.04 and 1.067 only
     advance(mon, net, 1.2)
     assert mon.health.down == frozenset()
-    assert [round(at, 3) for at, _ in changes] == [0.0, 0.124, 1.059]
+    assert [round(at, 3) for at, _ in changes] == [0.0, 0.25, 1.095]
+
+
+def test_unseen_peer_is_not_taken_down_during_the_startup_grace() -> None:
+    """With a 1 s grace, e-gw1 (silent from the start, never seen) stays usable for 1 s although its misses
+    count; the first miss after the grace takes it down (probe at 1.04, timeout 20 ms). e-gw2, seen answering,
+    could fail as usual."""
+    net = FakeNet(silent={(GW1, ALIVE_ID), (GW1, WEST_ID)})
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes, ProbeParams(startup_grace=1.0))
+    advance(mon, net, 1.0)
+    assert mon.health.down == frozenset()
+    assert mon.states()[(GW1, ALIVE_ID)].misses == 11
+    advance(mon, net, 1.2)
+    assert mon.health.down == {"e-gw1"}
+    assert [round(at, 3) for at, h in changes if h.down] == [1.06]
 
 
 def test_gateway_that_lost_a_cluster_is_avoided_for_it_only() -> None:

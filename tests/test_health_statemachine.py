@@ -33,6 +33,7 @@ def test_defaults_are_the_documented_ones() -> None:
     """100 ms interval (30 ms in transition), 20 ms reply timeout, down after 3 misses, up after 3 successes,
     20% jitter; 1 s lease. A shorter interval than 30 ms also shortens the fast interval to it."""
     assert (P.interval, P.fast_interval, P.timeout, P.down_after, P.up_after, P.jitter) == (0.1, 0.03, 0.02, 3, 3, 0.2)
+    assert P.startup_grace == 3.0
     assert ProbeParams(interval=0.02, timeout=0.01).fast_interval == 0.02
     assert ProbeParams(interval=1.0, fast_interval=0.5).fast_interval == 0.5
     assert (LeaseParams().timeout, LeaseParams().refresh) == (1.0, 0.25)
@@ -107,8 +108,8 @@ def test_counts_are_configurable(down_after: int, up_after: int, misses: int) ->
 
 
 def test_in_transition_while_a_run_can_still_change_usability() -> None:
-    """Misses of a usable peer that may fail, or successes of a down peer, are a transition (probed at the fast
-    interval); a peer that is settled, or whose misses cannot take it down, is not."""
+    """Misses of an up peer that may fail, or successes of a down peer, are a transition (probed at the fast
+    interval); a peer that is settled, never seen answering, or whose misses cannot take it down, is not."""
 
     def after(outcomes: str, policy: FailPolicy = "always", start: Liveness | None = None) -> bool:
         state = start or Liveness()
@@ -118,7 +119,7 @@ def test_in_transition_while_a_run_can_still_change_usability() -> None:
 
     assert [after(x) for x in ("", "s", "sm", "smm", "smmm", "smmms", "smmmss", "smmmsss")] == [
         False, False, True, True, False, True, True, False]  # fmt: skip
-    assert (after("m"), after("mm"), after("mmm")) == (True, True, False)  # unknown peer: it is usable
+    assert (after("m"), after("mm"), after("mmm")) == (False, False, False)  # never seen: the normal interval
     assert after("m", policy="after_seen") is False  # an unseen takeover cannot fail yet
     assert after("sm", policy="after_seen") is True
     assert after("smm", policy="never") is False
@@ -142,6 +143,7 @@ def test_liveness_counts_one_run_at_a_time() -> None:
         ({"timeout": 0.085}, "probe timeout: must be <= the shortest jittered interval 0.08, got 0.085"),
         ({"fast_interval": 0.2}, "probe fast interval: must be <= the probe interval 0.1, got 0.2"),
         ({"fast_interval": 0}, "probe fast interval: must be > 0 seconds, got 0"),
+        ({"startup_grace": -1}, "probe startup grace: must be from 0 to 3600 seconds, got -1"),
         ({"down_after": 0}, "down after: must be from 1 to 100, got 0"),
         ({"up_after": 101}, "up after: must be from 1 to 100, got 101"),
         ({"jitter": 1.0}, "probe jitter: must be from 0 to below 1 (a fraction of the interval), got 1.0"),

@@ -42,6 +42,8 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
     flags: list[tuple[str, Callable[[str], float], float, str, str]] = [
         ("--probe-interval", _seconds, hp.DEFAULT_INTERVAL, "SECONDS", "seconds between two probes of one peer"),
         ("--probe-timeout", _seconds, hp.DEFAULT_TIMEOUT, "SECONDS", "a later reply is a miss; > RTT, <= interval"),
+        ("--probe-startup-grace", _seconds_or_off, hp.DEFAULT_STARTUP_GRACE, "SECONDS", "after start, a peer never "
+         "seen answering is not taken down for SECONDS (its misses count); 0: no grace"),
         ("--down-after", _count, hp.DEFAULT_DOWN_AFTER, "N", "consecutive misses that take a peer down"),
         ("--up-after", _count, hp.DEFAULT_UP_AFTER, "N", "consecutive replies that bring a down peer back"),
         ("--probe-jitter", _fraction, hp.DEFAULT_JITTER, "FRACTION", "each interval is shortened by up to FRACTION"),
@@ -89,6 +91,7 @@ def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams
             down_after=args.down_after,
             up_after=args.up_after,
             jitter=args.probe_jitter,
+            startup_grace=args.probe_startup_grace,
         )
     except ValueError as exc:
         _flag_error(parser, exc)

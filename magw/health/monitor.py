@@ -20,7 +20,8 @@ the planner that snapshot with the probed health merged in; with
 kernel holds a plan made since the node's own Endpoint was (re)published: a
 gateway coming back answers once its tunnel is built. Peers present at
 the first plan start UNKNOWN (usable); peers that appear after ``down_after``
-intervals start PENDING (unusable until they answer), in multi-active mode. Everything
+intervals start PENDING (unusable until they answer), in multi-active mode; for
+``startup_grace`` seconds an UNKNOWN peer is not taken down. Everything
 decided here comes from the pure modules (``targets``, ``view``,
 ``statemachine``, ``book``); this file only moves packets and time.
 """
@@ -43,7 +44,7 @@ from magw.health.echoids import ALIVE_ID
 from magw.health.lease import LeaseTable
 from magw.health.params import LeaseParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
-from magw.health.statemachine import NEW_AT_START, NEW_LATER, Liveness
+from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, Liveness
 from magw.health.targets import NO_PLAN, ProbePlan, ProbeTarget, probe_plan
 from magw.health.view import lease_ids, merged, probed_health, published, status_document
 from magw.model import Health, Snapshot
@@ -257,9 +258,9 @@ class HealthMonitor:
             if target is None:
                 continue
             old = self._states.get(outcome.key, NEW_AT_START)
-            new = old.observe(outcome.success, self.params, policy=target.policy)
+            new = old.observe(outcome.success, self.params, policy=self._policy(target))
             self._states[outcome.key] = new
-            if new.in_transition(target.policy):
+            if new.in_transition(self._policy(target)):
                 self._hurry(target.address)
             if new.state is not old.state:
                 changed = True
@@ -272,6 +273,12 @@ class HealthMonitor:
                     self.on_transition()
                 except Exception as exc:  # a listener's bug must not stop probing
                     log.exception("health.listener_failed", error=repr(exc))
+
+    def _policy(self, target: ProbeTarget) -> FailPolicy:
+        """The target's fail policy; during the startup grace an unseen peer cannot fail yet (``after_seen``)."""
+        started = self._started_at
+        in_grace = started is not None and self._clock() < started + self.params.startup_grace
+        return "after_seen" if in_grace and target.policy == "always" else target.policy
 
     def _hurry(self, address: IPv4Address) -> None:
         """Probe ``address`` next at the fast interval after its last probe (it is in transition)."""

@@ -6,6 +6,7 @@ import attrs
 
 DEFAULT_INTERVAL = 0.1
 DEFAULT_FAST_INTERVAL = 0.03
+DEFAULT_STARTUP_GRACE = 3.0
 DEFAULT_TIMEOUT = 0.02
 DEFAULT_DOWN_AFTER = 3
 DEFAULT_UP_AFTER = 3
@@ -42,6 +43,10 @@ class ProbeParams:
     answered but is not up yet (HAProxy's ``fastinter``). A probe still in
     flight is always waited for: a slow peer's deadline is never cut short.
     Equal to ``interval``: no acceleration. Default: 30 ms, or ``interval`` if that is shorter.
+    ``startup_grace``: for this many seconds after the monitor starts, a peer
+    never seen answering (UNKNOWN) is not taken down: gateways that start with
+    their cluster answer only once their kernels hold their plans. Its misses
+    still count, so a dead one goes down at its first miss after the grace.
     """
 
     interval: float = DEFAULT_INTERVAL
@@ -52,6 +57,7 @@ class ProbeParams:
     down_after: int = DEFAULT_DOWN_AFTER
     up_after: int = DEFAULT_UP_AFTER
     jitter: float = DEFAULT_JITTER
+    startup_grace: float = DEFAULT_STARTUP_GRACE
 
     def __attrs_post_init__(self) -> None:
         _positive("probe interval", self.interval)
@@ -61,6 +67,8 @@ class ProbeParams:
             raise ValueError(
                 f"probe fast interval: must be <= the probe interval {self.interval:g}, got {self.fast_interval}"
             )
+        if not 0 <= self.startup_grace <= 3600:
+            raise ValueError(f"probe startup grace: must be from 0 to 3600 seconds, got {self.startup_grace}")
         _count("down after", self.down_after)
         _count("up after", self.up_after)
         if not 0 <= self.jitter < 1:

@@ -51,12 +51,16 @@ class Liveness:
         return self.state in (PeerState.DOWN, PeerState.PENDING)
 
     def in_transition(self, policy: FailPolicy = "always") -> bool:
-        """True while a run of outcomes is under way that can change whether the peer is usable: misses of a
-        usable peer that may fail, or successes of a down peer (the monitor probes it at the fast interval)."""
+        """True while a run of outcomes is under way that can change whether the peer is usable: misses of an
+        UP peer that may fail, or successes of a down peer (the monitor probes it at the fast interval).
+
+        Not the misses of an UNKNOWN peer, one never seen answering: when a cluster starts, its gateways answer
+        only once their kernels hold their plans (the lease), and confirming at the normal interval gives them
+        that time instead of taking them down and up again (which leaves resilient groups unbalanced until
+        their idle timer)."""
         if self.state is PeerState.DOWN:
             return self.successes > 0
-        can_fail = policy == "always" or (policy == "after_seen" and self.state is PeerState.UP)
-        return not self.down and can_fail and self.misses > 0
+        return self.state is PeerState.UP and policy != "never" and self.misses > 0
 
     def observe(self, success: bool, params: ProbeParams, *, policy: FailPolicy = "always") -> Liveness:
         """The state after one more probe outcome."""
