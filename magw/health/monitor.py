@@ -5,8 +5,9 @@ asyncio tasks until ``stop``:
 
 - the probe loop: every target is probed every ``interval`` (less jitter) on
   one ping socket per echo id, every ``fast_interval`` while one of its
-  states is in transition (a miss of a usable peer, a reply of a down one),
-  never while a probe of it is still in flight; replies are read as they arrive, misses are
+  states is in transition (a miss of an up peer, a reply of a down one),
+  never while a probe of it is still in flight; replies are read as they
+  arrive, misses are
   counted at each probe's deadline (``book``); outcomes drive one ``Liveness``
   per (peer VTEP, echo id). When the Health they say changes, ``on_change``
   gets it at once (the route agent replans and syncs: no broker round trip);

@@ -39,8 +39,8 @@ class ProbeParams:
     ``down_after``: consecutive misses that take an up peer down.
     ``up_after``: consecutive successes that bring a down peer back up.
     ``fast_interval``: the most seconds between two probes of a peer in
-    transition: one that missed but is not down yet, or a down peer that
-    answered but is not up yet (HAProxy's ``fastinter``). A probe still in
+    transition: an up peer that missed but is not down yet, or a down peer
+    that answered but is not up yet (HAProxy's ``fastinter``). A probe still in
     flight is always waited for: a slow peer's deadline is never cut short.
     Equal to ``interval``: no acceleration. Default: 30 ms, or ``interval`` if that is shorter.
     ``startup_grace``: for this many seconds after the monitor starts, a peer
