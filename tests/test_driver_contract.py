@@ -264,3 +264,47 @@ def test_failover_is_one_group_replace(node: Node) -> None:
     recovered = _sync(node, before)
     assert [(op.verb, op.kind) for op in recovered.ops] == [("replace", "groups")]
     assert node.driver.observe() == before
+
+
+# Driver semantics: "create" means "make it exist with exactly this content", the same as "replace".
+CREATES_OVER: dict[str, Callable[[DesiredState], DesiredState]] = {
+    "link mtu": REPLACEMENTS["link mtu"],
+    "neighbor mac": REPLACEMENTS["neighbor mac"],
+    "fdb dst": REPLACEMENTS["fdb dst"],
+    "rule table": REPLACEMENTS["rule table"],
+    "nexthop gateway": REPLACEMENTS["nexthop via"],
+}
+
+
+@pytest.mark.parametrize("change", list(CREATES_OVER))
+def test_create_over_different_content_replaces(node: Node, change: str) -> None:
+    """A ``create`` of an object of ours whose key holds other content succeeds and leaves exactly the new
+    content, everything else unchanged: fake and kernel follow the same semantics (magw/reconcile/driver.py)."""
+    installed = _installed(node)
+    desired = CREATES_OVER[change](installed)
+    (kind,) = [k for k in KINDS if desired.of_kind(k) != installed.of_kind(k)]
+    (new,) = set(desired.of_kind(kind)) - set(installed.of_kind(kind))
+    result = node.driver.apply(ChangeSet(ops=(Op(verb="create", kind=kind, obj=new),)))
+    assert [f.describe() for f in result.failed] == []
+    assert node.driver.observe() == desired
+
+
+@pytest.mark.parametrize("mac", ["01:00:5e:00:00:01", "00:00:00:00:00:00"])
+def test_fdb_entry_with_a_multicast_or_zero_mac_is_refused(node: Node, mac: str) -> None:
+    """The vxlan driver refuses a multicast or all-zero FDB MAC written with NLM_F_REPLACE: EOPNOTSUPP (Python
+    names errno 95 ENOTSUP). Nothing is added; a good entry in the same ChangeSet still applies."""
+    installed = _installed(node, WORKER)
+    bad = Op(verb="create", kind="fdb", obj=Fdb(dev="vx-submariner", mac=mac, dst=IPv4Address("172.18.0.42")))
+    good_fdb = Fdb(dev="vx-submariner", mac="02:53:00:00:00:42", dst=IPv4Address("172.18.0.42"))
+    good = Op(verb="create", kind="fdb", obj=good_fdb)
+    result = node.driver.apply(ChangeSet(ops=(bad, good)))
+    assert [(f.op, f.error.split(":")[0]) for f in result.failed] == [(bad, "ENOTSUP")]
+    assert node.driver.observe() == attrs.evolve(installed, fdb=(*installed.fdb, good_fdb))
+
+
+def test_vxlan_port_0_reads_back_8472(node: Node) -> None:
+    """The kernel accepts a VXLAN link with port 0, silently, and gives it Linux's default port 8472."""
+    link = Link(name="vxlan-tunnel", vni=1000, port=0, mtu=1450, mac="02:53:f1:00:00:01")
+    result = node.driver.apply(ChangeSet(ops=(Op(verb="create", kind="links", obj=link),)))
+    assert [f.describe() for f in result.failed] == []
+    assert node.driver.observe().links == (attrs.evolve(link, port=8472),)

@@ -20,6 +20,7 @@ from magw.desired.state import (
     Rule,
 )
 from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.fake_netlink_checks import kind_of
 from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.diff import diff
 from tests.fake_netlink_data import (
@@ -62,39 +63,35 @@ def test_create_of_identical_object_succeeds() -> None:
 
 
 @pytest.mark.parametrize(
-    ("obj", "error"),
+    "obj",
     [
-        (attrs.evolve(LINK, mtu=1400), "EEXIST: File exists (links vx-submariner holds other content)"),
-        (
-            attrs.evolve(NEIGH, mac="02:53:f0:00:00:09"),
-            "EEXIST: File exists (neighbors vx-submariner 240.0.0.2 holds other content)",
-        ),
-        (
-            attrs.evolve(NEXTHOP1, via=IPv4Address("240.0.0.9")),
-            f"EEXIST: File exists (nexthops {NH1} holds other content)",
-        ),
-        (
-            attrs.evolve(ROUTE, metric=100, src=None),
-            "EEXIST: File exists (routes 100 10.2.0.0/16 100 holds other content)",
-        ),
-        (Rule(priority=100, table=101), "EEXIST: File exists (rule 100 looks up 100)"),
+        attrs.evolve(LINK, mtu=1400),
+        attrs.evolve(NEIGH, mac="02:53:f0:00:00:09"),
+        attrs.evolve(FDB, dst=IPv4Address("172.18.0.9")),
+        attrs.evolve(NEXTHOP1, via=IPv4Address("240.0.0.9")),
+        attrs.evolve(ROUTE, src=None),
+        Rule(priority=100, table=101),
     ],
-    ids=["link", "neighbor", "nexthop", "route", "rule"],
+    ids=["link", "neighbor", "fdb", "nexthop", "route", "rule"],
 )
-def test_create_over_different_content_is_eexist(obj: NetObject, error: str) -> None:
-    """Create where the key holds other content fails with EEXIST and leaves the old object."""
+def test_create_over_different_content_of_ours_replaces_it(obj: NetObject) -> None:
+    """Driver semantics: create means "make it exist with exactly this content", like replace; the other
+    objects stay (the kernel driver does the same: tests/test_driver_contract.py)."""
     fake = loaded()
-    assert run(fake, "create", obj) == error
-    assert fake.observe() == STATE
+    assert run(fake, "create", obj) is None
+    kind = kind_of(obj)
+    others = [o for o in STATE.of_kind(kind) if o.key != obj.key]
+    assert fake.observe() == attrs.evolve(STATE, **{kind: sorted([*others, obj], key=lambda o: o.key)})
 
 
-def test_create_of_a_nexthop_on_a_group_id_is_eexist() -> None:
-    """Nexthops and groups share one id space: a nexthop cannot be created under a group's id."""
+def test_create_of_a_nexthop_on_a_group_id_is_einval() -> None:
+    """Nexthops and groups share one id space: a nexthop cannot take a group's id, as NLM_F_REPLACE refuses."""
     fake = loaded()
     assert (
         run(fake, "create", attrs.evolve(NEXTHOP1, id=GROUP))
-        == f"EEXIST: File exists (groups {GROUP} holds other content)"
+        == f"EINVAL: Can not replace a nexthop group with a nexthop (id {GROUP})"
     )
+    assert fake.observe() == STATE
 
 
 def test_replace_of_missing_object_creates_it() -> None:
@@ -336,6 +333,24 @@ def test_route_with_inconsistent_nexthop_fields_is_refused(route: Route, error: 
 def test_bad_link_attributes_are_refused(link: Link, error: str) -> None:
     """The vxlan driver's limits: MTU 68..65535, VNI < 2^24, a unicast non-zero MAC."""
     assert run(FakeNetlink(), "create", link) == error
+
+
+def test_vxlan_port_0_reads_back_8472() -> None:
+    """Kernel 6.18 takes a VXLAN with port 0 and gives it Linux's default port 8472, with no message; a state
+    asking for port 0 therefore never converges (the next diff recreates the link)."""
+    fake = FakeNetlink()
+    assert run(fake, "create", attrs.evolve(LINK, port=0)) is None
+    assert fake.observe().links == (attrs.evolve(LINK, port=8472),)
+
+
+@pytest.mark.parametrize("mac", ["01:00:5e:00:00:01", "33:33:00:00:00:01", "ff:ff:ff:ff:ff:ff", "00:00:00:00:00:00"])
+def test_fdb_entry_with_a_multicast_or_zero_mac_is_enotsup(mac: str) -> None:
+    """The vxlan driver refuses NLM_F_REPLACE of a multicast or all-zero FDB MAC (EOPNOTSUPP, named ENOTSUP)."""
+    fake = with_link()
+    assert run(fake, "create", attrs.evolve(FDB, mac=mac)) == (
+        f"ENOTSUP: Operation not supported (fdb {mac} dev vx-submariner: not a unicast MAC)"
+    )
+    assert fake.observe().fdb == ()
 
 
 def test_second_vxlan_link_with_same_vni_and_port_is_eexist() -> None:

@@ -7,6 +7,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 import attrs
 import pytest
 
+import magw.drivers.fake_netlink
 from magw.desired.state import (
     Address,
     DesiredState,
@@ -18,7 +19,7 @@ from magw.desired.state import (
     RouteNexthop,
     Rule,
 )
-from magw.drivers.fake_netlink import RTPROT_BOOT, FakeNetlink, ForeignLink, KernelError
+from magw.drivers.fake_netlink import NOT_MODELLED, RTPROT_BOOT, FakeNetlink, ForeignLink, KernelError
 from magw.drivers.netlink.constants import RTPROT_MAGW
 from magw.reconcile.diff import diff
 from tests.fake_netlink_data import (
@@ -215,12 +216,14 @@ def test_add_foreign_refuses_what_we_own() -> None:
 
 
 def test_foreign_route_under_our_key() -> None:
-    """The kernel's route key has no protocol: create over a foreign route is EEXIST, delete leaves it alone,
-    replace takes it over (NLM_F_REPLACE)."""
+    """The kernel's route key has no protocol: create over a foreign route is EEXIST naming its protocol (the one
+    refusal of "create = make it exist"), delete leaves it alone, replace takes it over (NLM_F_REPLACE)."""
     fake = with_link()
     foreign = attrs.evolve(INLINE, nexthops=(RouteNexthop(via=IPv4Address("240.0.0.9"), dev=VX),))
     fake.add_foreign(foreign, protocol=RTPROT_BOOT)
-    assert run(fake, "create", INLINE) == "EEXIST: File exists (routes 254 100.2.0.0/16 100 holds other content)"
+    assert run(fake, "create", INLINE) == (
+        "EEXIST: File exists (routes 254 100.2.0.0/16 100 is held by a route of protocol 3)"
+    )
     assert run(fake, "delete", INLINE) is None
     assert (fake.get("routes", INLINE.key), fake.route_protocol(INLINE.key)) == (foreign, RTPROT_BOOT)
     assert run(fake, "replace", INLINE) is None
@@ -277,3 +280,32 @@ def test_foreign_link_type() -> None:
     fake.add_foreign_link("br0", up=False)
     assert fake.get("links", "br0") == ForeignLink(name="br0", up=False)
     assert fake.dump() == "link br0 (not vxlan) down\n"
+
+
+def test_a_non_vxlan_device_under_our_name_is_recreated_as_ours() -> None:
+    """A device named like ours that is not a VXLAN: a create of our link deletes it (with what hangs on it)
+    and makes ours, as the netlink driver's LinkIO.ensure does."""
+    fake = FakeNetlink()
+    fake.put(ForeignLink(name=VX))
+    fake.put(Address(dev=VX, address=IPv4Interface("192.0.2.1/24")))
+    assert run(fake, "create", LINK) is None
+    assert fake.dump() == (
+        "link vx-submariner type vxlan id 100 dstport 4800 local 172.18.0.1 nolearning mtu 1450"
+        " address 02:53:f0:00:00:01 up\n"
+    )
+
+
+def test_what_the_fake_does_not_model_is_listed_in_its_doc() -> None:
+    """The deliberate gaps of FakeNetlink are this list, and the module's docstring shows every entry."""
+    assert NOT_MODELLED == (
+        "IPv6: addresses, neighbors, routes and nexthops are IPv4 only",
+        "route types other than unicast and unreachable (the kernel driver observes them as unicast without a path)",
+        "neighbor states other than nud permanent, dynamic FDB entries, FDB entries with several destinations",
+        "a non-VXLAN device under one of our link names is not observed (the kernel driver observes it with vni 0)",
+        "several rules at one of our priorities, or one with selectors (the kernel driver observes table 0)",
+        "the kernel's extack wording: the errno names match, the message texts are the fake's own",
+        "route metrics, tos and flags beyond the key; nexthop_compat_mode's expansion of nhid routes",
+        "a link MAC change flushing neighbors (the netlink driver puts the permanent ones back, so none is lost)",
+    )
+    doc = magw.drivers.fake_netlink.__doc__ or ""
+    assert [item for item in NOT_MODELLED if f"\n- {item}\n" not in doc] == []

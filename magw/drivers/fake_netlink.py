@@ -7,41 +7,29 @@ we own (``magw.drivers.netlink.constants``); ``apply()`` carries out a ChangeSet
 ops in order, each on its own, and touches only what we own (an op on anything else
 fails with EPERM: our guard, not the kernel's).
 
-Driver semantics (the reconciler's contract, on top of the kernel): create of an
-identical object succeeds, create over different content is EEXIST "File exists",
-replace of a missing object creates it (NLM_F_CREATE|NLM_F_REPLACE), delete of a
-missing object succeeds. The kernel's refusals, with errno and extack message, are in
-``magw.drivers.fake_netlink_checks``: ENODEV (missing device), ENETDOWN "Nexthop
-device is not up", ENETUNREACH "Nexthop has invalid gateway" (``via`` not on-link),
-EINVAL "Nexthop id does not exist" (route nhid), EINVAL "Invalid nexthop id" (group
-member), EINVAL on a group type or bucket-count change, EINVAL "Invalid prefsrc
-address", EEXIST for a second VXLAN link with the same VNI and port.
+Driver semantics (``magw.reconcile.driver``, the same for the netlink driver):
+``create`` and ``replace`` both mean "make it exist with exactly this content", so
+create over an object of ours with different content replaces it; the one
+exception is a route of another protocol under the key of a route ``create``:
+EEXIST, and the foreign route stays. Delete of a missing object succeeds.
 
-Side effects, as kernel 6.18 does them (checked with ``ip`` in a throwaway namespace):
+The kernel's refusals, with errno and message, are in
+``magw.drivers.fake_netlink_checks``; the tables and the kernel's side effects
+(deleting a link takes what hangs on it, and so on) in
+``magw.drivers.fake_netlink_tables``. A link replace of mtu/mac/up keeps every
+dependent; a change of vni/port (which the kernel refuses in place: EOPNOTSUPP
+"Cannot change VNI") or of local/learning is a delete plus create, as the netlink
+driver does it, so dependents go. A route's kernel key is (table, dst, tos,
+metric) without the protocol: a replace takes a foreign route over
+(NLM_F_REPLACE), a delete (which names our protocol) leaves it alone.
 
-- deleting a link deletes its addresses, neighbors, FDB entries, the nexthops on it
-  (with their own side effects) and every route with an inline path through it;
-- deleting a nexthop removes it from every group, deletes a group left empty, and
-  deletes the routes using the nexthop or that group; deleting a group deletes the
-  routes using it;
-- setting a link down flushes its neighbors (permanent ones too), its nexthops and
-  the single-path inline routes through it; FDB entries and addresses stay, a
-  multipath route stays (its path is marked dead);
-- deleting a link's last address flushes its neighbors (permanent ones too) and the
-  single-path inline routes through it; nexthop objects and FDB entries stay;
-- a link replace of mtu/mac/up keeps every dependent; a change of vni/port (which the
-  kernel refuses in place: EOPNOTSUPP "Cannot change VNI") or of local/learning is a
-  delete plus create, as the netlink driver does it, so dependents go;
-- a route's kernel key is (table, dst, tos, metric) without the protocol: create over
-  a foreign route is EEXIST, replace takes the foreign route over, and a delete (which
-  names our protocol) leaves a foreign route alone.
+Not modelled, on purpose (``NOT_MODELLED``; tests/test_fake_netlink.py pins the list):
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from ipaddress import IPv4Interface
-from typing import Protocol, TypeVar
 
 import attrs
 import structlog
@@ -60,19 +48,14 @@ from magw.desired.state import (
 )
 from magw.drivers.fake_netlink_checks import (
     AnyLink,
-    AnyNexthop,
     ForeignLink,
     KernelError,
-    check_group,
     check_id_replace,
     check_link,
-    check_lladdr,
-    check_nexthop,
-    check_route,
-    find_dev,
     kind_of,
     normalize,
 )
+from magw.drivers.fake_netlink_tables import NetlinkTables
 from magw.drivers.fake_netlink_text import dump_lines
 from magw.drivers.netlink.constants import (
     OWNED_LINKS,
@@ -84,7 +67,20 @@ from magw.drivers.netlink.constants import (
 from magw.reconcile.changeset import ChangeSet, NftChange, Op, key_text
 from magw.reconcile.driver import ApplyResult, Failure
 
-__all__ = ["RTPROT_BOOT", "FakeNetlink", "ForeignLink", "KernelError", "is_owned"]
+__all__ = ["NOT_MODELLED", "RTPROT_BOOT", "FakeNetlink", "ForeignLink", "KernelError", "is_owned"]
+
+# What the kernel (or the netlink driver) does that the fake deliberately does not; rendered into the doc above.
+NOT_MODELLED: tuple[str, ...] = (
+    "IPv6: addresses, neighbors, routes and nexthops are IPv4 only",
+    "route types other than unicast and unreachable (the kernel driver observes them as unicast without a path)",
+    "neighbor states other than nud permanent, dynamic FDB entries, FDB entries with several destinations",
+    "a non-VXLAN device under one of our link names is not observed (the kernel driver observes it with vni 0)",
+    "several rules at one of our priorities, or one with selectors (the kernel driver observes table 0)",
+    "the kernel's extack wording: the errno names match, the message texts are the fake's own",
+    "route metrics, tos and flags beyond the key; nexthop_compat_mode's expansion of nhid routes",
+    "a link MAC change flushing neighbors (the netlink driver puts the permanent ones back, so none is lost)",
+)
+__doc__ = (__doc__ or "") + "".join(f"\n- {item}" for item in NOT_MODELLED) + "\n"
 
 log = structlog.get_logger(__name__)
 
@@ -93,14 +89,6 @@ RTPROT_BOOT = 3
 
 # Link fields changed only by delete + create (the netlink driver's choice; see the module doc).
 _RECREATE_FIELDS = ("vni", "port", "local", "learning")
-
-
-class _OnDev(Protocol):
-    @property
-    def dev(self) -> str: ...
-
-
-_T = TypeVar("_T", bound=_OnDev)
 
 
 def is_owned(obj: NetObject | ForeignLink, protocol: int = RTPROT_MAGW) -> bool:
@@ -116,28 +104,14 @@ def is_owned(obj: NetObject | ForeignLink, protocol: int = RTPROT_MAGW) -> bool:
     return obj.priority in OWNED_RULE_PRIORITIES
 
 
-def _drop_on(store: dict[Hashable, _T], dev: str) -> None:
-    for key in [k for k, obj in store.items() if obj.dev == dev]:
-        del store[key]
-
-
 @attrs.define
-class FakeNetlink:
+class FakeNetlink(NetlinkTables):
     """Kernel-like netlink state of one namespace.
 
     ``check_prefsrc``: like the kernel, refuse a unicast route whose ``src`` is not an
     address of the namespace (EINVAL "Invalid prefsrc address"). Our routes use the
     node's CNI IP, so give it first: ``fake.add_foreign_address("cni0", "10.1.3.1/24")``.
     """
-
-    check_prefsrc: bool = True
-    _links: dict[str, AnyLink] = attrs.field(factory=dict, init=False)
-    _addresses: dict[Hashable, Address] = attrs.field(factory=dict, init=False)
-    _neighbors: dict[Hashable, Neighbor] = attrs.field(factory=dict, init=False)
-    _fdb: dict[Hashable, Fdb] = attrs.field(factory=dict, init=False)
-    _ids: dict[Hashable, AnyNexthop] = attrs.field(factory=dict, init=False)
-    _routes: dict[Hashable, tuple[Route, int]] = attrs.field(factory=dict, init=False)
-    _rules: dict[Hashable, Rule] = attrs.field(factory=dict, init=False)  # (priority, table): several per priority
 
     # ---- the Driver protocol
 
@@ -233,13 +207,7 @@ class FakeNetlink:
     def copy(self) -> FakeNetlink:
         """An independent copy (objects are frozen, so copying the tables is enough)."""
         new = FakeNetlink(check_prefsrc=self.check_prefsrc)
-        new._links = dict(self._links)
-        new._addresses = dict(self._addresses)
-        new._neighbors = dict(self._neighbors)
-        new._fdb = dict(self._fdb)
-        new._ids = dict(self._ids)
-        new._routes = dict(self._routes)
-        new._rules = dict(self._rules)
+        self._copy_tables_to(new)
         return new
 
     # ---- one op
@@ -259,18 +227,14 @@ class FakeNetlink:
             self._delete(obj)
 
     def _create(self, obj: NetObject) -> None:
-        if isinstance(obj, Rule):
-            same_priority = [r for r in self._rules.values() if r.priority == obj.priority]
-            if same_priority and obj not in same_priority:
-                raise KernelError("EEXIST", f"File exists (rule {obj.priority} looks up {same_priority[0].table})")
-            self._rules[(obj.priority, obj.table)] = obj
-            return
-        existing = self._lookup(kind_of(obj), obj.key)
-        if existing is None:
-            self._install(obj, RTPROT_MAGW)
-        elif existing != ((obj, RTPROT_MAGW) if isinstance(obj, Route) else obj):
-            held = kind_of(existing[0] if isinstance(existing, tuple) else existing)
-            raise KernelError("EEXIST", f"File exists ({held} {key_text(obj.key)} holds other content)")
+        """Make ``obj`` exist with exactly this content; only a foreign route under its key is EEXIST."""
+        existing = None if isinstance(obj, Rule) else self._lookup(kind_of(obj), obj.key)
+        if isinstance(existing, tuple) and existing[1] != RTPROT_MAGW:
+            raise KernelError(
+                "EEXIST", f"File exists (routes {key_text(obj.key)} is held by a route of protocol {existing[1]})"
+            )
+        if existing != ((obj, RTPROT_MAGW) if isinstance(obj, Route) else obj):
+            self._replace(obj, RTPROT_MAGW)
 
     def _replace(self, obj: NetObject | ForeignLink, protocol: int) -> None:
         if isinstance(obj, Rule):
@@ -287,7 +251,9 @@ class FakeNetlink:
         self._install(obj, protocol)  # a route's NLM_F_REPLACE takes over a foreign route under the same key
 
     def _replace_link(self, old: AnyLink, new: AnyLink) -> None:
-        if type(old) is not type(new):
+        if isinstance(old, ForeignLink) and isinstance(new, Link) and is_owned(new):
+            self._remove_link(old.name)  # a non-VXLAN device under our name: the netlink driver re-creates it
+        elif type(old) is not type(new):
             raise KernelError("EOPNOTSUPP", f"link {new.name} cannot change its type")
         if isinstance(old, Link) and isinstance(new, Link) and _recreate(old, new):
             check_link(new, self._links.values())
@@ -306,110 +272,6 @@ class FakeNetlink:
         if isinstance(existing, tuple) and existing[1] != RTPROT_MAGW:
             return  # RTM_DELROUTE names our protocol: ESRCH for a foreign route, i.e. ours is gone
         self._remove(kind_of(obj), obj.key)
-
-    # ---- installing one object, after the kernel's checks
-
-    def _install(self, obj: NetObject | ForeignLink, protocol: int) -> None:
-        if isinstance(obj, Link):
-            check_link(obj, self._links.values())
-            self._links[obj.name] = obj
-        elif isinstance(obj, ForeignLink):
-            self._links[obj.name] = obj
-        elif isinstance(obj, Address):
-            find_dev(obj.dev, self._links)
-            self._addresses[obj.key] = obj
-        elif isinstance(obj, Neighbor):
-            find_dev(obj.dev, self._links)
-            check_lladdr(obj.mac)
-            self._neighbors[obj.key] = obj
-        elif isinstance(obj, Fdb):
-            find_dev(obj.dev, self._links)
-            check_lladdr(obj.mac)
-            self._fdb[obj.key] = obj
-        elif isinstance(obj, Nexthop):
-            check_nexthop(obj, self._links, self._addresses.values())
-            self._ids[obj.id] = obj
-        elif isinstance(obj, NexthopGroup):
-            check_group(obj, self._ids_by_int())
-            self._ids[obj.id] = obj
-        elif isinstance(obj, Route):
-            local = {a.address.ip for a in self._addresses.values()} if self.check_prefsrc else None
-            check_route(obj, self._links, self._addresses.values(), self._ids_by_int(), local)
-            self._routes[obj.key] = (obj, protocol)
-        else:
-            self._rules[(obj.priority, obj.table)] = obj
-
-    def _ids_by_int(self) -> dict[int, AnyNexthop]:
-        return {n.id: n for n in self._ids.values()}
-
-    def _lookup(self, kind: str, key: Hashable) -> AnyLink | NetObject | tuple[Route, int] | None:
-        if kind == "links":
-            return self._links.get(key) if isinstance(key, str) else None
-        if kind == "addresses":
-            return self._addresses.get(key)
-        if kind == "neighbors":
-            return self._neighbors.get(key)
-        if kind == "fdb":
-            return self._fdb.get(key)
-        if kind in ("nexthops", "groups"):
-            return self._ids.get(key)  # one id space, as in the kernel
-        if kind == "routes":
-            return self._routes.get(key)
-        raise ValueError(f"unknown kind {kind!r}")
-
-    # ---- removal, with the kernel's side effects
-
-    def _remove(self, kind: str, key: Hashable) -> None:
-        if kind == "links":
-            self._remove_link(str(key))
-        elif kind == "addresses":
-            self._remove_address(self._addresses[key])
-        elif kind == "neighbors":
-            del self._neighbors[key]
-        elif kind == "fdb":
-            del self._fdb[key]
-        elif kind in ("nexthops", "groups"):
-            self._remove_id(key)
-        else:
-            del self._routes[key]
-
-    def _remove_link(self, name: str) -> None:
-        self._drop_routes(lambda r: any(p.dev == name for p in r.nexthops))
-        for nh in [n for n in self._ids.values() if isinstance(n, Nexthop) and n.dev == name]:
-            self._remove_id(nh.id)
-        _drop_on(self._addresses, name)
-        _drop_on(self._neighbors, name)
-        _drop_on(self._fdb, name)
-        del self._links[name]
-
-    def _link_down(self, dev: str) -> None:
-        _drop_on(self._neighbors, dev)
-        for nh in [n for n in self._ids.values() if isinstance(n, Nexthop) and n.dev == dev]:
-            self._remove_id(nh.id)
-        self._drop_routes(lambda r: len(r.nexthops) == 1 and r.nexthops[0].dev == dev)
-
-    def _remove_address(self, addr: Address) -> None:
-        del self._addresses[addr.key]
-        if not any(a.dev == addr.dev for a in self._addresses.values()):
-            # Kernel 6.18: the last IPv4 address gone, fib_disable_ip() flushes routes through the device and
-            # arp_ifdown() its neighbors, permanent ones included.
-            _drop_on(self._neighbors, addr.dev)
-            self._drop_routes(lambda r: len(r.nexthops) == 1 and r.nexthops[0].dev == addr.dev)
-
-    def _remove_id(self, nh_id: Hashable) -> None:
-        removed = self._ids.pop(nh_id)
-        if isinstance(removed, Nexthop):
-            for group in [g for g in self._ids.values() if isinstance(g, NexthopGroup)]:
-                members = tuple(m for m in group.members if m.id != removed.id)
-                if not members:
-                    self._remove_id(group.id)
-                elif members != group.members:
-                    self._ids[group.id] = attrs.evolve(group, members=members)
-        self._drop_routes(lambda r: r.nhid == removed.id)
-
-    def _drop_routes(self, doomed: Callable[[Route], bool]) -> None:
-        for key in [k for k, (route, _) in self._routes.items() if doomed(route)]:
-            del self._routes[key]
 
 
 def _recreate(old: Link, new: Link) -> bool:

@@ -18,6 +18,7 @@ from magw.desired.state import Address, Fdb, Link, Neighbor, NetObject, Nexthop,
 MTU_MIN = 68  # vxlan min_mtu; below: EINVAL "mtu less than device minimum"
 MTU_MAX = 65535  # vxlan max_mtu; above: EINVAL "mtu greater than device maximum"
 VNI_MAX = (1 << 24) - 1
+VXLAN_DEFAULT_PORT = 8472  # what the kernel reads back for a VXLAN created with port 0 (Linux's own default)
 WEIGHT_MAX = 256  # struct nexthop_grp / rtnexthop carry weight - 1 in a u8
 
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -71,11 +72,16 @@ def kind_of(obj: object) -> str:
 def normalize(obj: NetObject | ForeignLink) -> NetObject | ForeignLink:
     """The object as the kernel reports it back.
 
-    MACs read back in lower case. A plain (mpath) group has no buckets or timers:
-    the driver cannot send them (``NHA_RES_GROUP`` is for resilient groups), so they
-    read back as 0 and a desired state that sets them never converges.
+    MACs read back in lower case. A VXLAN link asked for port 0 reads back port 8472
+    (the kernel's default), so a desired state with port 0 never converges. A plain
+    (mpath) group has no buckets or timers: the driver cannot send them
+    (``NHA_RES_GROUP`` is for resilient groups), so they read back as 0 and a
+    desired state that sets them never converges.
     """
-    if isinstance(obj, Link | Neighbor | Fdb):
+    if isinstance(obj, Link):
+        port = obj.port or VXLAN_DEFAULT_PORT
+        return attrs.evolve(obj, mac=obj.mac.lower(), port=port)
+    if isinstance(obj, Neighbor | Fdb):
         return attrs.evolve(obj, mac=obj.mac.lower())
     if isinstance(obj, NexthopGroup) and obj.type == "mpath":
         return attrs.evolve(obj, buckets=0, idle_timer=0, unbalanced_timer=0)
@@ -88,6 +94,16 @@ def check_lladdr(mac: str) -> None:
         raise KernelError("EINVAL", f"invalid link-layer address {mac!r}")
 
 
+def check_fdb_mac(fdb: Fdb) -> None:
+    """The vxlan driver writes FDB entries with NLM_F_REPLACE, which it refuses for a multicast or all-zero MAC.
+
+    Kernel 6.18 (vxlan_fdb_update_create): EOPNOTSUPP, which Python's errno table names ENOTSUP (same number).
+    """
+    check_lladdr(fdb.mac)
+    if int(fdb.mac[:2], 16) & 1 or fdb.mac == "00:00:00:00:00:00":
+        raise KernelError("ENOTSUP", f"Operation not supported (fdb {fdb.mac} dev {fdb.dev}: not a unicast MAC)")
+
+
 def check_link(link: Link, links: Iterable[AnyLink]) -> None:
     """A VXLAN link's attributes, and its (vni, port) against every other VXLAN link of the namespace."""
     if link.mtu < MTU_MIN:
@@ -96,7 +112,7 @@ def check_link(link: Link, links: Iterable[AnyLink]) -> None:
         raise KernelError("EINVAL", f"mtu greater than device maximum ({link.name} mtu {link.mtu})")
     if not 0 <= link.vni <= VNI_MAX:
         raise KernelError("ERANGE", f"VXLAN ID must be lower than 16777216 ({link.name} id {link.vni})")
-    if not 1 <= link.port <= 65535:
+    if not 0 <= link.port <= 65535:  # 0 never gets here: normalize() makes it 8472, as the kernel does
         raise KernelError("EINVAL", f"invalid VXLAN destination port {link.port} ({link.name})")
     check_lladdr(link.mac)
     first = int(link.mac[:2], 16)

@@ -35,7 +35,27 @@ class ApplyResult:
 
 
 class Driver(Protocol):
-    """Observes only what we own and carries out a ChangeSet."""
+    """Observes only what we own and carries out a ChangeSet.
+
+    Semantics every driver follows (the fakes and the kernel drivers alike; tests/test_driver_contract.py
+    and tests/test_nft_contract.py run the same cases against both):
+
+    - ``create`` and ``replace`` both mean "make this object exist with exactly this content". A create
+      whose key already holds an object of ours with other content replaces it (a link's mtu, a
+      neighbor's MAC, an FDB entry's destination, a rule's table, a nexthop's gateway...); a create of
+      an identical object changes nothing. The diff emits ``create`` for a key it did not observe, so
+      this makes an op carried out twice, or racing another writer of ours, converge instead of failing.
+    - The one refusal of that rule: a route ``create`` whose key (table, dst, metric: the kernel's route
+      key has no protocol) holds a route of ANOTHER protocol fails with EEXIST and leaves it alone.
+      A ``replace`` names a key observed as ours; if a foreign route took that key in between, the
+      kernel's NLM_F_REPLACE takes it over (the kernel has no conditional replace).
+    - What the kernel cannot change in place (a VXLAN link's vni/port/local/learning) is deleted and
+      created again, with the kernel's side effects on what hangs on it.
+    - ``delete`` of a missing object (or of one on a missing device) succeeds.
+    - An op on an object we do not own (name, table, id range, priority: ``magw.drivers.netlink
+      .constants``) fails with EPERM and is never sent. A device with one of our link names is ours.
+    - Each op (each ``NftChange``) stands alone: a failure becomes one ``Failure`` and the rest go on.
+    """
 
     def observe(self) -> DesiredState: ...
 
