@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import struct
 
 import pytest
 from structlog.testing import capture_logs
@@ -12,12 +14,17 @@ from magw.drivers.netlink.capabilities import (
     HASH_POLICY_KEY,
     PROBE_GROUP_ID,
     PROBE_NEXTHOP_ID,
+    RTM_GETNEXTHOPBUCKET,
     Capabilities,
     detect,
+    inspect_nexthops,
+    inspect_with,
     probe_nexthops,
     read_hash_policy,
     set_hash_policy,
 )
+from magw.drivers.netlink.nexthop import RTM_GETNEXTHOP
+from magw.drivers.netlink.rawsock import NetlinkError
 from magw.drivers.netlink.session import NETNS_DIR, NoSuchNetns
 from magw.model import Strategy
 from tests.netns import ip_json, run
@@ -145,3 +152,75 @@ def test_missing_namespace_is_an_error_and_is_not_created() -> None:
     with pytest.raises(NoSuchNetns, match="no such network namespace: magwt-missing-d2cap"):
         detect(name)
     assert not os.path.exists(os.path.join(NETNS_DIR, name))
+
+
+_NOTSUP = errno.errorcode[errno.EOPNOTSUPP]  # ENOTSUP on Linux: the same number
+
+
+class _Kernel:
+    """A stand-in for the netlink socket: answers dumps, refusing the message types in ``refuses``."""
+
+    def __init__(self, refuses: dict[int, int]) -> None:
+        self.refuses = refuses
+        self.sent: list[int] = []
+
+    def dump(self, msg: bytes) -> list[bytes]:
+        kind, flags = struct.unpack_from("=HH", msg, 4)
+        self.sent.append(kind)
+        assert flags & 0x300 == 0x300, "only dump requests: nothing may be created"
+        if kind in self.refuses:
+            raise NetlinkError(self.refuses[kind])
+        return []
+
+
+@pytest.mark.parametrize(
+    ("refuses", "nexthops", "resilient", "note"),
+    [
+        ({}, True, True, "dry run: resilient groups inferred from the nexthop bucket dump"),
+        ({RTM_GETNEXTHOPBUCKET: errno.EOPNOTSUPP}, True, False, f"dry run: nexthop bucket dump: {_NOTSUP}"),
+        ({RTM_GETNEXTHOP: errno.EOPNOTSUPP}, False, False, f"dry run: nexthop dump: {_NOTSUP}"),
+        ({RTM_GETNEXTHOP: errno.EINVAL}, False, False, "dry run: nexthop dump: EINVAL"),
+    ],
+)
+def test_read_only_detection_reads_the_kernels_answers_to_dumps(
+    refuses: dict[int, int], nexthops: bool, resilient: bool, note: str
+) -> None:
+    """Without creating anything: a kernel that refuses the nexthop dump has no nexthop objects; one that
+    refuses the bucket dump (older than 5.13) has no resilient groups; the single note says what was inferred."""
+    kernel = _Kernel(refuses)
+    result = inspect_with(kernel)
+    assert (result.nexthops, result.resilient) == (nexthops, resilient)
+    assert len(result.notes) == 1 and result.notes[0].startswith(note)
+    assert set(kernel.sent) <= {RTM_GETNEXTHOP, RTM_GETNEXTHOPBUCKET}
+
+
+def test_read_only_detection_does_not_hide_other_errors() -> None:
+    """An error that does not mean "unknown request" (here EPERM) is raised, not read as "unsupported"."""
+    with pytest.raises(NetlinkError, match="EPERM"):
+        inspect_with(_Kernel({RTM_GETNEXTHOP: errno.EPERM}))
+
+
+@pytest.mark.kernel
+def test_read_only_detection_on_the_kernel(ns: str) -> None:
+    """Kernel 6.18 answers both dumps: nexthops and resilient groups, with the dry-run note; also when a
+    resilient group exists (its buckets are dumped), and the existing objects are left as they are."""
+    fresh = inspect_nexthops(ns)
+    assert (fresh.nexthops, fresh.resilient) == (True, True)
+    assert fresh.notes == (
+        f"dry run: resilient groups inferred from the nexthop bucket dump (kernel {os.uname().release}),"
+        " not probed by creating one",
+    )
+    assert ip_json(ns, "nexthop", "show") == []
+    run(ns, "ip", "nexthop", "add", "id", "7", "blackhole")
+    run(ns, "ip", "nexthop", "add", "id", "8", "group", "7", "type", "resilient", "buckets", "16")
+    before = ip_json(ns, "-d", "nexthop", "show")
+    assert inspect_nexthops(ns) == fresh
+    assert ip_json(ns, "-d", "nexthop", "show") == before
+
+
+@pytest.mark.kernel
+def test_detect_read_only_plans_like_the_probe(ns: str) -> None:
+    """detect(read_only=True) finds the same capabilities as the probing detect, only with the note."""
+    probed, inferred = detect(ns), detect(ns, read_only=True)
+    assert (inferred.nexthops, inferred.resilient) == (probed.nexthops, probed.resilient)
+    assert inferred.strategy(R) is probed.strategy(R) is R

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -62,17 +65,118 @@ def test_apply_twice_then_cleanup(ns: str) -> None:
     assert magw("cleanup", "--netns", ns).stdout == "no changes\n"
 
 
-def test_dry_run_changes_nothing(ns: str) -> None:
-    """--dry-run prints the changes and the sysctl it would set, and applies none of them."""
+class IpMonitor:
+    """``ip -o monitor all`` inside a namespace: every netlink event there, one line each.
+
+    ``mark()`` adds a sentinel address on ``lo`` and waits until the monitor prints it, so
+    the events it returns are exactly those between two marks (the sentinels' own lines
+    left out). The first mark retries until the monitor has subscribed (bounded).
+    """
+
+    SENTINEL = "192.0.2."
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self._n = 0
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._proc = subprocess.Popen(["ip", "-o", "-n", ns, "monitor", "all"], stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._lines.put(line.rstrip("\n"))
+
+    def _sentinel(self, wait: float) -> list[str] | None:
+        self._n += 1
+        mark = f"inet {self.SENTINEL}{self._n}/32"
+        run(self.ns, "ip", "addr", "add", f"{self.SENTINEL}{self._n}/32", "dev", "lo")
+        seen: list[str] = []
+        deadline = time.monotonic() + wait
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if mark in line:
+                return [e for e in seen if self.SENTINEL not in e]
+            seen.append(line)
+        return None
+
+    def mark(self) -> list[str]:
+        """The events since the previous mark (all of them before the first one)."""
+        for _ in range(40 if self._n == 0 else 1):
+            events = self._sentinel(wait=0.5 if self._n == 0 else 20.0)
+            if events is not None:
+                return events
+        raise AssertionError(f"ip monitor in {self.ns} never printed sentinel {self._n}")
+
+    def close(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+
+
+def full_dump(ns: str) -> dict[str, str]:
+    """Everything of the namespace that magw could change, as the tools print it."""
+    commands = {
+        "links": ["ip", "-json", "-d", "link", "show"],
+        "addresses": ["ip", "-json", "-d", "addr", "show"],
+        "routes": ["ip", "-json", "-d", "route", "show", "table", "all"],
+        "routes6": ["ip", "-json", "-d", "-6", "route", "show", "table", "all"],
+        "nexthops": ["ip", "-json", "-d", "nexthop", "show"],
+        "rules": ["ip", "-json", "-d", "rule", "show"],
+        "neighbors": ["ip", "-json", "-d", "neigh", "show"],
+        "fdb": ["bridge", "-json", "fdb", "show"],
+        "nft": ["nft", "-j", "list", "ruleset"],
+        "sysctls": ["sh", "-c", "grep -r . /proc/sys/net/ipv4 /proc/sys/net/ipv6/conf /proc/sys/net/core 2>/dev/null"],
+    }
+    return {name: run(ns, *cmd, check=name != "sysctls").stdout for name, cmd in commands.items()}
+
+
+@pytest.mark.parametrize("before", ["fresh", "worker applied"])
+def test_dry_run_changes_nothing_not_even_for_an_instant(ns: str, before: str) -> None:
+    """--dry-run prints what it inferred, the sysctl it would set and the changes, and the namespace sees
+    no netlink event at all while it runs (no probe nexthop or group, even created and deleted again),
+    and every dump (links, addresses, routes, nexthops, rules, neighbors, FDB, nft, sysctls) is unchanged.
+    Also on a namespace that already holds magw's objects (another node's plan: deletes and changes)."""
+    # IPv6 autoconfiguration of the test's own devices would print events of its own, at any time.
+    for scope in ("all", "default"):
+        run(ns, "sh", "-c", f"echo 1 > /proc/sys/net/ipv6/conf/{scope}/disable_ipv6")
     add_cni_device(ns, "10.1.1.1")
-    out = magw("apply", "--snapshot", SEED, "--node", "e-gw1", "--netns", ns, "--dry-run")
-    assert out.returncode == 0
+    if before == "worker applied":
+        add_cni_device(ns, "10.1.3.1", name="cni1")
+        assert magw("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns).returncode == 0
+    monitor = IpMonitor(ns)
+    try:
+        monitor.mark()
+        dump_before = full_dump(ns)
+        out = magw("apply", "--snapshot", SEED, "--node", "e-gw1", "--netns", ns, "--dry-run")
+        dump_after = full_dump(ns)
+        events = monitor.mark()
+    finally:
+        monitor.close()
+    assert (out.returncode, out.stderr) == (0, "")
+    assert events == []
+    assert {k: v for k, v in dump_after.items() if v != dump_before[k]} == {}
     lines = out.stdout.splitlines()
-    assert lines[0] == "would set net.ipv4.fib_multipath_hash_policy=1"
+    assert lines[:2] == [
+        f"dry run: resilient groups inferred from the nexthop bucket dump (kernel {os.uname().release}),"
+        " not probed by creating one",
+        "would set net.ipv4.fib_multipath_hash_policy=1",
+    ]
     assert "create rule 100: from all lookup 100" in lines
     assert lines[-1].endswith("changes (dry run: nothing applied)")
-    assert _our_links(ns) == []
-    assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "0"
+    expected_policy = "1" if before == "worker applied" else "0"
+    assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == expected_policy
+
+
+def test_dry_run_is_described_in_help() -> None:
+    """``magw apply --help`` says what a dry run does: read-only detection, no sysctl, nothing applied."""
+    out = magw("apply", "--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    assert "--dry-run only reads the namespace" in text
+    assert "no probe objects are created" in text
 
 
 def test_apply_reports_failures_and_exits_1(ns: str) -> None:

@@ -7,6 +7,11 @@ resilient -> group -> multipath), plans the node, sets and verifies
 ``net.ipv4.fib_multipath_hash_policy=1`` in that namespace, then observes,
 diffs and applies. Prints each change and each failure on one line, then a
 summary; exit 1 when anything failed. A second run prints ``no changes``.
+
+``--dry-run`` changes nothing in the namespace, not even for an instant: the
+capabilities come from read-only dumps (no probe nexthop or group is created;
+the guess is printed as a ``dry run: ...`` line), the sysctl is only read, and
+the diff is printed, not applied.
 """
 
 from __future__ import annotations
@@ -21,11 +26,26 @@ from magw.cli import UsageError
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
 from magw.cli.sync import sync
 from magw.desired.planner import plan
-from magw.drivers.netlink.capabilities import HASH_POLICY_KEY, HASH_POLICY_L4, detect, set_hash_policy
+from magw.drivers.netlink.capabilities import (
+    HASH_POLICY_KEY,
+    HASH_POLICY_L4,
+    Capabilities,
+    detect,
+    set_hash_policy,
+)
 from magw.model import Snapshot
 from magw.snapshot import load_snapshot
 
 log = structlog.get_logger(__name__)
+
+
+DRY_RUN_HELP = "print the changes without applying them; read-only (see below)"
+DRY_RUN_EPILOG = (
+    "--dry-run only reads the namespace: nexthop and resilient-group support come from netlink dumps (no probe"
+    " objects are created; a 'dry run: ...' line says what was inferred), the multipath hash policy is not set"
+    " ('would set ...'), and the changes are printed, not applied. Links, addresses, neighbors, FDB entries,"
+    " nexthops, routes, rules, nft tables and sysctls are left exactly as they were."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,11 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--node", required=True, metavar="NAME", help="the node of the local cluster to apply")
     add_netns_argument(parser)
-    parser.add_argument("--dry-run", action="store_true", help="print the changes without applying them")
+    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+    parser.epilog = DRY_RUN_EPILOG
 
 
-def _with_strategy(snapshot: Snapshot, netns: str | None) -> Snapshot:
-    caps = detect(netns)
+def _with_strategy(snapshot: Snapshot, caps: Capabilities) -> Snapshot:
     strategy = caps.strategy(snapshot.config.strategy)
     return attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
 
@@ -53,11 +73,14 @@ def run(args: argparse.Namespace) -> int:
     snapshot = load_snapshot(args.snapshot)
     _check_node(snapshot, args.node)
     netns = require_netns(args.netns)
+    caps = detect(netns, read_only=args.dry_run)
     try:
-        desired = plan(_with_strategy(snapshot, netns), args.node)
+        desired = plan(_with_strategy(snapshot, caps), args.node)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"{args.snapshot}: {exc.args[0] if exc.args else exc}") from exc
     if args.dry_run:
+        for note in caps.notes:
+            print(note if note.startswith("dry run: ") else f"dry run: {note}")
         print(f"would set {HASH_POLICY_KEY}={HASH_POLICY_L4}")
     else:
         set_hash_policy(netns, HASH_POLICY_L4)

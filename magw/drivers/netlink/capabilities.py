@@ -6,6 +6,14 @@ created with ids at the top of our range (``PROBE_NEXTHOP_ID``,
 ``PROBE_GROUP_ID``), then deleted in ``finally``. The probe uses NLM_F_EXCL and
 deletes only what it created, so an object already at those ids is never touched.
 
+A dry run (``magw apply --dry-run``) must change nothing, not even for an
+instant, so ``detect(netns, read_only=True)`` only reads: an RTM_GETNEXTHOP dump
+tells whether nexthop objects exist (a kernel without them answers EOPNOTSUPP,
+the answer to any message type it does not know), and an RTM_GETNEXTHOPBUCKET
+dump whether resilient groups do (that message came with them, in Linux 5.13).
+Nothing is created, so resilient groups are inferred, not proven; the result
+carries a note saying so, which the dry run prints.
+
 Also here: the multipath hash policy. Linux hashes multipath on L3 only by
 default (policy 0), so every flow between two pods takes the same gateway; we set
 ``net.ipv4.fib_multipath_hash_policy=1`` (L4) in the namespace we manage and read
@@ -15,20 +23,29 @@ throwaway namespace.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
 import subprocess
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import structlog
 
 from magw.desired.fallback import effective_strategy
 from magw.desired.ids import NEXTHOP_ID_MAX
-from magw.drivers.netlink.nexthop import GroupSpec, NexthopSpec, encode_delete, encode_group, encode_nexthop
-from magw.drivers.netlink.nlattr import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-from magw.drivers.netlink.rawsock import RawNetlink
+from magw.drivers.netlink.nexthop import (
+    NHMSG,
+    GroupSpec,
+    NexthopSpec,
+    encode_delete,
+    encode_dump,
+    encode_group,
+    encode_nexthop,
+)
+from magw.drivers.netlink.nlattr import NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, message
+from magw.drivers.netlink.rawsock import NetlinkError, RawNetlink
 from magw.drivers.netlink.session import check_netns, errno_name
 from magw.drivers.netlink.sysctl import read_sysctl, write_sysctl
 from magw.model import Strategy
@@ -44,6 +61,9 @@ _CREATE_EXCL = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
 _EEXIST = 17
 _ENETDOWN = 100
 _RESILIENT_SINCE = (5, 13)
+# Answers of a kernel that does not know a message type (EOPNOTSUPP) or its body (EINVAL).
+_UNSUPPORTED = (errno.EOPNOTSUPP, errno.EINVAL)
+RTM_GETNEXTHOPBUCKET = 118
 
 
 @attrs.frozen(kw_only=True)
@@ -153,6 +173,51 @@ def probe_nexthops(netns: str | None) -> ProbeResult:
                 sock.transact([encode_delete(nh_id) for nh_id in reversed(created)])
 
 
+class Dumper(Protocol):
+    """What read-only detection needs of a netlink socket (``RawNetlink``): one dump request."""
+
+    def dump(self, msg: bytes) -> list[bytes]: ...
+
+
+def encode_bucket_dump() -> bytes:
+    """An RTM_GETNEXTHOPBUCKET dump of every resilient group's buckets (read-only)."""
+    return message(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP, NHMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0), 0)
+
+
+def _refusal(sock: Dumper, request: bytes) -> str | None:
+    """None when the kernel answers the dump ``request``; the errno name when it does not know it."""
+    try:
+        sock.dump(request)
+    except NetlinkError as exc:
+        if exc.errno in _UNSUPPORTED:
+            return errno_name(exc.errno)
+        raise
+    return None
+
+
+def inspect_with(sock: Dumper) -> ProbeResult:
+    """Nexthop and resilient-group support from the kernel's answers to two dumps; the note says it was inferred."""
+    refused = _refusal(sock, encode_dump())
+    if refused:
+        return ProbeResult(nexthops=False, resilient=False, notes=(f"dry run: nexthop dump: {refused}, not probed",))
+    refused = _refusal(sock, encode_bucket_dump())
+    if refused:
+        note = f"dry run: nexthop bucket dump: {refused}, so no resilient groups assumed, not probed"
+        return ProbeResult(nexthops=True, resilient=False, notes=(note,))
+    note = (
+        f"dry run: resilient groups inferred from the nexthop bucket dump (kernel {kernel_release()}),"
+        " not probed by creating one"
+    )
+    return ProbeResult(nexthops=True, resilient=True, notes=(note,))
+
+
+def inspect_nexthops(netns: str | None) -> ProbeResult:
+    """What ``probe_nexthops`` learns, from two read-only dumps in ``netns``: nothing is created."""
+    check_netns(netns)
+    with RawNetlink(netns) as sock:
+        return inspect_with(sock)
+
+
 def read_hash_policy(netns: str | None) -> int | None:
     try:
         return int(read_sysctl(netns, HASH_POLICY_KEY))
@@ -170,9 +235,12 @@ def set_hash_policy(netns: str | None, policy: int = HASH_POLICY_L4) -> None:
         raise RuntimeError(f"{HASH_POLICY_KEY}: set to {policy} but reads back {got}")
 
 
-def detect(netns: str | None) -> Capabilities:
-    """Every capability we plan around, for ``netns`` (None: the current namespace)."""
-    probe = probe_nexthops(netns)
+def detect(netns: str | None, *, read_only: bool = False) -> Capabilities:
+    """Every capability we plan around, for ``netns`` (None: the current namespace).
+
+    ``read_only``: learn nexthop support from dumps only (``inspect_nexthops``), for a dry run.
+    """
+    probe = inspect_nexthops(netns) if read_only else probe_nexthops(netns)
     caps = Capabilities(
         kernel=kernel_release(),
         nexthops=probe.nexthops,
