@@ -7,8 +7,9 @@ import json
 import pytest
 from structlog.testing import capture_logs
 
+import magw.drivers.fake_nft
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
-from magw.drivers.fake_nft import FakeNft
+from magw.drivers.fake_nft import NOT_MODELLED, FakeNft
 from magw.reconcile.changeset import NftChange
 
 SADDR = {"payload": {"protocol": "ip", "field": "saddr"}}
@@ -92,3 +93,45 @@ def test_failures_are_logged_with_the_reason() -> None:
     assert [(e["event"], e["table"], e["error"]) for e in logs] == [
         ("fake_nft.apply_failed", "cni", "refused: table ip cni is not one of ours")
     ]
+
+
+def test_what_the_fake_does_not_model_is_listed_in_its_doc() -> None:
+    """The deliberate gaps of FakeNft are this list, and the module's docstring shows every entry."""
+    assert NOT_MODELLED == (
+        "datatypes of expressions other than ip/ip6 addresses, ports, ether addresses, ip protocol,"
+        " meta mark/iifname/oifname/l4proto, ct mark and their concatenations",
+        "payload fields, ct keys and other expressions nft does not know (only statements and meta keys are checked)",
+        "malformed arguments of a known statement (nft refuses {'counter': 5}; the fake takes it)",
+        "kernel limits: jump depth beyond loops (16 levels), set sizes, rules per chain",
+        "nft's exact error texts: the fake names the same cause, mostly in nft's words",
+    )
+    doc = magw.drivers.fake_nft.__doc__ or ""
+    assert [item for item in NOT_MODELLED if f"\n- {item}\n" not in doc] == []
+
+
+@pytest.mark.parametrize(
+    ("expr", "error"),
+    [
+        (
+            [{"match": {"op": "==", "left": {"meta": {"key": "mark"}}, "right": "@local_cidrs"}}],
+            "EINVAL: rule in chain forward: datatype mismatch, @local_cidrs holds ipv4_addr, the expression is mark",
+        ),
+        ([{"last": None}], "EINVAL: rule in chain forward: Unknown statement object 'last'."),
+        ([{"jump": {"target": "forward"}}], "EOPNOTSUPP: rule in chain forward: jump to base chain forward"),
+    ],
+    ids=["meta-mark-in-an-address-set", "no-last-statement-in-1.0.6", "self-jump-of-a-base-chain"],
+)
+def test_refusals_name_the_rule_and_the_cause(expr: list[object], error: str) -> None:
+    """The fake's own texts: the rule's chain, then nft's words for the cause."""
+    rule = NftRule(chain="forward", expr=json.dumps(expr, sort_keys=True))
+    table = NftTable(family="ip", name="magw", sets=OURS.sets, chains=OURS.chains, rules=(rule,))
+    result = FakeNft().apply([NftChange(family="ip", name="magw", table=table)])
+    assert [f.error for f in result.failed] == [error]
+
+
+def test_a_foreign_table_nft_would_refuse_is_refused() -> None:
+    """add_foreign runs the same checks: an unknown meta key in a foreign table is a ValueError."""
+    meta = {"match": {"op": "==", "left": {"meta": {"key": "colour"}}, "right": 1}}
+    rule = NftRule(chain="post", expr=json.dumps([meta]))
+    with pytest.raises(ValueError, match=r"^foreign table ip cni: EINVAL: .*unexpected colour, known keys are length"):
+        FakeNft().add_foreign(NftTable(family="ip", name="cni", chains=FOREIGN.chains, rules=(rule,)))

@@ -456,3 +456,118 @@ def test_change_with_a_mismatched_table_is_refused(backend: Backend) -> None:
     change = NftChange(family="ip", name="magw", table=NftTable(family="ip", name="other", chains=other.chains))
     _apply_fails(backend, change)
     assert (backend.listing("ip", "magw"), backend.listing("ip", "other")) == (None, None)
+
+
+# ---- what nft 1.0.6 refuses while parsing or evaluating a rule (read back from NftDriver in a namespace)
+
+_LOOP_CHAINS = (FWD, SUB, NftChain(name="sub2"))
+
+
+@pytest.mark.parametrize(
+    ("table", "cause"),
+    [
+        (
+            _with(
+                T1,
+                sets=(NftSet(name="ports", type="inet_service", elements=("80",)),),
+                rules=(NftRule(chain="forward", expr=_expr(_in_set(_saddr(), "ports"), ACCEPT)),),
+            ),
+            "datatype mismatch",
+        ),
+        (
+            _with(
+                T1,
+                maps=(NftMap(name="v", type="inet_service", map="verdict", elements=(("80", "accept"),)),),
+                rules=(NftRule(chain="forward", expr=_expr({"vmap": {"key": _daddr(), "data": "@v"}})),),
+            ),
+            "datatype mismatch",
+        ),
+        (
+            _with(
+                T1,
+                sets=(NftSet(name="pairs", type="ipv4_addr . inet_service", elements=("10.0.0.1 . 80",)),),
+                rules=(
+                    NftRule(
+                        chain="forward",
+                        expr=_expr(_in_set({"concat": [_saddr(), {"meta": {"key": "mark"}}]}, "pairs"), ACCEPT),
+                    ),
+                ),
+            ),
+            "datatype mismatch",
+        ),
+        (
+            _with(
+                T1,
+                chains=_LOOP_CHAINS,
+                maps=(NftMap(name="back", type="ipv4_addr", map="verdict", elements=(("10.0.0.1", "jump sub"),)),),
+                rules=(
+                    NftRule(chain="forward", expr=_expr({"jump": {"target": "sub"}})),
+                    NftRule(chain="sub", expr=_expr({"jump": {"target": "sub2"}})),
+                    NftRule(chain="sub2", expr=_expr({"vmap": {"key": _daddr(), "data": "@back"}})),
+                ),
+            ),
+            "Too many links",
+        ),
+        (
+            _with(
+                T1,
+                chains=_LOOP_CHAINS,
+                rules=(
+                    NftRule(chain="forward", expr=_expr({"jump": {"target": "sub"}})),
+                    NftRule(chain="sub", expr=_expr({"jump": {"target": "sub2"}})),
+                    NftRule(chain="sub2", expr=_expr({"goto": {"target": "sub"}})),
+                ),
+            ),
+            "Too many links",
+        ),
+        (
+            _with(T1, rules=(NftRule(chain="forward", expr=_expr({"frobnicate": None})),)),
+            "Unknown statement object 'frobnicate'",
+        ),
+        (
+            _with(
+                T1,
+                rules=(
+                    NftRule(
+                        chain="forward",
+                        expr=_expr({"match": {"op": "==", "left": {"meta": {"key": "bogus"}}, "right": 1}}, ACCEPT),
+                    ),
+                ),
+            ),
+            "syntax error, unexpected bogus, known keys are length, protocol",
+        ),
+    ],
+    ids=[
+        "set-datatype-mismatch",
+        "vmap-datatype-mismatch",
+        "concat-datatype-mismatch",
+        "verdict-map-jump-loop",
+        "jump-loop",
+        "unknown-statement",
+        "unknown-meta-key",
+    ],
+)
+def test_what_nft_refuses_in_a_rule_fails_and_keeps_the_old_table(
+    backend: Backend, table: NftTable, cause: str
+) -> None:
+    """A datatype mismatch, a jump loop reached from a base chain, an unknown statement and an unknown meta key
+    are refused, naming the cause in nft's words; the old table stays."""
+    _apply_ok(backend, _replace(T1))
+    result = _apply_fails(backend, _replace(table))
+    assert cause in result.failed[0].error
+    assert backend.driver.observe() == T1
+
+
+def test_a_jump_loop_no_base_chain_reaches_is_accepted(backend: Backend) -> None:
+    """The kernel checks loops from the base chains only: two regular chains jumping at each other, reached
+    from nowhere, are accepted."""
+    table = _with(
+        T1,
+        chains=(POST, FWD, SUB, NftChain(name="sub2")),
+        rules=(
+            NftRule(chain="sub", expr=_expr({"jump": {"target": "sub2"}})),
+            NftRule(chain="sub2", expr=_expr({"jump": {"target": "sub"}})),
+        ),
+    )
+    _apply_ok(backend, _replace(table))
+    assert backend.driver.observe() == table

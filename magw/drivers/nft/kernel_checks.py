@@ -15,8 +15,9 @@ both). Measured on nft 1.0.6 / kernel 6.18:
   is checked against every base chain that reaches it;
 - overlapping elements of an interval set: "conflicting intervals specified".
 
-Not modelled: jump loops (the kernel only refuses a loop reachable from a base
-chain), datatype mismatches between a match and a set.
+Jump loops, datatype mismatches, unknown statements and meta keys are in
+``magw.drivers.fake_nft_checks``; what the fake does not model is
+``magw.drivers.fake_nft.NOT_MODELLED``.
 """
 
 from __future__ import annotations
