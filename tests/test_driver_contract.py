@@ -16,15 +16,28 @@ import attrs
 import pytest
 
 from magw.desired.planner import plan
-from magw.desired.state import KINDS, Address, DesiredState, Fdb, Link, Neighbor, Nexthop, NexthopGroup, Route, Rule
+from magw.desired.state import (
+    KINDS,
+    MAIN_TABLE,
+    Address,
+    DesiredState,
+    Fdb,
+    Link,
+    Neighbor,
+    Nexthop,
+    NexthopGroup,
+    Route,
+    Rule,
+)
 from magw.drivers.fake import fake_node_driver
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.fake_netlink import RTPROT_BOOT, FakeNetlink
+from magw.drivers.netlink.constants import RTPROT_MAGW
 from magw.model import Strategy
 from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import Driver
 from tests.kernel_node import add_cni_device, real_node_driver
-from tests.netns import netns
+from tests.netns import ip_json, netns, run
 from tests.planner_seed import seed_east, with_health
 
 WORKER, GATEWAY = "e-w1", "e-gw1"
@@ -32,10 +45,28 @@ WORKER, GATEWAY = "e-w1", "e-gw1"
 
 @attrs.frozen
 class Node:
-    """A driver under test plus a way to give the node its CNI address (routes use it as ``src``)."""
+    """A driver under test, a way to give the node its CNI address (routes use it as ``src``), and a way to add
+    and read foreign routes."""
 
     driver: Driver
     add_cni_ip: Callable[[IPv4Address], None]
+    add_foreign_unreachable: Callable[[Route], object]  # an unreachable route of protocol boot at route's key
+    foreign_routes: Callable[[int], list[str]]  # "DST proto NAME" of the foreign unreachable routes in a table
+
+
+_PROTO_NAMES = {RTPROT_BOOT: "boot"}  # as `ip -j route` names them
+
+
+def _fake_foreign_unreachable(netlink: FakeNetlink, table: int) -> list[str]:
+    """``"DST proto NAME"`` of the unreachable routes of another protocol than ours in ``table``."""
+    out = []
+    for line in netlink.dump().splitlines():
+        words = line.split()
+        if words[:2] != ["route", "unreachable"] or words[-1] == str(RTPROT_MAGW):
+            continue
+        if words[4] == ("main" if table == MAIN_TABLE else str(table)):
+            out.append(f"{words[2]} proto {_PROTO_NAMES.get(int(words[-1]), words[-1])}")
+    return sorted(out)
 
 
 @contextlib.contextmanager
@@ -44,13 +75,39 @@ def _fake() -> Iterator[Node]:
     yield Node(
         driver=fake_node_driver(netlink=netlink),
         add_cni_ip=lambda ip: netlink.add_foreign_address("cni0", IPv4Interface(f"{ip}/24")),
+        add_foreign_unreachable=lambda route: netlink.add_foreign(
+            Route(table=route.table, dst=route.dst, metric=route.metric, type="unreachable"), protocol=RTPROT_BOOT
+        ),
+        foreign_routes=lambda table: _fake_foreign_unreachable(netlink, table),
     )
 
 
 @contextlib.contextmanager
 def _kernel() -> Iterator[Node]:
     with netns("magwt-contract") as ns, real_node_driver(ns) as driver:
-        yield Node(driver=driver, add_cni_ip=lambda ip: add_cni_device(ns, ip))
+        yield Node(
+            driver=driver,
+            add_cni_ip=lambda ip: add_cni_device(ns, ip),
+            add_foreign_unreachable=lambda route: run(
+                ns,
+                "ip",
+                "route",
+                "add",
+                "unreachable",
+                str(route.dst),
+                "table",
+                str(route.table),
+                "metric",
+                str(route.metric),
+                "proto",
+                "boot",
+            ),
+            foreign_routes=lambda table: sorted(
+                f"{r['dst']} proto {r['protocol']}"
+                for r in ip_json(ns, "-d", "route", "show", "table", str(table))
+                if r.get("protocol") != "157" and r.get("type") == "unreachable"
+            ),
+        )
 
 
 @pytest.fixture(params=["fake", pytest.param("kernel", marks=pytest.mark.kernel)])
@@ -308,3 +365,15 @@ def test_vxlan_port_0_reads_back_8472(node: Node) -> None:
     result = node.driver.apply(ChangeSet(ops=(Op(verb="create", kind="links", obj=link),)))
     assert [f.describe() for f in result.failed] == []
     assert node.driver.observe().links == (attrs.evolve(link, port=8472),)
+
+
+def test_route_create_over_a_foreign_route_is_eexist_and_leaves_it(node: Node) -> None:
+    """The one refusal of "create = make it exist": the kernel's route key has no protocol, and a route create
+    whose table/dst/metric holds a route of another protocol fails with EEXIST; the foreign route stays."""
+    installed = _installed(node, WORKER)
+    ours = attrs.evolve(installed.routes[0], dst=IPv4Network("10.99.0.0/16"))
+    node.add_foreign_unreachable(ours)
+    result = node.driver.apply(ChangeSet(ops=(Op(verb="create", kind="routes", obj=ours),)))
+    assert [f.error.split(":")[0] for f in result.failed] == ["EEXIST"]
+    assert node.driver.observe() == installed
+    assert node.foreign_routes(ours.table) == ["10.99.0.0/16 proto boot"]
