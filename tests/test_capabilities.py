@@ -25,7 +25,7 @@ from magw.drivers.netlink.capabilities import (
 )
 from magw.drivers.netlink.nexthop import RTM_GETNEXTHOP
 from magw.drivers.netlink.rawsock import NetlinkError
-from magw.drivers.netlink.session import NETNS_DIR, NoSuchNetns
+from magw.drivers.netns import NETNS_DIR, NoSuchNetns
 from magw.model import Strategy
 from tests.netns import ip_json, run
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from magw.drivers.netlink.session import NETNS_DIR
+from magw.drivers.netns import NETNS_DIR
 from tests.kernel_node import add_cni_device
 from tests.netns import ip_json, nft_json, run
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from magw.drivers.netlink.nsthread import run_in_netns
+from magw.drivers.netns import run_in_netns
 from magw.health.echoids import ALIVE_ID
 from magw.health.lease import TABLE, LeaseTable, refresh_text, table_text
 from magw.health.params import LeaseParams

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from magw.drivers.netns import NETNS_DIR, in_netns
 from magw.drivers.nft import Nft, NftDriver, NftError, NoSuchNetns
 from magw.drivers.nft.libnft import _one_line
-from magw.drivers.nft.nsenter import NETNS_DIR, in_netns
 from tests.netns import netns, nft_json, run
 
 

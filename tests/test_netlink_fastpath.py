@@ -23,8 +23,9 @@ from magw.desired.state import GroupMember, Nexthop, NexthopGroup, Route, RouteN
 from magw.drivers.netlink.fastpath import RouteNexthopIO
 from magw.drivers.netlink.linktable import link_names
 from magw.drivers.netlink.nlattr import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-from magw.drivers.netlink.rawsock import NoSuchNetns, RawNetlink
+from magw.drivers.netlink.rawsock import RawNetlink
 from magw.drivers.netlink.routes import pack_route
+from magw.drivers.netns import NoSuchNetns
 from magw.reconcile.changeset import Op
 from tests.netns import ip_json, run
 
@@ -96,7 +97,7 @@ def io(wired: str) -> Iterator[RouteNexthopIO]:
 def test_missing_namespace_is_refused_and_not_created() -> None:
     """RawNetlink on a namespace that does not exist raises NoSuchNetns naming it, and creates nothing."""
     name = f"magwt-missing-{uuid.uuid4().hex[:10]}"
-    with pytest.raises(NoSuchNetns, match=f"no such network namespace '{name}'"):
+    with pytest.raises(NoSuchNetns, match=f"^no such network namespace: {name}$"):
         RawNetlink(name)
     assert os.path.exists(f"/var/run/netns/{name}") is False
     listed = subprocess.run(["ip", "-json", "netns", "list"], capture_output=True, text=True, check=True).stdout

@@ -10,7 +10,6 @@ libnftables.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 
@@ -61,11 +60,3 @@ def fake_driver() -> Driver:
     from magw.drivers.fake_netlink import FakeNetlink
 
     return fake_node_driver(netlink=FakeNetlink(check_prefsrc=False))
-
-
-def in_initial_netns() -> bool:
-    """True when this process shares PID 1's network namespace (on a plain host: the host's own)."""
-    try:
-        return os.stat("/proc/self/ns/net").st_ino == os.stat("/proc/1/ns/net").st_ino
-    except OSError:  # not allowed to look at PID 1: not root, so nothing could be changed anyway
-        return False

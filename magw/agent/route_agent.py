@@ -22,13 +22,14 @@ import attrs
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from magw.agent.drivers import LazyDriver, fake_driver, in_initial_netns, real_node_driver
+from magw.agent.drivers import LazyDriver, fake_driver, real_node_driver
 from magw.agent.health_options import HealthSettings, add_health_arguments, endpoint_ttl, health_settings
 from magw.agent.healthcheck import build_monitor
 from magw.agent.options import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OneLineParser, common_parser, parse
 from magw.agent.runner import run_until_signalled, start_metrics, write_json_atomic
 from magw.desired.planner import plan
 from magw.desired.state import DesiredState
+from magw.drivers.netns import current_netns_refusal
 from magw.health.monitor import HealthMonitor
 from magw.logsetup import configure_logging
 from magw.model import Strategy
@@ -190,7 +191,7 @@ def build_parser() -> OneLineParser:
     p.add_argument(
         "--allow-init-netns",
         action="store_true",
-        help="allow programming the initial network namespace (a real node's own); refused by default",
+        help="allow programming the host's initial network namespace, or one we cannot tell apart (default: refuse)",
     )
     add_health_arguments(p)
     return p
@@ -237,11 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser, argv)
     health = health_settings(parser, args)
     configure_logging(args.log_format, args.log_level)
-    if not args.fake and not args.allow_init_netns and in_initial_netns():
-        parser.error(
-            "refusing to program the initial network namespace; run inside the node's namespace "
-            "(ip netns exec NS ...) or pass --allow-init-netns"
-        )
+    refused = None if args.fake else current_netns_refusal("program", allow=args.allow_init_netns)
+    if refused is not None:  # the host's namespace, or one we cannot tell from it
+        parser.error(refused)
     try:
         return asyncio.run(_run(args, health))
     except OSError as exc:  # e.g. the metrics port is taken

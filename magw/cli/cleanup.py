@@ -1,6 +1,6 @@
 """``magw cleanup``: remove exactly what magw owns from a namespace, nothing else.
 
-    magw cleanup [--netns NS] [--dry-run]
+    magw cleanup [--netns NS | --allow-init-netns] [--dry-run]
 
 The sync is a diff against an empty DesiredState: our links (and with them
 what hangs on them), nexthop ids in our range, routes with our protocol in our
@@ -8,7 +8,9 @@ tables, rules at our priorities, and our nft table. Foreign routes, rules,
 links, nexthops and nft tables are never observed, so never touched. The
 multipath hash policy is left as it is (we do not know what it was before).
 The liveness-lease table of failure detection (``ip magw_health``,
-docs/health.md) is ours too and goes first.
+docs/health.md) is ours too and goes first. Without ``--netns`` it works in the
+current namespace, and refuses (exit 2) when that is, or may be, the host's
+initial one unless ``--allow-init-netns`` is given (``nodeargs``).
 """
 
 from __future__ import annotations

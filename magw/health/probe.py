@@ -7,8 +7,10 @@ answering thousands of workers, no probe of theirs ever reaches Python.
 
 Ping sockets need the caller's group in ``net.ipv4.ping_group_range`` (per
 network namespace; the default "1 0" allows nobody, even root):
-``enable_ping_sockets`` widens it in the node's namespace, and refuses to touch
-the initial namespace unless told so.
+``enable_ping_sockets`` widens it in the node's namespace. In the current
+namespace it first asks the guard of ``magw.drivers.netns``: it refuses to
+change the host's initial namespace, or one it cannot tell apart from it,
+unless told so (``allow_initial``).
 
 Receive times are the kernel's (``SO_TIMESTAMPNS``), converted to the
 monotonic clock: a reply read late because the event loop was busy still
@@ -26,8 +28,8 @@ from ipaddress import IPv4Address
 import attrs
 import structlog
 
-from magw.drivers.netlink.nsthread import run_in_netns
 from magw.drivers.netlink.sysctl import read_sysctl, write_sysctl
+from magw.drivers.netns import current_netns_refusal, run_in_netns
 
 log = structlog.get_logger(__name__)
 
@@ -59,27 +61,25 @@ def _gid_in_range(text: str, gid: int) -> bool:
 
 
 def enable_ping_sockets(netns: str | None, *, allow_initial: bool = False) -> None:
-    """Make sure our group may open ping sockets in ``netns`` (None: the current namespace)."""
+    """Make sure our group may open ping sockets in ``netns`` (None: the current namespace).
+
+    Nothing is written when the range already holds our group. PingSocketError when it
+    does not and the current namespace may be the host's (see ``current_netns_refusal``).
+    """
     gid = os.getegid()
     current = read_sysctl(netns, PING_GROUP_RANGE)
     if _gid_in_range(current, gid):
         return
-    if netns is None and _in_initial_netns() and not allow_initial:
+    refused = current_netns_refusal(f"set {PING_GROUP_RANGE} in", allow=allow_initial) if netns is None else None
+    if refused is not None:
         raise PingSocketError(
-            f"{PING_GROUP_RANGE} is {current!r} (excludes gid {gid}) in the initial network namespace; "
-            f"set it yourself (sysctl -w {PING_GROUP_RANGE}='{gid} {gid}') or allow the daemon to"
+            f"{PING_GROUP_RANGE} is {current!r} (excludes gid {gid}): {refused}, "
+            f"or set it yourself (sysctl -w {PING_GROUP_RANGE}='{gid} {gid}')"
         )
     low, high = (int(x) for x in current.split())
     value = f"{gid} {gid}" if low > high else f"{min(low, gid)} {max(high, gid)}"
     write_sysctl(netns, PING_GROUP_RANGE, value)
     log.info("health.ping_group_range_set", netns=netns, old=" ".join(current.split()), new=value)
-
-
-def _in_initial_netns() -> bool:
-    try:
-        return os.stat("/proc/self/ns/net").st_ino == os.stat("/proc/1/ns/net").st_ino
-    except OSError:  # PID 1 not visible to us: we are not root, so we could not change anything anyway
-        return False
 
 
 def _open(echo_id: int) -> socket.socket:

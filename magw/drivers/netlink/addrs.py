@@ -25,7 +25,7 @@ import attrs
 
 from magw.desired.state import Address, Fdb, Neighbor
 from magw.drivers.netlink.constants import OWNED_LINKS
-from magw.drivers.netlink.links import LinkTable
+from magw.drivers.netlink.linktable import LinkTable
 from magw.drivers.netlink.session import OpError, error_code
 
 _EPERM = 1

@@ -46,8 +46,9 @@ from magw.drivers.netlink.nexthop import (
 )
 from magw.drivers.netlink.nlattr import NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, message
 from magw.drivers.netlink.rawsock import NetlinkError, RawNetlink
-from magw.drivers.netlink.session import check_netns, errno_name
+from magw.drivers.netlink.session import errno_name
 from magw.drivers.netlink.sysctl import read_sysctl, write_sysctl
+from magw.drivers.netns import check_netns
 from magw.model import Strategy
 
 log = structlog.get_logger(__name__)

@@ -23,7 +23,8 @@ from pyroute2.netlink.exceptions import NetlinkError
 from magw.desired.state import DesiredState, NetObject
 from magw.drivers.netlink.addrs import AddressIO, FdbIO, NeighborIO
 from magw.drivers.netlink.fastpath import RouteNexthopIO
-from magw.drivers.netlink.links import LinkIO, LinkTable
+from magw.drivers.netlink.links import LinkIO
+from magw.drivers.netlink.linktable import LinkTable
 from magw.drivers.netlink.rawsock import RawNetlink
 from magw.drivers.netlink.rules import RuleIO
 from magw.drivers.netlink.session import OpError, describe_error, open_iproute
@@ -72,7 +73,7 @@ class NetlinkDriver:
         except BaseException:
             self._ipr.close()
             raise
-        self._table = LinkTable(self._ipr)
+        self._table = LinkTable(self._sock)  # one name <-> index table for the pyroute2 kinds and the fast path
         self._kinds: dict[str, _KindIO] = {
             "links": LinkIO(self._ipr, self._table, netns),
             "addresses": AddressIO(self._ipr, self._table),
@@ -80,7 +81,7 @@ class NetlinkDriver:
             "fdb": FdbIO(self._ipr, self._table),
             "rules": RuleIO(self._ipr),
         }
-        self._fast = RouteNexthopIO(self._sock, self._table.index, self._table.name)
+        self._fast = RouteNexthopIO(self._sock, self._table)
 
     def close(self) -> None:
         self._sock.close()
@@ -94,7 +95,7 @@ class NetlinkDriver:
 
     def observe(self) -> DesiredState:
         """Everything we own, read from the kernel (``nft`` is None: that is the nft driver's)."""
-        self._table.refresh()
+        self._table.invalidate()
         nexthops, groups, routes = self._fast.observe()
         kinds = self._kinds
         return DesiredState(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import errno
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TypeVar
 
 import attrs
@@ -28,7 +28,7 @@ import structlog
 
 from magw.desired.state import NetObject, Nexthop, NexthopGroup, Route
 from magw.drivers.netlink.constants import OWNED_TABLES, owns_nexthop
-from magw.drivers.netlink.linktable import LinkTable, UnknownDevice
+from magw.drivers.netlink.linktable import LinkTable, NoDevice
 from magw.drivers.netlink.nexthop import encode_delete, encode_dump
 from magw.drivers.netlink.rawsock import Ack, NetlinkError, RawNetlink
 from magw.drivers.netlink.routes import (
@@ -50,9 +50,6 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 KINDS = ("nexthops", "groups", "routes")
-
-IfIndexArg = Mapping[str, int] | Callable[[str], int] | None
-IfNameArg = Mapping[int, str] | Callable[[int], str] | None
 
 _MEANINGS: dict[int, str] = {
     errno.EEXIST: "already exists",
@@ -119,45 +116,24 @@ class _Refused(Exception):
 class RouteNexthopIO:
     """Observe and apply nexthops, groups and routes on ``sock``'s namespace.
 
-    ``ifindex``/``ifname`` translate device names for the wire: a mapping, a callable, or
-    None (default) to read them from the kernel, reloading when a name is unknown.
+    ``links`` translates device names for the wire (the NetlinkDriver passes the table its
+    other kinds use; default: a table of our own on ``sock``). It is read again at the start
+    of every observe and apply. A device it does not know fails that op only (ENODEV); an
+    error while reading it (e.g. a netlink error) is raised, not reported as a missing device.
     """
 
-    def __init__(self, sock: RawNetlink, ifindex: IfIndexArg = None, ifname: IfNameArg = None) -> None:
+    def __init__(self, sock: RawNetlink, links: LinkTable | None = None) -> None:
         self._sock = sock
-        self._links = LinkTable(sock)
-        self._ifindex = self._index_resolver(ifindex)
-        self._ifname = self._name_resolver(ifname)
-
-    def _index_resolver(self, given: IfIndexArg) -> Callable[[str], int]:
-        if given is None:
-            return self._links.index
-        lookup = given.__getitem__ if isinstance(given, Mapping) else given
-
-        def resolve(name: str) -> int:
-            try:
-                return lookup(name)
-            # The caller's resolver may signal a missing device with any exception (the
-            # NetlinkDriver's raises its OpError); it must fail this op only, not the batch.
-            except Exception:
-                raise UnknownDevice(name) from None
-
-        return resolve
-
-    def _name_resolver(self, given: IfNameArg) -> Callable[[int], str]:
-        if given is None:
-            return self._links.name
-        if isinstance(given, Mapping):
-            table = given
-            return lambda index: table.get(index, f"ifindex{index}")
-        return given
+        self._links = LinkTable(sock) if links is None else links
+        self._ifindex = self._links.index
+        self._ifname = self._links.name
 
     # -- observe ---------------------------------------------------------------------------
 
     def observe(self) -> tuple[list[Nexthop], list[NexthopGroup], list[Route]]:
         """What we own now, each list sorted by key."""
         started = time.perf_counter()
-        self._links.allow_reload()
+        self._links.invalidate()
         nexthops, groups = self._observe_nexthops()
         routes = self._observe_routes()
         log.debug(
@@ -200,7 +176,7 @@ class RouteNexthopIO:
             if op.kind not in KINDS:
                 raise ValueError(f"op.kind: RouteNexthopIO handles {', '.join(KINDS)}, got {op.kind!r}")
         started = time.perf_counter()
-        self._links.allow_reload()
+        self._links.invalidate()
         failures: dict[int, Failure] = {}
         sent: list[int] = []
         msgs: list[bytes] = []
@@ -235,8 +211,8 @@ class RouteNexthopIO:
             nexthop = _expect(obj, Nexthop, op.kind)
             _check_id(nexthop.id)
             return encode_delete(nexthop.id) if op.verb == "delete" else pack_nexthop(nexthop, self._ifindex)
-        except UnknownDevice as exc:
-            raise _Refused(errno.ENODEV, f"no device {exc.args[0]}") from None
+        except NoDevice as exc:
+            raise _Refused(errno.ENODEV, f"no device {exc.name}") from None
         except ValueError as exc:
             raise _Refused(errno.EINVAL, str(exc)) from None
 

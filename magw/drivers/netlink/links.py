@@ -20,6 +20,7 @@ import structlog
 
 from magw.desired.state import Link
 from magw.drivers.netlink.constants import OWNED_LINKS
+from magw.drivers.netlink.linktable import LinkTable
 from magw.drivers.netlink.session import OpError, error_code
 from magw.drivers.netlink.sysctl import write_sysctl
 
@@ -29,57 +30,6 @@ _ENODEV = 19
 _EPERM = 1
 _IFF_UP = 0x1
 _NUD_PERMANENT = 0x80
-
-
-class NoDevice(OpError, LookupError):
-    """No device of that name in the namespace (ENODEV)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(_ENODEV, f"no device {name}")
-
-
-@attrs.define
-class LinkTable:
-    """Names and indexes of every link in the namespace, read again after each link change."""
-
-    ipr: Any
-    _by_name: dict[str, int] = attrs.field(factory=dict)
-    _by_index: dict[int, str] = attrs.field(factory=dict)
-    _msgs: list[Any] = attrs.field(factory=list)
-    _fresh: bool = False
-
-    def refresh(self) -> None:
-        self._msgs = list(self.ipr.get_links())
-        self._by_name = {m.get("ifname"): m["index"] for m in self._msgs}
-        self._by_index = {index: name for name, index in self._by_name.items()}
-        self._fresh = True
-
-    def invalidate(self) -> None:
-        self._fresh = False
-
-    def _ensure(self) -> None:
-        if not self._fresh:
-            self.refresh()
-
-    def index(self, name: str) -> int:
-        """The ifindex of ``name``; NoDevice (ENODEV) when there is no such device."""
-        self._ensure()
-        if name not in self._by_name:
-            raise NoDevice(name)
-        return self._by_name[name]
-
-    def has(self, name: str) -> bool:
-        self._ensure()
-        return name in self._by_name
-
-    def name(self, index: int) -> str:
-        """The name of link ``index`` (``if<N>`` for an index that vanished)."""
-        self._ensure()
-        return self._by_index.get(index, f"if{index}")
-
-    def messages(self) -> list[Any]:
-        self._ensure()
-        return self._msgs
 
 
 def _vxlan_data(msg: Any) -> Any | None:
@@ -144,13 +94,12 @@ class LinkIO:
     netns: str | None
 
     def observe(self) -> list[Link]:
-        links = (link_from_msg(m) for m in self.table.messages())
+        links = (link_from_msg(m) for m in self.ipr.get_links())
         return [link for link in links if link is not None]
 
     def current(self, name: str) -> Link | None:
         """What the kernel has under ``name`` right now (None: no such device)."""
-        self.table.refresh()
-        for msg in self.table.messages():
+        for msg in self.ipr.get_links():
             if msg.get("IFLA_IFNAME") == name:
                 return link_from_msg(msg)
         return None

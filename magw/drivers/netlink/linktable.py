@@ -1,17 +1,23 @@
 """Interface names and indexes of a namespace, read with one RTM_GETLINK dump on a RawNetlink socket.
 
-Routes and nexthops name devices by index on the wire and by name in the model. ``LinkTable``
-translates both ways and reloads itself (at most once per ``allow_reload``) when asked for a
-name it does not know, e.g. a VXLAN device created since the last load.
+The model names devices, the wire numbers them. ``LinkTable`` translates both ways for the
+whole NetlinkDriver: the pyroute2 kinds (addresses, neighbors, FDB entries, link changes)
+and the hand-packed fast path (nexthops, routes) share ONE table, so they agree on every
+name. It is read at the first lookup after ``invalidate()`` (call it whenever links may
+have changed: at the start of an observe or apply, after a link change), or at once with
+``refresh()``. An unknown name raises ``NoDevice``; anything else that goes wrong while
+reading (a netlink error, a closed socket) is raised as itself, never as "no device".
 """
 
 from __future__ import annotations
 
+import errno
 import socket
 import struct
 
 from magw.drivers.netlink.nlattr import NLM_F_DUMP, NLM_F_REQUEST, NLMSGHDR, attrs_of, message
 from magw.drivers.netlink.rawsock import RawNetlink
+from magw.drivers.netlink.session import OpError
 
 RTM_NEWLINK = 16
 RTM_GETLINK = 18
@@ -21,8 +27,12 @@ IFLA_IFNAME = 3
 IFINFOMSG = struct.Struct("=BxHiII")
 
 
-class UnknownDevice(LookupError):
-    """No device of that name (or index) in the namespace."""
+class NoDevice(OpError, LookupError):
+    """No device of that name in the namespace: ``ENODEV: no device NAME``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(errno.ENODEV, f"no device {name}")
+        self.name = name
 
 
 def link_names(sock: RawNetlink) -> dict[int, str]:
@@ -41,38 +51,39 @@ def link_names(sock: RawNetlink) -> dict[int, str]:
 
 
 class LinkTable:
-    """Name <-> index for the socket's namespace, loaded lazily from the kernel."""
+    """Name <-> index for the socket's namespace, read lazily from the kernel."""
 
     def __init__(self, sock: RawNetlink) -> None:
         self._sock = sock
         self._by_index: dict[int, str] | None = None
         self._by_name: dict[str, int] = {}
-        self._may_reload = True
 
-    def allow_reload(self) -> None:
-        """Let the next miss reload the table (call once per apply/observe)."""
-        self._may_reload = True
+    def invalidate(self) -> None:
+        """Read the table again at the next lookup."""
+        self._by_index = None
 
-    def reload(self) -> dict[int, str]:
-        """Read the table from the kernel now."""
+    def refresh(self) -> dict[int, str]:
+        """Read the table from the kernel now; return ``{ifindex: name}``."""
         table = link_names(self._sock)
         self._by_index = table
         self._by_name = {name: index for index, name in table.items()}
-        self._may_reload = False
         return table
 
+    def _table(self) -> dict[int, str]:
+        return self.refresh() if self._by_index is None else self._by_index
+
     def index(self, name: str) -> int:
-        """The ifindex of ``name``; UnknownDevice when there is none (even after a reload)."""
-        if name not in self._by_name and (self._by_index is None or self._may_reload):
-            self.reload()
+        """The ifindex of ``name``; NoDevice (ENODEV) when there is none."""
+        self._table()
         try:
             return self._by_name[name]
         except KeyError:
-            raise UnknownDevice(name) from None
+            raise NoDevice(name) from None
+
+    def has(self, name: str) -> bool:
+        self._table()
+        return name in self._by_name
 
     def name(self, index: int) -> str:
-        """The name of ``index``, or ``ifindex<N>`` for a device that vanished."""
-        table = self._by_index
-        if table is None or (index not in table and self._may_reload):
-            table = self.reload()
-        return table.get(index, f"ifindex{index}")
+        """The name of ``index``, or ``if<N>`` (as ``ip`` prints it) for a device that vanished."""
+        return self._table().get(index, f"if{index}")

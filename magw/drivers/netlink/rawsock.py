@@ -1,9 +1,10 @@
 """A raw NETLINK_ROUTE socket bound to a network namespace, for pre-packed messages in big batches.
 
-``RawNetlink(netns)`` opens ``/var/run/netns/NAME``, enters it in the current thread only
-(``setns``), creates the socket, and returns to the original namespace, whatever happens.
-The socket stays in the target namespace for its whole life. A missing namespace is an
-error (``NoSuchNetns``); nothing is ever created.
+``RawNetlink(netns)`` enters namespace NAME in the current thread only
+(``magw.drivers.netns.in_netns``), creates the socket, and returns to the original
+namespace, whatever happens. The socket stays in the target namespace for its whole
+life. A missing namespace, or a path that is not one, is an error (``NoSuchNetns``);
+nothing is ever created.
 
 ``transact`` sends many requests per ``sendmsg``. Each request carries ``NLM_F_ACK`` and a
 unique sequence number; the kernel handles the messages of one ``sendmsg`` in order, in
@@ -19,7 +20,6 @@ Not thread-safe: one socket per thread.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import select
@@ -42,11 +42,9 @@ from magw.drivers.netlink.nlattr import (
     iter_messages,
     parse_error,
 )
+from magw.drivers.netns import in_netns
 
 log = structlog.get_logger(__name__)
-
-NETNS_RUN_DIR = "/var/run/netns"
-CLONE_NEWNET = 0x40000000
 
 SOL_NETLINK = 270
 NETLINK_CAP_ACK = 10  # acks carry only the request's header, not the whole request
@@ -67,12 +65,6 @@ RECV_BUFFER = 1 << 20
 # (type, flags, seq) at offset 4 of struct nlmsghdr
 _TYPE_FLAGS_SEQ = struct.Struct("=HHI")
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class NoSuchNetns(FileNotFoundError):
-    """The named network namespace does not exist (and was not created)."""
-
 
 class NetlinkError(OSError):
     """The kernel refused a request: ``errno`` plus its extended-ack message when it gave one."""
@@ -90,18 +82,6 @@ class Ack:
 
     errno: int
     message: str = ""
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-def _netns_path(netns: str) -> str:
-    if not netns or "/" in netns or netns in (".", ".."):
-        raise ValueError(f"netns: not a namespace name: {netns!r}")
-    return os.path.join(NETNS_RUN_DIR, netns)
 
 
 def _tune(sock: socket.socket, size: int) -> None:
@@ -130,27 +110,8 @@ def _new_socket(size: int) -> socket.socket:
 
 
 def _socket_in(netns: str, size: int) -> socket.socket:
-    path = _netns_path(netns)
-    try:
-        target = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise NoSuchNetns(errno.ENOENT, f"netns: no such network namespace {netns!r}", path) from None
-    try:
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            try:
-                _setns(target)
-            except OSError as exc:
-                err = exc.errno or errno.EINVAL
-                raise NoSuchNetns(err, f"netns: {path} is not a network namespace", path) from None
-            try:
-                return _new_socket(size)
-            finally:
-                _setns(own)
-        finally:
-            os.close(own)
-    finally:
-        os.close(target)
+    with in_netns(netns):
+        return _new_socket(size)
 
 
 class RawNetlink:

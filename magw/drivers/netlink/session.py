@@ -1,8 +1,9 @@
 """A pyroute2 session bound to one network namespace, plus netlink error wording.
 
 ``IPRoute(netns=NAME)`` CREATES a missing namespace unless ``flags=0`` (pyroute2
-0.9.7): we always pass ``flags=0`` and check the name first, so a typo never
-leaves a stray namespace behind and never falls back to the host's namespace.
+0.9.7): we always pass ``flags=0`` and check the name first (``magw.drivers.netns``),
+so a typo never leaves a stray namespace behind and never falls back to the host's
+namespace.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-NETNS_DIR = "/var/run/netns"
+from magw.drivers.netns import NoSuchNetns, check_netns
 
 # <linux/netlink.h>: SOL_NETLINK / NETLINK_EXT_ACK. pyroute2 0.9.7 does not enable extended acks, so
 # errors read "Operation not supported" instead of the kernel's "Cannot change VNI".
@@ -27,22 +28,6 @@ class OpError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"{errno_name(code)}: {message}")
         self.code = code
-
-
-class NoSuchNetns(LookupError):
-    """The named network namespace does not exist (we never create one)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no such network namespace: {name}")
-        self.name = name
-
-
-def check_netns(netns: str | None) -> None:
-    """Raise NoSuchNetns unless ``netns`` is None (the current namespace) or exists."""
-    if netns is None:
-        return
-    if "/" in netns or netns in ("", ".", "..") or not os.path.exists(os.path.join(NETNS_DIR, netns)):
-        raise NoSuchNetns(netns)
 
 
 def open_iproute(netns: str | None) -> Any:

@@ -1,14 +1,14 @@
 """Read and write ``/proc/sys`` keys inside a network namespace we manage.
 
 ``/proc/sys/net/*`` shows the namespace of the thread that opens the file, so
-the open happens in a thread that joined the namespace (``nsthread``). With
+the open happens in a thread that joined the namespace (``netns.run_in_netns``). With
 ``netns=None`` this is the current namespace: only the CLI on a real node that
 we manage passes None; tests always name a throwaway namespace.
 """
 
 from __future__ import annotations
 
-from magw.drivers.netlink.nsthread import run_in_netns
+from magw.drivers.netns import run_in_netns
 
 
 def _path(key: str) -> str:

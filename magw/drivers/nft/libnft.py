@@ -29,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from magw.drivers.nft.nsenter import in_netns, netns_path
+from magw.drivers.netns import in_netns, netns_path
 
 log = structlog.get_logger(__name__)
 
