@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(iproute2 nftables libnftables1 iperf3 keepalived socat procps python3-venv)
+# What the project uses today: ip/tc/bridge (iproute2), the nft command (tests check the kernel with it),
+# libnftables through Debian's official Python binding python3-nftables (locked to libnftables1's version),
+# iperf3 (benchmarks/throughput.py), sysctl (procps; the lab), python3-venv (the virtualenv).
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -33,4 +36,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# Debian's python3-nftables lives in /usr/lib/python3/dist-packages, which our virtualenv does not see (it may
+# run another Python than Debian's). Expose that ONE package, not the whole directory: a directory holding only
+# a symlink to it, listed in a .pth file of the venv's site-packages. Rewritten on every run (idempotent).
+nft_pkg=/usr/lib/python3/dist-packages/nftables
+nft_dir="$PWD/.venv/debian-nftables"
+if [ ! -f "$nft_pkg/__init__.py" ]; then
+  echo "setup: $nft_pkg is missing; install python3-nftables" >&2
+  exit 1
+fi
+mkdir -p "$nft_dir"
+ln -sfn "$nft_pkg" "$nft_dir/nftables"
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$nft_dir" >"$site/debian-nftables.pth"
+.venv/bin/python -c 'import nftables' || { echo "setup: the venv cannot import nftables" >&2; exit 1; }
 echo "setup: ready"

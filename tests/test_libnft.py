@@ -1,4 +1,4 @@
-"""Our ctypes binding to libnftables: namespaces, errors, one-batch transactions (nft 1.0.6 facts we rely on).
+"""Nft, our wrapper of Debian's python3-nftables: namespaces, errors, one-batch transactions (nft 1.0.6 facts).
 
 The kernel tests create throwaway namespaces; the nft command (not our binding)
 checks what landed where.
@@ -6,6 +6,7 @@ checks what landed where.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from typing import Any
@@ -16,6 +17,8 @@ from magw.drivers.netns import NETNS_DIR, in_netns
 from magw.drivers.nft import Nft, NftDriver, NftError, NoSuchNetns
 from magw.drivers.nft.libnft import _one_line
 from tests.netns import netns, nft_json, run
+
+DEBIAN_DIST = "/usr/lib/python3/dist-packages"  # where python3-nftables installs the package
 
 
 def _tables(ns: str) -> list[str]:
@@ -178,3 +181,60 @@ def test_driver_needs_a_table() -> None:
     """A driver owning no table is a configuration error naming the field."""
     with pytest.raises(ValueError, match=r"^tables: "):
         NftDriver(None, tables=(), nft=object())  # type: ignore[arg-type]  # never used: refused first
+
+
+def test_the_venv_sees_debians_nftables_package_and_nothing_else_of_debians() -> None:
+    """``nftables`` is Debian's python3-nftables, exposed alone: /usr/lib/python3/dist-packages is not on sys.path.
+
+    scripts/setup.sh lists a directory holding only a symlink to the package; a
+    broader path would let Debian's other modules shadow the venv's.
+    """
+    import sys
+
+    import nftables
+
+    package = os.path.dirname(nftables.__file__)
+    entry = os.path.dirname(package)
+    assert (os.path.realpath(package), DEBIAN_DIST not in map(os.path.normpath, sys.path)) == (
+        os.path.join(DEBIAN_DIST, "nftables"),
+        True,
+    )
+    assert sorted(os.listdir(entry)) == ["nftables"]
+
+
+@pytest.mark.kernel
+def test_commands_go_through_the_official_binding(ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nft drives libnftables through python3-nftables' ``Nftables.json_cmd`` and ``cmd``."""
+    import nftables
+
+    calls: list[str] = []
+    json_cmd, cmd = nftables.Nftables.json_cmd, nftables.Nftables.cmd
+
+    def spy_json(self: Any, doc: Any) -> Any:
+        calls.append("json_cmd")
+        return json_cmd(self, doc)
+
+    def spy_cmd(self: Any, text: Any) -> Any:
+        calls.append("cmd")
+        return cmd(self, text)
+
+    monkeypatch.setattr(nftables.Nftables, "json_cmd", spy_json)
+    monkeypatch.setattr(nftables.Nftables, "cmd", spy_cmd)
+    with Nft(ns) as nft:
+        nft.json_cmd(_doc({"add": _table("via_json")}))
+        calls.append("--")
+        nft.run("add table ip via_text\n")
+    # the binding's json_cmd calls its own cmd underneath
+    assert (calls, _tables(ns)) == (["json_cmd", "cmd", "--", "cmd"], ["via_json", "via_text"])
+
+
+@pytest.mark.kernel
+def test_text_commands_return_text_and_fail_on_one_line(ns: str) -> None:
+    """run() takes nft text (the lease table uses it): output is str (JSON: the flag is set once), errors one line."""
+    with Nft(ns) as nft:
+        nft.run("add table ip t\nadd set ip t s { type ipv4_addr; }\n")
+        listed = json.loads(nft.run("list set ip t s\n"))
+        with pytest.raises(NftError) as err:
+            nft.run("add element ip t s { 10.0.0.1 }\nadd element ip t nope { 10.0.0.2 }\n")
+    assert [next(iter(i)) for i in listed["nftables"]] == ["metainfo", "set"]
+    assert ("\n" in err.value.message, "No such file or directory" in err.value.message) == (False, True)

@@ -1,4 +1,4 @@
-"""The nftables driver: libnftables JSON through our own ctypes binding (see docs/nft-driver.md)."""
+"""The nftables driver: libnftables JSON through Debian's python3-nftables binding (see docs/nft-driver.md)."""
 
 from magw.drivers.netns import NoSuchNetns
 from magw.drivers.nft.driver import NftDriver, transaction

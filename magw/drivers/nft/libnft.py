@@ -1,30 +1,40 @@
-"""Our own small ctypes binding to libnftables (Debian 12: libnftables1 1.0.6), JSON in and out.
+"""libnftables through Debian's official Python binding (``python3-nftables``), JSON in and out.
 
-Only the handful of calls we need: a context, JSON output, buffered output and
-errors, and ``nft_run_cmd_from_buffer``. With the JSON output flag set, the
-library parses the input buffer as libnftables JSON (``libnftables-json(5)``);
-a JSON document is ONE netlink batch, so one kernel transaction.
+The binding is the ``nftables`` package of Debian's ``python3-nftables``
+(1.0.6-2+deb12u2, locked to ``libnftables1`` of the same version). It is not on
+PyPI; ``scripts/setup.sh`` exposes that one package to our virtualenv (a ``.pth``
+file listing a directory that holds only a symlink to it). ``Nft`` wraps one
+``nftables.Nftables`` context and adds what the binding leaves to its callers:
 
-Namespaces. libnftables 1.0.6 opens its netlink socket in ``nft_ctx_new`` (when
-the flags are NFT_CTX_DEFAULT), not lazily: a context created while the thread
-is in namespace A keeps talking to A after the thread returns (checked with two
-throwaway namespaces, see tests/test_libnft.py). We still enter the namespace
-around every command as well, so a future version that opens or reopens its
-socket lazily cannot silently act on the host's namespace.
+- errors: a non-zero return code raises ``NftError`` with the library's error
+  text on one line (the binding returns ``(rc, output, error)``);
+- namespaces (below), a lock (a libnftables context is not thread-safe), and an
+  explicit ``close()`` (the binding frees its context only in ``__del__``).
+
+We call ``json_cmd``, which does NOT validate the document against the JSON
+schema (that is ``json_validate``, which needs jsonschema; we never call it:
+libnftables parses and checks the document itself). A JSON document is ONE
+netlink batch, so one kernel transaction. ``benchmarks/nft_binding.py`` times the
+binding against a bare ctypes call on a 100k-element transaction.
+
+Namespaces. libnftables 1.0.6 opens its netlink socket in ``nft_ctx_new``, which
+``Nftables()`` calls, not lazily: a context created while the thread is in
+namespace A keeps talking to A after the thread returns (checked with two
+throwaway namespaces, see tests/test_libnft.py). So the context is created
+inside the namespace, and we still enter the namespace around every command as
+well, so a future version that opens or reopens its socket lazily cannot
+silently act on the host's namespace.
 
 Crashes. A libnftables bug is a crash of OUR process (it runs in-process). Known
 one: nft 1.0.6 segfaults on a map lookup whose ``data`` names a plain set
 (``snat to ip saddr map @a_set``); ``magw.drivers.nft.preflight`` refuses that
-shape before it reaches the library.
+shape before it reaches the library (``NftDriver`` runs it before every apply).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import threading
-import weakref
 from typing import Any
 
 import structlog
@@ -33,15 +43,7 @@ from magw.drivers.netns import in_netns, netns_path
 
 log = structlog.get_logger(__name__)
 
-_FALLBACK_SONAME = "libnftables.so.1"
-
-# <nftables/libnftables.h>
-_NFT_CTX_DEFAULT = 0
-NFT_CTX_OUTPUT_HANDLE = 1 << 3
-NFT_CTX_OUTPUT_JSON = 1 << 4
-
-_lib: ctypes.CDLL | None = None
-_lib_lock = threading.Lock()
+SONAME = "libnftables.so.1"  # what python3-nftables loads by default; named here for the error message
 
 
 class NftError(Exception):
@@ -52,38 +54,15 @@ class NftError(Exception):
         self.message = message
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    ptr, cstr, uint = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint
-    sigs: dict[str, tuple[list[Any], Any]] = {
-        "nft_ctx_new": ([ctypes.c_uint32], ptr),
-        "nft_ctx_free": ([ptr], None),
-        "nft_ctx_output_get_flags": ([ptr], uint),
-        "nft_ctx_output_set_flags": ([ptr, uint], None),
-        "nft_ctx_buffer_output": ([ptr], ctypes.c_int),
-        "nft_ctx_buffer_error": ([ptr], ctypes.c_int),
-        "nft_ctx_get_output_buffer": ([ptr], cstr),
-        "nft_ctx_get_error_buffer": ([ptr], cstr),
-        "nft_run_cmd_from_buffer": ([ptr, cstr], ctypes.c_int),
-    }
-    for name, (argtypes, restype) in sigs.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = restype
-
-
-def load_library() -> ctypes.CDLL:
-    """The libnftables shared library, loaded once (found by ``ctypes.util.find_library`` first)."""
-    global _lib
-    with _lib_lock:
-        if _lib is None:
-            soname = ctypes.util.find_library("nftables") or _FALLBACK_SONAME
-            try:
-                lib = ctypes.CDLL(soname, use_errno=True)
-            except OSError as exc:
-                raise NftError(f"cannot load libnftables ({soname}): {exc}; install libnftables1") from exc
-            _declare(lib)
-            _lib = lib
-        return _lib
+def _binding() -> Any:
+    """The ``nftables`` module of python3-nftables (untyped, hence Any); NftError when it is missing."""
+    try:
+        import nftables
+    except ImportError as exc:
+        raise NftError(
+            f"cannot import nftables ({exc}): install Debian's python3-nftables and run scripts/setup.sh"
+        ) from exc
+    return nftables
 
 
 def _one_line(text: str) -> str:
@@ -98,34 +77,38 @@ def _one_line(text: str) -> str:
     return " | ".join(lines) or "libnftables failed without an error message"
 
 
+def _text(value: object) -> str:
+    """The binding's output or error: bytes when the command was bytes (we decode, never failing on bad UTF-8)."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return "" if value is None else str(value)
+
+
 class Nft:
     """A libnftables context bound to one network namespace (None: the caller's namespace).
 
-    ``json_cmd`` runs one JSON document as one transaction. A context is not
-    thread-safe in the library; calls are serialized with a lock.
+    ``json_cmd`` runs one JSON document as one transaction; ``run`` runs nft
+    text. Calls are serialized with a lock.
     """
 
     def __init__(self, netns: str | None = None) -> None:
         if netns is not None:
             netns_path(netns)  # NoSuchNetns now rather than at the first command
         self.netns = netns
-        self._lib = load_library()
         self._lock = threading.Lock()
-        with in_netns(netns):
-            ctx = self._lib.nft_ctx_new(_NFT_CTX_DEFAULT)
-        if not ctx:
-            raise NftError("nft_ctx_new failed")
-        self._ctx: int | None = ctx
-        self._finalizer = weakref.finalize(self, self._lib.nft_ctx_free, ctx)
-        self._lib.nft_ctx_output_set_flags(ctx, NFT_CTX_OUTPUT_JSON)
-        if self._lib.nft_ctx_buffer_output(ctx) != 0 or self._lib.nft_ctx_buffer_error(ctx) != 0:
-            self.close()
-            raise NftError("cannot buffer libnftables output")
+        module = _binding()
+        with in_netns(netns):  # nft_ctx_new opens the socket: here, inside the namespace
+            try:
+                ctx = module.Nftables(sofile=SONAME)
+            except OSError as exc:  # the shared library itself did not load
+                raise NftError(f"cannot load libnftables ({SONAME}): {exc}; install libnftables1") from exc
+        ctx.set_json_output(True)  # set once, so json_cmd never toggles it and text commands print JSON too
+        self._ctx: Any = ctx
 
     def close(self) -> None:
-        """Free the context (idempotent)."""
-        self._finalizer()
-        self._ctx = None
+        """Drop the context (idempotent); the binding frees it (``nft_ctx_free``) when the object goes."""
+        with self._lock:
+            self._ctx = None
 
     def __enter__(self) -> Nft:
         return self
@@ -133,28 +116,42 @@ class Nft:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, command: str) -> str:
-        """Run ``command`` (nft text or a JSON document); return the output text, raise NftError on failure."""
-        with self._lock:
-            if self._ctx is None:
-                raise NftError("libnftables context is closed")
-            with in_netns(self.netns):
-                rc = self._lib.nft_run_cmd_from_buffer(self._ctx, command.encode())
-            out = (self._lib.nft_ctx_get_output_buffer(self._ctx) or b"").decode(errors="replace")
-            err = (self._lib.nft_ctx_get_error_buffer(self._ctx) or b"").decode(errors="replace")
+    def _context(self) -> Any:
+        if self._ctx is None:
+            raise NftError("libnftables context is closed")
+        return self._ctx
+
+    def _check(self, rc: int, error: object) -> None:
+        err = _text(error)
         if rc != 0:
             raise NftError(_one_line(err))
         if err.strip():
             log.debug("nft.library_message", netns=self.netns, message=_one_line(err))
-        return out
+
+    def run(self, command: str) -> str:
+        """Run ``command`` (nft text or a JSON document); return the output text, raise NftError on failure."""
+        with self._lock:
+            ctx = self._context()
+            with in_netns(self.netns):
+                rc, out, err = ctx.cmd(command.encode())  # bytes in: the binding hands bytes back undecoded
+        self._check(int(rc), err)
+        return _text(out)
 
     def json_cmd(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Run one libnftables JSON document (one transaction); the parsed output, ``{}`` when there is none."""
-        out = self.run(json.dumps(doc))
-        if not out.strip():
+        with self._lock:
+            ctx = self._context()
+            with in_netns(self.netns):
+                try:  # json.dumps, nft_run_cmd_from_buffer, json.loads; no schema validation
+                    rc, out, err = ctx.json_cmd(doc)
+                except UnicodeDecodeError as exc:  # the binding decodes str commands' output strictly
+                    raise NftError(f"libnftables printed text that is not UTF-8: {exc}") from exc
+        self._check(int(rc), err)
+        if not out:  # the binding returns the empty output string as it is
             return {}
-        parsed: dict[str, Any] = json.loads(out)
-        return parsed
+        if not isinstance(out, dict):
+            raise NftError(f"libnftables printed JSON that is not an object: {json.dumps(out)[:200]}")
+        return out
 
     def table_names(self, family: str) -> set[str]:
         """Names of the tables of ``family`` in this namespace."""
