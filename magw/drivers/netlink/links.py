@@ -99,6 +99,7 @@ class LinkIO:
 
     def current(self, name: str) -> Link | None:
         """What the kernel has under ``name`` right now (None: no such device)."""
+        self.table.invalidate()  # the index we use next (``_set``) must be as fresh as what we read here
         for msg in self.ipr.get_links():
             if msg.get("IFLA_IFNAME") == name:
                 return link_from_msg(msg)
