@@ -136,9 +136,22 @@ def test_names_that_cannot_be_under_run_netns_are_refused(name: str) -> None:
     )
 
 
+@pytest.mark.kernel
+def test_a_fifo_under_run_netns_is_refused_without_hanging() -> None:
+    """A FIFO named like a namespace: opening it must not wait for a writer; it is refused like a plain file."""
+    name = _unique("fifo")
+    path = os.path.join(NETNS_DIR, name)
+    os.mkfifo(path)
+    try:
+        done = magw("diagnose", "kernel", "--netns", name)  # in a subprocess: a hang ends at the timeout
+    finally:
+        os.unlink(path)
+    assert (done.returncode, done.stderr) == (2, f"magw: error: --netns: {plain_message(name)}\n")
+
+
 def magw(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "magw.cli.main", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "magw.cli.main", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
 
 

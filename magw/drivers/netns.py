@@ -76,8 +76,8 @@ def _checked_path(name: str) -> str:
 def open_netns(name: str) -> int:
     """An O_RDONLY descriptor of namespace ``name``, checked to be a network namespace; the caller closes it."""
     path = _checked_path(name)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:  # O_NONBLOCK: a FIFO there must not hang us (a namespace file ignores the flag)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
         raise NoSuchNetns(name) from None
     try:
