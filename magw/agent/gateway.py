@@ -62,7 +62,9 @@ class Gateway:
     resync_period: float
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
-    registry: CollectorRegistry | None = REGISTRY
+    # Each instance its own registry unless given one (main() passes the global REGISTRY): a second instance
+    # in one process must not collide with the first (prometheus refuses duplicate timeseries).
+    registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
     heartbeat: float = DEFAULT_HEARTBEAT
     waiting: str | None = attrs.field(init=False, default=None)
     _metrics: _Metrics = attrs.field(init=False)
@@ -207,9 +209,10 @@ async def _run(args: argparse.Namespace) -> int:
         private_ip=args.private_ip,
         public_ip=args.public_ip,
         heartbeat=args.heartbeat,
+        registry=REGISTRY,
     )
     log.info("gateway.started", node=args.node, cluster=args.cluster, path=gateway.path)
-    start_metrics(args.metrics_port)
+    start_metrics(args.metrics_port, registry=REGISTRY)
     return await run_until_signalled("gateway", gateway.serve)
 
 

@@ -51,7 +51,9 @@ class RouteAgent:
     driver: Driver
     resync_period: float
     pick_strategy: StrategyPicker = lambda requested: requested
-    registry: CollectorRegistry | None = REGISTRY
+    # Each instance its own registry unless given one (main() passes the global REGISTRY): a second instance
+    # in one process must not collide with the first (prometheus refuses duplicate timeseries).
+    registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
     status_file: str | None = None
     health: HealthMonitor | None = None
     reconciler: Reconciler = attrs.field(init=False)
@@ -225,11 +227,12 @@ async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
         pick_strategy=picker,
         status_file=args.status_file,
         health=build_monitor(args.node, health, allow_initial=args.allow_init_netns),
+        registry=REGISTRY,
     )
     log.info("route_agent.started", node=args.node, cluster=args.cluster, fake=args.fake, once=args.once)
     if args.once:
         return await agent.once()
-    start_metrics(args.metrics_port)
+    start_metrics(args.metrics_port, registry=REGISTRY)
     return await run_until_signalled("route_agent", agent.serve)
 
 

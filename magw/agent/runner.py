@@ -12,15 +12,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 
 log = structlog.get_logger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def start_metrics(port: int, registry: CollectorRegistry = REGISTRY) -> None:
-    """Serve ``/metrics`` on 127.0.0.1:PORT of the current network namespace (0: off)."""
+def start_metrics(port: int, *, registry: CollectorRegistry) -> None:
+    """Serve ``registry`` as ``/metrics`` on 127.0.0.1:PORT of the current network namespace (0: off).
+
+    No default registry: the daemons' ``main()`` passes prometheus_client's global ``REGISTRY``, a library
+    caller its own.
+    """
     if port == 0:
         return
     start_http_server(port, addr="127.0.0.1", registry=registry)
