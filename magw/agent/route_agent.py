@@ -144,7 +144,7 @@ class RouteAgent:
         try:
             result = await self.reconciler.sync_once(full=True, reasons=("once",))
         finally:
-            self.reconciler.close()
+            await self.reconciler.aclose()
         if not result.planned:
             log.error("route_agent.not_ready", node=self.node, reason=self.not_ready or result.error)
             return EXIT_FAILURE

@@ -15,15 +15,22 @@ Rules (see docs/reconciler.md):
   delivered their first full state, and then no sync runs at all. A reconciler
   may also get ``inputs_synced``: while it returns False, syncs create and
   replace but every delete (and nft table delete) is deferred.
-- Driver calls run in ONE dedicated worker thread, always the same one, so the
-  loop stays responsive and drivers whose sockets are bound to the thread that
-  made them (pyroute2 0.9's sync IPRoute runs its own event loop and fails inside
-  a running one) work when they are created in that thread on first use.
+- Everything that takes time runs in ONE dedicated worker thread, always the
+  same one: the planner, the driver's observe and apply, the diff and carrying
+  the applied operations out on the known state. The loop keeps only the
+  bookkeeping (retries, status, metrics), so health probes with 20 ms deadlines
+  on the same loop are not held up by a 10k-route sync
+  (``benchmarks/loop_lag.py``). Drivers whose sockets are bound to the thread
+  that made them (pyroute2 0.9's sync IPRoute runs its own event loop and fails
+  inside a running one) work when they are created in that thread on first use.
+  The planner therefore must only read its inputs (values the loop replaces
+  whole, never mutates in place).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +78,19 @@ class SyncResult:
     def ok(self) -> bool:
         """True when the sync ran and nothing failed, was skipped or deferred."""
         return self.planned and self.error is None and not self.failures and not self.skipped and not self.deferred
+
+
+def _changes(
+    differ: Differ, desired: DesiredState, observed: DesiredState, *, prune: bool
+) -> tuple[ChangeSet, tuple[Op | NftChange, ...]]:
+    """The diff, and the prunes held back while the inputs are not synced (runs in the worker thread)."""
+    changes = differ(desired, observed)
+    return (changes, ()) if prune else _split_prunes(changes)
+
+
+def _after_apply(observed: DesiredState, applied: tuple[Op | NftChange, ...]) -> tuple[DesiredState, bool]:
+    """The known state after ``applied``, and whether the kernel must be observed again (runs in the worker)."""
+    return carry_out(observed, applied), needs_observe(applied)
 
 
 def _split_prunes(changes: ChangeSet) -> tuple[ChangeSet, tuple[Op | NftChange, ...]]:
@@ -212,7 +232,7 @@ class Reconciler:
                 await self.sync_once(full=self._full_due(), reasons=reasons)
         finally:
             self._phase = "stopped"
-            self.close()
+            await self.aclose()
             log.info("reconciler.stopped", name=self.name, syncs=self._syncs)
 
     def stop(self) -> None:
@@ -228,11 +248,17 @@ class Reconciler:
         self._stop_event.set()
         self._wake.set()
 
-    def close(self) -> None:
-        """Wait for a driver call in progress, then end the driver thread."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+    async def aclose(self) -> None:
+        """Wait (without blocking the loop) for a worker call in progress, then end the worker thread.
+
+        ``run()`` does this when it ends, also when cancelled; after ``sync_once`` call it yourself.
+        """
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        drained = asyncio.wrap_future(executor.submit(lambda: None))  # one worker: runs after the call in progress
+        executor.shutdown(wait=False)
+        await drained
 
     async def _wait_for_work(self) -> None:
         while not (self._dirty or self._stopping):
@@ -275,7 +301,7 @@ class Reconciler:
             full = True
             self._last_full_attempt_at = now
         try:
-            desired = self._planner()
+            desired = await self._offload(self._planner)
         except Exception as exc:  # a planner bug must not kill the loop; the next input change retries
             log.exception("reconciler.plan_failed", name=self.name, error=repr(exc))
             self._metrics.error("plan")
@@ -296,15 +322,13 @@ class Reconciler:
         self, desired: DesiredState, *, full: bool, reasons: tuple[str, ...], now: float, started: float
     ) -> SyncResult:
         observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
-        changes = self._differ(desired, observed)
-        deferred: tuple[Op | NftChange, ...] = ()
-        if self._inputs_synced is not None and not self._inputs_synced():
-            changes, deferred = _split_prunes(changes)
+        prune = self._inputs_synced is None or self._inputs_synced()
+        changes, deferred = await self._offload(_changes, self._differ, desired, observed, prune=prune)
         filtered = self._retry.filter(changes, now)
         result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
         self._retry.record(result.applied, result.failed, now)
-        known = carry_out(observed, result.applied)
-        follow_up = needs_observe(result.applied) and reasons != (_FOLLOW_UP,)
+        known, relinked = await self._offload(_after_apply, observed, result.applied)
+        follow_up = relinked and reasons != (_FOLLOW_UP,)
         self._known = None if result.failed or follow_up else known
         self._need_full = bool(result.failed) or follow_up
         if follow_up:
@@ -383,7 +407,9 @@ class Reconciler:
             reasons=",".join(sync.reasons),
         )
 
-    async def _offload(self, fn: Callable[..., T], *args: object) -> T:
+    async def _offload(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+        """``fn(*args, **kwargs)`` in the worker thread (made on first use), awaited without blocking the loop."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"magw-{self.name}")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        call = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
