@@ -62,7 +62,7 @@ async def until(condition: Callable[[], bool], limit: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: tuple[str, str]) -> None:
+async def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: tuple[str, str]) -> None:
     """b leases 1 and west's id: up and reaching west. Lease only 1: reach lost. Lease nothing: b down.
     Lease again: b back. Each change reached on_change, whose last value is checked."""
     a, b = pair
@@ -70,32 +70,26 @@ def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: tuple[
     lease = LeaseTable(LeaseParams(timeout=30.0, refresh=1.0), netns=b)
     changes: list[Health] = []
     seen: list[Health] = []
-
-    async def scenario() -> None:
-        mon = HealthMonitor("a", probe=ProbeParams(), lease=LeaseParams(), netns=a, on_change=changes.append)
-        mon.update(SNAPSHOT)
-        stop = asyncio.Event()
-        task = asyncio.create_task(mon.run(stop))
-        try:
-            lease.install([ALIVE_ID, WEST_ID])
-            await until(lambda: mon.states().get((IPv4Address("240.66.0.2"), WEST_ID)) is not None)
-            seen.append(mon.health)
-            lease.refresh([ALIVE_ID])
-            await until(lambda: mon.health != seen[-1])
-            seen.append(mon.health)
-            lease.refresh([])
-            await until(lambda: mon.health != seen[-1])
-            seen.append(mon.health)
-            lease.refresh([ALIVE_ID, WEST_ID])
-            await until(lambda: mon.health.down == frozenset() and mon.health != seen[-1])
-            seen.append(mon.health)
-        finally:
-            stop.set()
-            await task
-
+    mon = HealthMonitor("a", probe=ProbeParams(), lease=LeaseParams(), netns=a, on_change=changes.append)
+    mon.update(SNAPSHOT)
+    stop = asyncio.Event()
+    task = asyncio.create_task(mon.run(stop))
     try:
-        asyncio.run(scenario())
+        lease.install([ALIVE_ID, WEST_ID])
+        await until(lambda: mon.states().get((IPv4Address("240.66.0.2"), WEST_ID)) is not None)
+        seen.append(mon.health)
+        lease.refresh([ALIVE_ID])
+        await until(lambda: mon.health != seen[-1])
+        seen.append(mon.health)
+        lease.refresh([])
+        await until(lambda: mon.health != seen[-1])
+        seen.append(mon.health)
+        lease.refresh([ALIVE_ID, WEST_ID])
+        await until(lambda: mon.health.down == frozenset() and mon.health != seen[-1])
+        seen.append(mon.health)
     finally:
+        stop.set()
+        await task
         lease.close()
     assert seen == [
         Health(reach={"b": {"west"}}),
@@ -106,7 +100,7 @@ def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: tuple[
     assert changes[-1] == seen[-1]
 
 
-def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(pair: tuple[str, str]) -> None:
+async def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(pair: tuple[str, str]) -> None:
     """b's own monitor installs the lease table with id 1 and west's id (no evidence west is lost),
     answers a's probes while it runs, and empties the set when it stops."""
     a, b = pair
@@ -115,22 +109,19 @@ def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(pair: tuple[st
     listed: list[list[int]] = []
     answers: list[bool] = []
 
-    async def scenario() -> None:
-        mon = HealthMonitor("b", probe=ProbeParams(), lease=LeaseParams(), netns=b)
-        mon.update(SNAPSHOT)
-        stop = asyncio.Event()
-        task = asyncio.create_task(mon.run(stop))
-        try:
-            await until(lambda: _elements(b) != [])
-            listed.append(_elements(b))
-            answers.append(answered(a, "240.66.0.2", ALIVE_ID))
-        finally:
-            stop.set()
-            await task
+    mon = HealthMonitor("b", probe=ProbeParams(), lease=LeaseParams(), netns=b)
+    mon.update(SNAPSHOT)
+    stop = asyncio.Event()
+    task = asyncio.create_task(mon.run(stop))
+    try:
+        await until(lambda: _elements(b) != [])
         listed.append(_elements(b))
         answers.append(answered(a, "240.66.0.2", ALIVE_ID))
-
-    asyncio.run(scenario())
+    finally:
+        stop.set()
+        await task
+    listed.append(_elements(b))
+    answers.append(answered(a, "240.66.0.2", ALIVE_ID))
     assert listed == [[ALIVE_ID, WEST_ID], []]
     assert answers == [True, False]
 

@@ -21,11 +21,21 @@ nft 1.0.6 quirk: ``add element`` of an element that exists does not renew its
 timeout (kernel 6.18: the element expired 1 s after the first add although it
 was re-added at 0.5 s). A refresh is therefore ``flush set`` + ``add element``
 in one transaction: atomic, so no probe ever sees an empty set in between.
+
+Threads. libnftables is synchronous: a refresh is a netlink round trip, a
+re-install a whole table. The health monitor's loop also reads probe replies
+against 20 ms deadlines, so ``LeaseKeeper`` runs every call of its
+``LeaseTable`` in one dedicated worker thread, always the same one; the table
+(and its libnftables context, which stays in the namespace it was made in) is
+made there on first use and only ever touched from there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import structlog
 
@@ -117,6 +127,71 @@ class LeaseTable:
             return False
         self._nft.run(f"delete table {FAMILY} {TABLE}\n")
         return True
+
+
+class Lease(Protocol):
+    """What ``LeaseKeeper`` needs of a lease table (``LeaseTable``; tests pass stand-ins)."""
+
+    def refresh(self, ids: Iterable[int]) -> None: ...
+
+    def withdraw(self) -> None: ...
+
+    def remove(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class LeaseKeeper:
+    """Holds the lease for an asyncio caller; every call of the table runs in one worker thread (see above)."""
+
+    def __init__(self, factory: Callable[[], Lease], *, node: str) -> None:
+        self._factory = factory
+        self._node = node
+        self._table: Lease | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def hold(self, ids: frozenset[int] | None) -> None:
+        """Lease exactly ``ids`` (installing the table if needed); None: remove the table (no gateway role)."""
+        await self._run(self._hold, ids)
+
+    async def release(self) -> None:
+        """Withdraw every lease now (the node stops answering), close the table, end the worker thread."""
+        if self._executor is None:
+            return
+        try:
+            await self._run(self._release)
+        finally:
+            executor, self._executor = self._executor, None
+            if executor is not None:
+                executor.shutdown(wait=False)
+
+    async def _run(self, fn: Callable[..., None], *args: object) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"magw-lease-{self._node}")
+        await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _hold(self, ids: frozenset[int] | None) -> None:
+        try:
+            if ids is not None:
+                if self._table is None:
+                    self._table = self._factory()
+                self._table.refresh(ids)
+            elif self._table is not None:
+                self._table.remove()
+                self._table.close()
+                self._table = None
+        except Exception as exc:  # retried at the next refresh; if it keeps failing the lease expires
+            log.error("health.lease_failed", node=self._node, error=repr(exc))
+
+    def _release(self) -> None:
+        if self._table is None:
+            return
+        try:
+            self._table.withdraw()
+        except Exception as exc:  # the namespace may be going away; the lease expires anyway
+            log.warning("health.withdraw_failed", node=self._node, error=repr(exc))
+        self._table.close()
+        self._table = None
 
 
 def remove_lease_table(netns: str | None, *, dry_run: bool = False) -> bool:

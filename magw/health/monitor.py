@@ -13,7 +13,8 @@ asyncio tasks until ``stop``:
   gets it at once (the route agent replans and syncs: no broker round trip);
   ``on_transition`` hears of every state change (the status file).
 - the lease loop: renews ``ip magw_health``'s lease every ``refresh`` seconds
-  on a gateway node (and at once when the ids to lease change).
+  on a gateway node (and at once when the ids to lease change), through a
+  ``LeaseKeeper``: libnftables runs in its worker thread, never on the loop.
 
 ``update(snapshot)`` feeds the broker's snapshot; ``planning_snapshot`` gives
 the planner that snapshot with the probed health merged in; with
@@ -42,7 +43,7 @@ import structlog
 
 from magw.health.book import Outcome, ProbeBook, StateKey, jittered
 from magw.health.echoids import ALIVE_ID
-from magw.health.lease import LeaseTable
+from magw.health.lease import Lease, LeaseKeeper, LeaseTable
 from magw.health.params import LeaseParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
 from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, Liveness
@@ -54,7 +55,7 @@ log = structlog.get_logger(__name__)
 
 OnChange = Callable[[Health], None]
 SocketFactory = Callable[[int], EchoSocket]
-LeaseFactory = Callable[[], LeaseTable]
+LeaseFactory = Callable[[], Lease]
 
 
 class HealthMonitor:
@@ -83,7 +84,8 @@ class HealthMonitor:
         self._rng = rng
         self._clock = clock
         self._new_socket: SocketFactory = sockets or (lambda echo_id: EchoSocket(echo_id, netns=netns))
-        self._new_lease: LeaseFactory = lease_table or (lambda: LeaseTable(lease, netns=netns))
+        new_lease: LeaseFactory = lease_table or (lambda: LeaseTable(lease, netns=netns))
+        self._lease = LeaseKeeper(new_lease, node=node)  # libnftables calls run in its own worker thread
         self._snapshot: Snapshot | None = None
         self._plan: ProbePlan = NO_PLAN
         self._states: dict[StateKey, Liveness] = {}
@@ -93,7 +95,6 @@ class HealthMonitor:
         self._last_send: dict[IPv4Address, float] = {}
         self._health = Health()
         self._leases: frozenset[int] | None = None
-        self._lease: LeaseTable | None = None
         self._lease_dirty = asyncio.Event()
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -331,19 +332,10 @@ class HealthMonitor:
             self._wake.set()
             self._lease_dirty.set()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self._shutdown()
-
-    def _shutdown(self) -> None:
-        for echo_id in list(self._sockets):
-            self._close_socket(echo_id)
-        if self._lease is not None:
-            try:
-                self._lease.withdraw()
-            except Exception as exc:  # the namespace may be going away; the lease expires anyway
-                log.warning("health.withdraw_failed", node=self.node, error=repr(exc))
-            self._lease.close()
-            self._lease = None
-        log.info("health.stopped", node=self.node, transitions=self.transitions)
+            for echo_id in list(self._sockets):
+                self._close_socket(echo_id)
+            await self._lease.release()
+            log.info("health.stopped", node=self.node, transitions=self.transitions)
 
     async def _probe_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -388,25 +380,11 @@ class HealthMonitor:
 
     async def _lease_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            self._hold_lease()
             self._lease_dirty.clear()
+            await self._lease.hold(self._leases)  # renew, install, or remove (None: no gateway role)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.lease_params.refresh):
                     await self._lease_dirty.wait()
-
-    def _hold_lease(self) -> None:
-        """Renew (or install, or remove) the lease table to match ``leases``."""
-        try:
-            if self._leases is not None:
-                if self._lease is None:
-                    self._lease = self._new_lease()
-                self._lease.refresh(self._leases)
-            elif self._lease is not None:
-                self._lease.remove()
-                self._lease.close()
-                self._lease = None
-        except Exception as exc:  # retried at the next refresh; if it keeps failing the lease expires
-            log.error("health.lease_failed", node=self.node, error=repr(exc))
 
     # ----- status --------------------------------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""The lease is held off the event loop: libnftables calls run in the LeaseKeeper's worker thread.
+
+The monitor's loop reads probe replies against 20 ms deadlines; a lease refresh (a synchronous
+libnftables round trip, four times a second) must not run on it. A stand-in lease table whose calls wait
+for ticks of the loop shows it: on the loop's own thread they would wait in vain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterable
+
+import attrs
+
+from magw.health.echoids import ALIVE_ID, reach_ids
+from magw.health.lease import LeaseKeeper
+from magw.health.monitor import HealthMonitor
+from magw.health.params import LeaseParams, ProbeParams
+from magw.health.probe import EchoSocket
+from tests.planner_seed import seed_east
+
+WEST_ID = reach_ids(["west"])["west"]
+LIMIT = 10.0  # seconds: safety limit of every wait, never reached when the loop keeps running
+
+
+class Ticker:
+    """A task on the loop that ticks every millisecond; ``gate`` opens at the fifth tick."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.ticks = 0
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(0.001)
+            self.ticks += 1
+            if self.ticks >= 5:
+                self.gate.set()
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+@attrs.define
+class SlowLease:
+    """A lease table whose calls wait for the loop's ticks and note (off the loop's thread?, gate seen?)."""
+
+    loop_thread: threading.Thread
+    ticker: Ticker
+    calls: list[tuple[str, bool, bool]] = attrs.field(factory=list)
+    leased: list[frozenset[int]] = attrs.field(factory=list)
+
+    def _note(self, what: str) -> None:
+        self.calls.append((what, threading.current_thread() is not self.loop_thread, self.ticker.gate.wait(LIMIT)))
+
+    def refresh(self, ids: Iterable[int]) -> None:
+        self._note("refresh")
+        self.leased.append(frozenset(ids))
+
+    def withdraw(self) -> None:
+        self._note("withdraw")
+
+    def remove(self) -> bool:
+        self._note("remove")
+        return True
+
+    def close(self) -> None:
+        self.calls.append(("close", threading.current_thread() is not self.loop_thread, True))
+
+
+def no_socket(echo_id: int) -> EchoSocket:
+    raise OSError(f"no probe sockets in this test (echo id {echo_id})")
+
+
+async def test_monitor_refreshes_and_withdraws_its_lease_off_the_loop() -> None:
+    """A gateway's monitor installs its lease (id 1 and west's id) and withdraws it on stop, both in a
+    worker thread while the loop keeps ticking; the table is closed at the end."""
+    ticker = Ticker()
+    table = SlowLease(loop_thread=threading.current_thread(), ticker=ticker)
+    mon = HealthMonitor("e-gw1", probe=ProbeParams(), lease=LeaseParams(), sockets=no_socket, lease_table=lambda: table)
+    mon.update(seed_east())
+    stop = asyncio.Event()
+    task = asyncio.create_task(mon.run(stop))
+    try:
+        for _ in range(int(LIMIT * 1000)):  # bounded: until the first refresh returned
+            if table.leased:
+                break
+            await asyncio.sleep(0.001)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, LIMIT)
+        await ticker.stop()
+    assert table.leased[0] == {ALIVE_ID, WEST_ID}
+    assert table.calls[0] == ("refresh", True, True)
+    assert table.calls[-2:] == [("withdraw", True, True), ("close", True, True)]
+
+
+async def test_keeper_removes_the_table_off_the_loop_when_the_role_goes() -> None:
+    """hold(None) (no gateway role any more) removes and closes the table in the worker thread; release()
+    afterwards has nothing to withdraw."""
+    ticker = Ticker()
+    table = SlowLease(loop_thread=threading.current_thread(), ticker=ticker)
+    keeper = LeaseKeeper(lambda: table, node="e-gw1")
+    try:
+        await keeper.hold(frozenset({ALIVE_ID}))
+        await keeper.hold(None)
+        await keeper.release()
+    finally:
+        await ticker.stop()
+    assert table.calls == [("refresh", True, True), ("remove", True, True), ("close", True, True)]
