@@ -199,44 +199,34 @@ async def _wait_for(predicate: Callable[[], bool], *, limit: float = 10.0) -> No
         await asyncio.sleep(0.01)
 
 
-def test_run_notifies_listeners_of_a_change(tmp_path: Path) -> None:
+async def test_run_notifies_listeners_of_a_change(tmp_path: Path) -> None:
     """While run() polls, publishing an endpoint reaches the listener as a new snapshot."""
     populate(tmp_path)
     broker = FileBroker(tmp_path, local_cluster="east", poll_interval=0.02)
     seen: list[Snapshot | None] = []
     broker.subscribe(seen.append)
-
-    async def scenario() -> None:
-        task = asyncio.create_task(broker.run())
-        await _wait_for(lambda: len(seen) == 1)
-        moved = Endpoint(cluster="west", hostname="w-gw2", private_ip=A("172.19.0.9"))
-        publish_endpoint(tmp_path, moved)
-        await _wait_for(lambda: len(seen) == 2)
-        broker.stop()
-        await asyncio.wait_for(task, 10)
-        assert seen[1] == expected_snapshot(E_GW1, W_GW1, moved)
-
-    asyncio.run(scenario())
-    assert seen[0] == expected_snapshot(E_GW1, W_GW1)
+    task = asyncio.create_task(broker.run())
+    await _wait_for(lambda: len(seen) == 1)
+    moved = Endpoint(cluster="west", hostname="w-gw2", private_ip=A("172.19.0.9"))
+    publish_endpoint(tmp_path, moved)
+    await _wait_for(lambda: len(seen) == 2)
+    broker.stop()
+    await asyncio.wait_for(task, 10)
+    assert seen == [expected_snapshot(E_GW1, W_GW1), expected_snapshot(E_GW1, W_GW1, moved)]
 
 
-def test_watch_yields_the_first_snapshot_then_changes(tmp_path: Path) -> None:
+async def test_watch_yields_the_first_snapshot_then_changes(tmp_path: Path) -> None:
     """watch() is an async iterator: first the current snapshot, then one per change."""
     populate(tmp_path)
     broker = FileBroker(tmp_path, local_cluster="east", poll_interval=0.02)
-
-    async def scenario() -> list[Snapshot | None]:
-        got: list[Snapshot | None] = []
-        async with asyncio.timeout(10):
-            async for snap in broker.watch():
-                got.append(snap)
-                if len(got) == 1:
-                    withdraw_endpoint(tmp_path, "east", "e-gw1")
-                else:
-                    break
-        return got
-
-    got = asyncio.run(scenario())
+    got: list[Snapshot | None] = []
+    async with asyncio.timeout(10):
+        async for snap in broker.watch():
+            got.append(snap)
+            if len(got) == 1:
+                withdraw_endpoint(tmp_path, "east", "e-gw1")
+            else:
+                break
     assert got == [expected_snapshot(E_GW1, W_GW1), expected_snapshot(W_GW1)]
 
 

@@ -4,10 +4,18 @@ Standalone and lab deployments share state through a directory: the lab (or an
 operator) writes Cluster, Config and Node documents; each gateway daemon
 publishes its own Endpoint document; Health is optional. ``FileBroker`` polls the
 directory (``os.scandir`` with inode, mtime and size: no extra dependencies, a
-change is seen within one poll interval, 30 ms by default), re-reads only
-changed files, and assembles the Snapshot of its local cluster
-(``magw.sources.assemble``). A bad file or document is logged with its file name
-and left out; its last good version stays in use.
+change is seen within one poll interval, 30 ms by default), re-reads only files
+whose stamp changed, re-parses only files whose content changed (a digest of
+the bytes: a heartbeat touch changes the mtime, not the content), and
+re-assembles the Snapshot of its local cluster (``magw.sources.assemble``) only
+when some content changed or an Endpoint expired or came back. A bad file or
+document is logged with its file name and left out; its last good version stays
+in use.
+
+Threads: ``run()`` and ``watch()`` do the listing, reading, parsing and
+assembling in one dedicated worker thread, so the event loop (health probes
+with 20 ms deadlines) is not held up by a rescan; listeners are called on the
+loop's thread. ``scan()`` is the same pass, synchronous, in the caller's thread.
 
 Endpoint heartbeat: with ``endpoint_ttl`` set, an Endpoint document whose file
 was not modified (written or touched) for longer than that is treated as gone
@@ -24,10 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,19 +62,37 @@ SUFFIXES = (".yaml", ".yml")
 @attrs.frozen(kw_only=True)
 class _FileState:
     stamp: Stamp
+    digest: bytes | None = None  # of the file's bytes; None when they could not be read
     docs: tuple[Document, ...] = ()
     error: str | None = None
 
 
-def _read(path: Path, name: str, stamp: Stamp) -> _FileState:
+@attrs.frozen(kw_only=True)
+class _View:
+    """What consumers read, replaced as a whole (the worker thread writes it, the loop reads it)."""
+
+    snapshot: Snapshot | None = None
+    accepted: tuple[Document, ...] = ()
+    synced: bool = False
+
+
+def _read(path: Path, name: str, stamp: Stamp, previous: _FileState | None) -> tuple[_FileState, bool]:
+    """The file's state, and whether its content changed; parsed only when it did."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return _FileState(stamp=stamp, error=f"{name}: cannot read: {exc}")
+        data = path.read_bytes()
+    except OSError as exc:
+        return _FileState(stamp=stamp, error=f"{name}: cannot read: {exc}"), True
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    if previous is not None and previous.digest == digest:  # touched (heartbeat) or rewritten with the same text
+        return attrs.evolve(previous, stamp=stamp), False
     try:
-        return _FileState(stamp=stamp, docs=parse_file(text, file=name))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _FileState(stamp=stamp, digest=digest, error=f"{name}: cannot read: {exc}"), True
+    try:
+        return _FileState(stamp=stamp, digest=digest, docs=parse_file(text, file=name)), True
     except DocumentError as exc:
-        return _FileState(stamp=stamp, error=str(exc))
+        return _FileState(stamp=stamp, digest=digest, error=str(exc)), True
 
 
 class FileBroker:
@@ -98,26 +127,26 @@ class FileBroker:
         self._files: dict[str, _FileState] = {}
         self._signature: tuple[tuple[str, Stamp], ...] | None = None
         self._last_good: dict[Ident, Document] = {}
-        self._accepted: tuple[Document, ...] = ()
-        self._snapshot: Snapshot | None = None
-        self._initial_sync_done = False
+        self._view = _View()
         self._listeners: list[Listener] = []
         self._logged: set[tuple[str, str]] = set()
         self._missing_logged: str | None = None
         self._dir_missing_logged = False
         self._stop = asyncio.Event()
+        self._lock = threading.Lock()  # one pass at a time: scan() and the worker thread never overlap
+        self._executor: ThreadPoolExecutor | None = None
 
     @property
     def snapshot(self) -> Snapshot | None:
-        return self._snapshot
+        return self._view.snapshot
 
     @property
     def initial_sync_done(self) -> bool:
-        return self._initial_sync_done
+        return self._view.synced
 
     def local_node_document(self, name: str) -> Mapping[str, Any] | None:
         """The accepted Node document of ``name`` in the local cluster (with broker-only fields like public_ip)."""
-        for doc in self._accepted:
+        for doc in self._view.accepted:
             if doc.ident == ("Node", self.local_cluster, name):
                 return doc.fields
         return None
@@ -148,32 +177,51 @@ class FileBroker:
         return out
 
     def scan(self) -> bool:
-        """Look at the directory once; True when the snapshot changed (or this was the first scan)."""
-        listing = self._listing()
-        if listing is None:
-            if not self._dir_missing_logged:
-                log.warning("filebroker.no_directory", directory=str(self.directory))
-                self._dir_missing_logged = True
-            return False
-        self._dir_missing_logged = False
+        """Look at the directory once, here; True when the snapshot changed (or this was the first scan).
+
+        The listeners are called before it returns. ``run()`` and ``watch()`` do the same pass in the
+        broker's worker thread instead.
+        """
+        changed = self._refresh()
+        if changed:
+            self._notify()
+        return changed
+
+    def _refresh(self) -> bool:
+        """One pass without notifying: list, read and parse what changed, assemble if needed."""
+        with self._lock:
+            listing = self._listing()
+            if listing is None:
+                if not self._dir_missing_logged:
+                    log.warning("filebroker.no_directory", directory=str(self.directory))
+                    self._dir_missing_logged = True
+                return False
+            self._dir_missing_logged = False
+            content_changed = self._reread(listing)
+            expired = self._stale_endpoint_files()
+            if self._view.synced and not content_changed and expired == self._expired:
+                return False
+            self._log_expiry(expired)
+            self._expired = expired
+            return self._assemble()
+
+    def _reread(self, listing: dict[str, Stamp]) -> bool:
+        """Re-read the files whose stamp changed; True when a file came, went, or changed its content."""
         signature = tuple(sorted(listing.items()))
-        listed = signature != self._signature
-        if listed:
-            self._signature = signature
-            self._files = {
-                name: (
-                    self._files[name]
-                    if name in self._files and self._files[name].stamp == stamp
-                    else _read(self.directory / name, name, stamp)
-                )
-                for name, stamp in listing.items()
-            }
-        expired = self._stale_endpoint_files()
-        if not listed and expired == self._expired:
+        if signature == self._signature:
             return False
-        self._log_expiry(expired)
-        self._expired = expired
-        return self._assemble()
+        self._signature = signature
+        changed = listing.keys() != self._files.keys()
+        files: dict[str, _FileState] = {}
+        for name, stamp in listing.items():
+            previous = self._files.get(name)
+            if previous is not None and previous.stamp == stamp:
+                files[name] = previous
+                continue
+            files[name], content_changed = _read(self.directory / name, name, stamp, previous)
+            changed = changed or content_changed
+        self._files = files
+        return changed
 
     def _stale_endpoint_files(self) -> frozenset[str]:
         """Files with an Endpoint document not modified for longer than ``endpoint_ttl``."""
@@ -217,23 +265,20 @@ class FileBroker:
             log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
             return False
         self._report([*problems, *assembly.problems], assembly)
-        first = not self._initial_sync_done
-        changed = assembly.snapshot != self._snapshot
-        self._snapshot = assembly.snapshot
-        self._accepted = assembly.accepted
+        first = not self._view.synced
+        changed = assembly.snapshot != self._view.snapshot
         if assembly.snapshot is not None:
             self._last_good = {d.ident: d for d in assembly.accepted}
-        self._initial_sync_done = True
+        self._view = _View(snapshot=assembly.snapshot, accepted=assembly.accepted, synced=True)
         if first or changed:
             log.info(
                 "filebroker.snapshot_changed" if not first else "filebroker.initial_sync",
                 directory=str(self.directory),
                 cluster=self.local_cluster,
-                ready=self._snapshot is not None,
+                ready=assembly.snapshot is not None,
                 documents=len(assembly.accepted),
                 problems=len(problems) + len(assembly.problems),
             )
-            self._notify()
         return first or changed
 
     def _report(self, problems: list[Problem], assembly: Assembly) -> None:
@@ -249,20 +294,37 @@ class FileBroker:
     def _notify(self) -> None:
         for listener in list(self._listeners):
             try:
-                listener(self._snapshot)
+                listener(self._view.snapshot)
             except Exception as exc:  # a listener's bug must not stop the broker
                 log.exception("filebroker.listener_failed", error=repr(exc))
 
     # ----- polling -------------------------------------------------------------------------------
 
+    async def _scan_off_loop(self) -> bool:
+        """``scan()``'s pass in the broker's worker thread; the listeners are called here, on the loop."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-filebroker")
+        changed = await asyncio.get_running_loop().run_in_executor(self._executor, self._refresh)
+        if changed:
+            self._notify()
+        return changed
+
+    def _end_worker(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)  # a pass in progress ends on its own; nothing waits for it
+
     async def run(self) -> None:
         """Poll until ``stop()``, calling the listeners on every change."""
         self._stop.clear()
-        while not self._stop.is_set():
-            self.scan()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_interval):
-                    await self._stop.wait()
+        try:
+            while not self._stop.is_set():
+                await self._scan_off_loop()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        await self._stop.wait()
+        finally:
+            self._end_worker()
 
     def stop(self) -> None:
         self._stop.set()
@@ -272,12 +334,15 @@ class FileBroker:
 
         Use either ``watch()`` or ``run()`` with listeners, not both on one broker.
         """
-        self.scan()
-        yield self._snapshot
-        while True:
-            await asyncio.sleep(self.poll_interval)
-            if self.scan():
-                yield self._snapshot
+        try:
+            await self._scan_off_loop()
+            yield self._view.snapshot
+            while True:
+                await asyncio.sleep(self.poll_interval)
+                if await self._scan_off_loop():
+                    yield self._view.snapshot
+        finally:
+            self._end_worker()
 
 
 # ----- endpoint publication ---------------------------------------------------------------------
