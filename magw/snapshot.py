@@ -35,7 +35,7 @@ from magw.snapshot_fields import (
     string,
     string_list,
 )
-from magw.yamlstrict import StrictLoader
+from magw.yamlstrict import load_strict
 
 _TOP_KEYS = (
     "local_cluster",
@@ -86,7 +86,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 def parse_snapshot_text(text: str, *, source: str = "<snapshot>") -> Snapshot:
     """Parse YAML text; syntax errors become ``source:line: reason``."""
     try:
-        doc = yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+        doc = load_strict(text)  # SafeLoader rules (no arbitrary objects), libyaml's parser when present
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, source) from None
     except yaml.YAMLError as exc:

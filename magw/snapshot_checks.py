@@ -6,6 +6,7 @@ index (``endpoints[2].cluster``) and, where two items clash, the first one too.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Hashable, Sequence
 from ipaddress import IPv4Address, IPv4Network
 
@@ -14,6 +15,8 @@ import attrs
 from magw.desired.vtep import vtep_ip
 from magw.model import Cluster, Endpoint, Node
 from magw.snapshot_fields import FieldError, item_path, key_path
+
+_NETMASKS = tuple((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF for length in range(33))
 
 
 @attrs.frozen(kw_only=True)
@@ -83,16 +86,49 @@ def _check_clusters(local_cluster: str, clusters: Sequence[ParsedCluster]) -> No
 
 
 def _check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
-    """No range of one cluster may overlap a range of another: routing toward them would be ambiguous."""
-    earlier: list[tuple[Located, str]] = []
-    for parsed in clusters:
-        for mine in parsed.ranges:
-            for other, other_id in earlier:
-                if mine.net.overlaps(other.net):
-                    raise FieldError(
-                        mine.path, f"{mine.net} overlaps {other.net} of cluster {other_id!r} ({other.path})"
-                    )
-        earlier.extend((r, parsed.cluster.id) for r in parsed.ranges)
+    """No range of one cluster may overlap a range of another: routing toward them would be ambiguous.
+
+    The error names the first range in document order that overlaps a range of an earlier cluster,
+    and the first such earlier range: what comparing every pair in document order would report.
+
+    Shaped for speed (issue 10): comparing every pair was quadratic (94 s at 10k CIDRs, the bulk of
+    ``magw plan``). Two IPv4 prefixes overlap only when one holds the other, and the prefixes that can
+    hold a range are its own network masked to each prefix length present in the input (usually two
+    or three lengths), so each range looks up those exact ``(network, prefixlen)`` keys in one dict
+    built up front, on integers: O(n log n) in all, no ``ipaddress`` object in the loop.
+    """
+    flat: list[tuple[Located, str, int]] = []  # (range, cluster id, cluster index), document order
+    ends: list[int] = []  # for each cluster, the index in ``flat`` past its last range
+    for ci, parsed in enumerate(clusters):
+        flat.extend((r, parsed.cluster.id, ci) for r in parsed.ranges)
+        ends.append(len(flat))
+    keys = [(int(r.net.network_address), r.net.prefixlen) for r, _, _ in flat]
+    holders: dict[tuple[int, int], list[int]] = {}  # exact prefix -> its indices in ``flat``, ascending
+    for i, key in enumerate(keys):
+        holders.setdefault(key, []).append(i)
+    lengths = sorted({plen for _, plen in keys})
+    first = len(flat)  # the first range in document order that overlaps an earlier cluster's range
+    for i, (net, plen) in enumerate(keys):
+        ci = flat[i][2]
+        begin, end = (ends[ci - 1] if ci else 0), ends[ci]
+        for length in lengths:
+            if length > plen:
+                break
+            found = holders.get((net & _NETMASKS[length], length))
+            if found is None:
+                continue
+            if found[0] < begin:  # a range of an earlier cluster holds (or equals) range i
+                first = min(first, i)
+            if length < plen:  # ranges of later clusters strictly holding range i: the first of them
+                later = bisect.bisect_left(found, end)
+                if later < len(found):
+                    first = min(first, found[later])
+    if first == len(flat):
+        return
+    mine, _, mine_ci = flat[first]
+    for other, other_id, _ in flat[: ends[mine_ci - 1]]:  # first > 0: cluster 0 has no earlier cluster
+        if mine.net.overlaps(other.net):
+            raise FieldError(mine.path, f"{mine.net} overlaps {other.net} of cluster {other_id!r} ({other.path})")
 
 
 def _check_nodes(nodes: Sequence[Node]) -> None:

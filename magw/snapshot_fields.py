@@ -9,6 +9,7 @@ that also names the file.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Collection
 from ipaddress import AddressValueError, IPv4Address, IPv4Network, NetmaskValueError
 
@@ -138,8 +139,27 @@ def ipv4(value: object, path: str) -> IPv4Address:
         raise FieldError(path, f"{show(value)} is not an IPv4 address") from None
 
 
+# A CIDR already in canonical ``a.b.c.d/len`` form: octets and length without leading zeros.
+_OCTET = r"(0|[1-9][0-9]{0,2})"
+_CANONICAL_CIDR = re.compile(rf"{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}/([0-9]|[12][0-9]|3[0-2])")
+_HOST_MASKS = tuple((1 << (32 - length)) - 1 for length in range(33))
+
+
 def cidr(value: object, path: str) -> IPv4Network:
-    """An IPv4 network written ``a.b.c.d/len`` with no host bits set."""
+    """An IPv4 network written ``a.b.c.d/len`` with no host bits set.
+
+    Shaped for speed (issue 10): parsing every CIDR twice through ``ipaddress`` strings was about
+    half the load time of a 100k-CIDR snapshot. A value in canonical form with no host bits is
+    checked with one regex on integers and built from ``(int, prefixlen)``; anything else takes the
+    careful path below, which words the error.
+    """
+    if isinstance(value, str):
+        match = _CANONICAL_CIDR.fullmatch(value)
+        if match is not None:
+            a, b, c, d, length = (int(g) for g in match.groups())
+            ip = (a << 24) | (b << 16) | (c << 8) | d
+            if a <= 255 and b <= 255 and c <= 255 and d <= 255 and not ip & _HOST_MASKS[length]:
+                return IPv4Network((ip, length))
     if not isinstance(value, str):
         raise FieldError(path, f"expected an IPv4 CIDR string, got {_got(value)}")
     if "/" not in value:

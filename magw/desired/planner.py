@@ -16,7 +16,7 @@ from magw.desired.roles import node_role
 from magw.desired.state import DesiredState
 from magw.desired.vtep import VXLAN_OVERHEAD
 from magw.desired.vxlan import plan_vxlan
-from magw.model import Snapshot
+from magw.model import Snapshot, net_key
 
 MIN_LINK_MTU = 68  # the IPv4 minimum; the kernel refuses a smaller MTU on a vxlan device
 
@@ -26,16 +26,23 @@ def check_cidrs(snapshot: Snapshot) -> None:
 
     One sweep over the prefixes sorted by start: two CIDRs overlap only when one
     contains the other, so each prefix need only be checked against the widest
-    one still open.
+    one still open. The sweep runs on ``(start, prefixlen, end)`` integers (issue 10:
+    sorting ``IPv4Network`` objects was a profile hot spot); the order is the one
+    ``IPv4Network`` objects sort in.
     """
-    owned = sorted(((net, c.id) for c in snapshot.clusters for net in c.cidrs), key=lambda t: (t[0], t[1]))
-    cover: tuple[IPv4Network, str] | None = None
-    for net, cid in owned:
-        if cover is not None and net.overlaps(cover[0]):
-            if cid != cover[1]:
-                raise ValueError(f"clusters: {net} of cluster {cid!r} overlaps {cover[0]} of cluster {cover[1]!r}")
+    owned = sorted(
+        (start, plen, start + (1 << (32 - plen)) - 1, c.id, net)
+        for c in snapshot.clusters
+        for net in c.cidrs
+        for start, plen in (net_key(net),)
+    )
+    cover: tuple[int, IPv4Network, str] | None = None  # (last address, network, cluster id)
+    for _, _, last, cid, net in owned:
+        if cover is not None and last <= cover[0]:  # starts inside the cover, so it lies inside it
+            if cid != cover[2]:
+                raise ValueError(f"clusters: {net} of cluster {cid!r} overlaps {cover[1]} of cluster {cover[2]!r}")
             continue
-        cover = (net, cid)
+        cover = (last, net, cid)
 
 
 def check_snapshot(snapshot: Snapshot) -> None:

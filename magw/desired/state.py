@@ -171,10 +171,21 @@ class Keyed(Protocol):
 KINDS: tuple[str, ...] = ("links", "addresses", "neighbors", "fdb", "nexthops", "groups", "routes", "rules")
 
 
+def _sort_key(obj: Any) -> Any:
+    """``obj.key``, except a route's: ``(table, dst as (int, prefixlen), metric)``, the same order on ints.
+
+    Shaped for speed (issue 10): a route key holds an ``IPv4Network``, whose comparisons are Python
+    code; sorting 100k routes through them showed in the profile of ``magw plan``.
+    """
+    if isinstance(obj, Route):
+        return (obj.table, int(obj.dst.network_address), obj.dst.prefixlen, obj.metric)
+    return obj.key
+
+
 def _sorted(objs: Iterable[Any]) -> tuple[Any, ...]:
     # Typed Any on purpose: the attrs mypy plugin cannot solve a generic converter per field,
     # and the field annotations below already say what each tuple holds.
-    return tuple(sorted(objs, key=lambda o: o.key))
+    return tuple(sorted(objs, key=_sort_key))
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,173 @@
+"""The fast paths of snapshot loading (issue 10), against slow oracles written here. No timing.
+
+- the overlap check reports exactly what comparing every pair in document order reports;
+- it does a linear number of ``IPv4Network.overlaps`` calls, not one per pair;
+- the canonical-CIDR fast path accepts and refuses exactly what ``ipaddress`` does;
+- libyaml's C parser and the Python parser give equal documents and equal errors.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import pathlib
+from ipaddress import IPv4Network
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from magw.snapshot import SnapshotError, load_snapshot, parse_snapshot
+from magw.snapshot_fields import FieldError, cidr
+from magw.yamlstrict import FastStrictLoader, StrictLoader, load_strict
+
+ROOT = pathlib.Path(__file__).parent.parent
+YAML_FILES = sorted((ROOT / "examples").rglob("*.yaml"))
+RANGE_KEYS = ("pod_cidrs", "service_cidrs", "global_cidrs")
+
+
+def _doc(clusters: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"local_cluster": "c0", "clusters": clusters}
+
+
+def _oracle(clusters: list[dict[str, Any]]) -> str | None:
+    """The first range (document order) overlapping a range of an earlier cluster, by comparing every pair."""
+    earlier: list[tuple[IPv4Network, str, str]] = []
+    for i, c in enumerate(clusters):
+        mine = [
+            (IPv4Network(text), f"clusters[{i}].{key}[{k}]")
+            for key in RANGE_KEYS
+            for k, text in enumerate(c.get(key, []))
+        ]
+        for net, path in mine:
+            for other, other_path, other_id in earlier:
+                if net.overlaps(other):
+                    return f"<snapshot>: {path}: {net} overlaps {other} of cluster {other_id!r} ({other_path})"
+        earlier.extend((net, path, c["id"]) for net, path in mine)
+    return None
+
+
+# Prefixes in 10.0.0.0/12 with lengths 12..16: small enough that overlaps are frequent.
+_prefix = st.builds(
+    lambda length, bits: str(IPv4Network(((10 << 24) | (bits << 16), 16)).supernet(new_prefix=length)),
+    st.integers(12, 16),
+    st.integers(0, 15),
+)
+_cluster_ranges = st.fixed_dictionaries(
+    {"pod_cidrs": st.lists(_prefix, max_size=4), "service_cidrs": st.lists(_prefix, max_size=3)},
+    optional={"global_cidrs": st.lists(_prefix, max_size=2)},
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_cluster_ranges, min_size=1, max_size=6))
+def test_overlap_check_matches_pairwise_oracle(ranges: list[dict[str, list[str]]]) -> None:
+    """Any clusterset: refused exactly when the pairwise oracle finds an overlap, with the same message."""
+    clusters = [{"id": f"c{i}", **r} for i, r in enumerate(ranges)]
+    expected = _oracle(clusters)
+    if expected is None:
+        parse_snapshot(_doc(clusters))
+    else:
+        with pytest.raises(SnapshotError) as err:
+            parse_snapshot(_doc(clusters))
+        assert str(err.value) == expected
+
+
+def test_overlap_check_is_not_pairwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 disjoint /24s over 100 clusters: at most a handful of ``overlaps`` calls, not ~2 million."""
+    calls = 0
+    real = ipaddress.IPv4Network.overlaps
+
+    def counting(self: IPv4Network, other: IPv4Network) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(self, other)
+
+    monkeypatch.setattr(ipaddress.IPv4Network, "overlaps", counting)
+    clusters = [
+        {
+            "id": f"c{r}",
+            "pod_cidrs": [str(IPv4Network(((11 << 24) + ((r * 20 + k) << 8), 24))) for k in range(20)],
+            "service_cidrs": [f"100.{r}.0.0/16"],
+        }
+        for r in range(100)
+    ]
+    snap = parse_snapshot(_doc(clusters))
+    assert sum(len(c.cidrs) for c in snap.clusters) == 2100
+    assert calls <= 2100
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), min_size=4, max_size=4),
+    st.integers(0, 34),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_cidr_fast_path_agrees_with_ipaddress(octets: list[int], length: int, zero_pad: list[bool]) -> None:
+    """Texts with big octets, host bits, leading zeros: accepted iff ``ipaddress`` reads them canonically."""
+    parts = [f"0{n}" if pad else str(n) for n, pad in zip([*octets, length], zero_pad, strict=True)]
+    text = ".".join(parts[:4]) + "/" + parts[4]
+    try:
+        want: IPv4Network | None = IPv4Network(text)  # strict: host bits refused
+        if str(want) != text:
+            want = None
+    except ValueError:
+        want = None
+    if want is None:
+        with pytest.raises(FieldError):
+            cidr(text, "x")
+    else:
+        got = cidr(text, "x")
+        assert (got, str(got), got.prefixlen) == (want, text, want.prefixlen)
+
+
+def test_fast_loader_is_libyaml_when_present() -> None:
+    """PyYAML here is built with libyaml: snapshots are read by its C parser."""
+    if not yaml.__with_libyaml__:
+        pytest.skip("PyYAML built without libyaml: FastStrictLoader falls back to the Python parser")
+    assert issubclass(FastStrictLoader, yaml.CSafeLoader)
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: p.name)
+def test_both_loaders_read_equal_documents(path: pathlib.Path) -> None:
+    """Every example file: the C and the Python parser build the same document (and snapshot)."""
+    text = path.read_text()
+    slow = list(yaml.load_all(text, Loader=StrictLoader))
+    fast = list(yaml.load_all(text, Loader=FastStrictLoader))
+    assert fast == slow
+    if path.parent.name == "examples" and not path.name.startswith("lab-"):
+        assert load_snapshot(path) == parse_snapshot(slow[0], source=str(path))
+
+
+DUPLICATES = [
+    "a: 1\nb: 2\na: 3\n",
+    "clusters:\n- id: x\n  pod_cidrs: []\n  id: y\n",
+    "x:\n  y:\n    z: 1\n\n\n    z: 2\n",
+    "{a: 1, b: {c: 1, c: 2}}\n",
+    "1: a\n1: b\n",
+]
+
+
+@pytest.mark.parametrize("text", DUPLICATES)
+def test_both_loaders_refuse_duplicate_keys_alike(text: str) -> None:
+    """A duplicate key: both parsers refuse it with the same problem at the same line and column."""
+    errors = []
+    for loader in (StrictLoader, FastStrictLoader):
+        with pytest.raises(yaml.constructor.ConstructorError) as err:
+            yaml.load(text, Loader=loader)
+        mark = err.value.problem_mark
+        assert mark is not None
+        errors.append((err.value.problem, mark.line, mark.column))
+    assert errors[0] == errors[1]
+    assert str(errors[0][0]).startswith("duplicate key")
+
+
+@pytest.mark.parametrize("text", ["a: [1, 2\n", "a: b: c\n", "- a\nb: 1\n", "a: 'x\n", "\tkey: 1\n", *DUPLICATES])
+def test_syntax_errors_read_as_the_python_parser_words_them(text: str) -> None:
+    """``load_strict`` on broken YAML or a duplicate key raises what the Python loader raises, word for word."""
+    with pytest.raises(yaml.YAMLError) as python_err:
+        yaml.load(text, Loader=StrictLoader)
+    with pytest.raises(yaml.YAMLError) as ours:
+        load_strict(text)
+    assert str(ours.value) == str(python_err.value)
