@@ -1,10 +1,17 @@
 """How the planner's time grows with cluster size: prints times and log-log slopes.
 
-Usage: .venv/bin/python benchmarks/plan_scale.py [--repeat N]
+Usage: .venv/bin/python benchmarks/plan_scale.py [--repeat N] [--skip-nodes]
 
 For a gateway and a worker node it times ``plan(snapshot, node)`` at 100, 1,000
 and 10,000 local nodes (10 remote clusters) and at 1, 10 and 50 remote clusters
-(1,000 local nodes), each remote cluster with 2 gateways and 4 CIDRs. The slope
+(1,000 local nodes), each remote cluster with 2 gateways and 4 CIDRs.
+
+The CIDR axis (issue 10) starts from YAML text, as ``magw plan`` does: 100 remote
+clusters with 10, 100 and 1,000 CIDRs each (1k, 10k, 100k CIDRs in all, the
+snapshot of ``benchmarks/bigsnap.py``), timing ``parse_snapshot_text`` (load and
+checks), ``plan`` and the two together for the gateway ``gw1`` and the worker ``w1``.
+
+The slope
 of log(time) over log(size) is the growth exponent: the target is linear growth
 (slope <= 1.1). A worker's plan does not depend on the number of local nodes
 (it peers only with gateways), so its slope over nodes is about 0.
@@ -15,12 +22,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from ipaddress import IPv4Address, IPv4Network
 
-from magw.desired.planner import plan
-from magw.model import Cluster, Config, Endpoint, Node, Snapshot
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.bigsnap import snapshot_text  # after sys.path
+from magw.desired.planner import plan  # after sys.path
+from magw.model import Cluster, Config, Endpoint, Node, Snapshot  # after sys.path
+from magw.snapshot import parse_snapshot_text  # after sys.path
+
+CIDR_REMOTES = 100
 
 LOCAL_GATEWAYS = 4
 REMOTE_GATEWAYS = 2
@@ -60,10 +75,14 @@ def snapshot(nodes: int, remotes: int) -> Snapshot:
 
 
 def best_time(snap: Snapshot, node: str, repeat: int) -> float:
+    return best_of(repeat, lambda: plan(snap, node))
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> float:
     best = math.inf
     for _ in range(repeat):
         start = time.perf_counter()
-        plan(snap, node)
+        fn()
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -83,14 +102,38 @@ def series(label: str, sizes: Sequence[int], snaps: Sequence[Snapshot], repeat: 
         print(f"{label:<16} {role:<8} {cells}   slope {slope(sizes, times):5.2f}")
 
 
+def cidr_series(per_cluster: Sequence[int], repeat: int) -> None:
+    """Load (YAML text to checked Snapshot), plan, and both, over CIDRs per remote cluster."""
+    sizes = [n * CIDR_REMOTES for n in per_cluster]
+    texts = [snapshot_text(size, CIDR_REMOTES) for size in sizes]
+    snaps = [parse_snapshot_text(t) for t in texts]
+    load = [best_of(repeat, lambda t=t: parse_snapshot_text(t)) for t in texts]  # type: ignore[misc]
+    _line("CIDRs: load", "-", sizes, load)
+    for role, node in (("gateway", "gw1"), ("worker", "w1")):
+        planned = [best_of(repeat, lambda s=s, n=node: plan(s, n)) for s in snaps]  # type: ignore[misc]
+        _line("CIDRs: plan", role, sizes, planned)
+        _line("CIDRs: load+plan", role, sizes, [a + b for a, b in zip(load, planned, strict=True)])
+
+
+def _line(label: str, role: str, sizes: Sequence[int], times: Sequence[float]) -> None:
+    cells = "  ".join(f"{size:>6}: {t * 1000:8.1f} ms" for size, t in zip(sizes, times, strict=True))
+    print(f"{label:<16} {role:<8} {cells}   slope {slope(sizes, times):5.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per point; the best is kept (default 3)")
+    parser.add_argument("--skip-nodes", action="store_true", help="only the CIDR axis")
+    parser.add_argument(
+        "--cidrs-per-cluster", default="10,100,1000", help="CIDRs per remote cluster, 100 remote clusters"
+    )
     args = parser.parse_args()
-    node_sizes = [100, 1_000, 10_000]
-    series("nodes (10 rem.)", node_sizes, [snapshot(n, 10) for n in node_sizes], args.repeat)
-    remote_sizes = [1, 10, 50]
-    series("remotes (1k n.)", remote_sizes, [snapshot(1_000, r) for r in remote_sizes], args.repeat)
+    if not args.skip_nodes:
+        node_sizes = [100, 1_000, 10_000]
+        series("nodes (10 rem.)", node_sizes, [snapshot(n, 10) for n in node_sizes], args.repeat)
+        remote_sizes = [1, 10, 50]
+        series("remotes (1k n.)", remote_sizes, [snapshot(1_000, r) for r in remote_sizes], args.repeat)
+    cidr_series([int(n) for n in args.cidrs_per_cluster.split(",") if n], args.repeat)
     print("target: slope <= 1.1 (linear); a worker's plan is independent of the number of local nodes")
 
 

@@ -3,7 +3,8 @@
 - the overlap check reports exactly what comparing every pair in document order reports;
 - it does a linear number of ``IPv4Network.overlaps`` calls, not one per pair;
 - the canonical-CIDR fast path accepts and refuses exactly what ``ipaddress`` does;
-- libyaml's C parser and the Python parser give equal documents and equal errors.
+- libyaml's C parser and the Python parser give equal documents and equal errors;
+- ``magw apply``'s one-line change text is what rendering a one-object state prints.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ import pathlib
 from ipaddress import IPv4Network
 from typing import Any
 
+import attrs
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from magw.desired.planner import plan
+from magw.desired.render import object_line
+from magw.desired.state import KINDS, DesiredState
+from magw.model import Snapshot, Strategy
 from magw.snapshot import SnapshotError, load_snapshot, parse_snapshot
 from magw.snapshot_fields import FieldError, cidr
 from magw.yamlstrict import FastStrictLoader, StrictLoader, load_strict
+from tests.strategies import snapshot_and_node
 
 ROOT = pathlib.Path(__file__).parent.parent
 YAML_FILES = sorted((ROOT / "examples").rglob("*.yaml"))
@@ -171,3 +178,16 @@ def test_syntax_errors_read_as_the_python_parser_words_them(text: str) -> None:
     with pytest.raises(yaml.YAMLError) as ours:
         load_strict(text)
     assert str(ours.value) == str(python_err.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(snapshot_and_node(), st.sampled_from(list(Strategy)))
+def test_change_line_is_the_one_object_rendering(planned: tuple[Snapshot, str], strategy: Strategy) -> None:
+    """Every planned object: ``object_line`` prints what rendering a state holding only it prints, on one line."""
+    snap, node = planned
+    snap = attrs.evolve(snap, config=attrs.evolve(snap.config, strategy=strategy))
+    state = plan(snap, node)
+    for kind in KINDS:
+        for obj in state.of_kind(kind):
+            alone = attrs.evolve(DesiredState(), **{kind: (obj,)}).render()
+            assert object_line(kind, obj) == " ".join(ln.strip() for ln in alone.splitlines() if ln.strip())

@@ -25,6 +25,7 @@ import structlog
 from magw.cli import UsageError
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
 from magw.cli.sync import sync
+from magw.cli.timings import PhaseClock, TimedDriver
 from magw.desired.planner import plan
 from magw.drivers.netlink.capabilities import (
     HASH_POLICY_KEY,
@@ -55,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node", required=True, metavar="NAME", help="the node of the local cluster to apply")
     add_netns_argument(parser)
     parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+    parser.add_argument("--timings", action="store_true", help="print where the time went on stderr (timings: ...)")
     parser.epilog = DRY_RUN_EPILOG
 
 
@@ -70,14 +72,18 @@ def _check_node(snapshot: Snapshot, node: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    clock = PhaseClock()  # magw.cli.timings: phases for --timings
     snapshot = load_snapshot(args.snapshot)
     _check_node(snapshot, args.node)
+    clock.mark("load")
     netns = require_netns(args.netns)
     caps = detect(netns, read_only=args.dry_run)
+    clock.mark("detect")
     try:
         desired = plan(_with_strategy(snapshot, caps), args.node)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"{args.snapshot}: {exc.args[0] if exc.args else exc}") from exc
+    clock.mark("plan")
     if args.dry_run:
         for note in caps.notes:
             print(note if note.startswith("dry run: ") else f"dry run: {note}")
@@ -85,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         set_hash_policy(netns, HASH_POLICY_L4)
     with open_node_driver(netns) as driver:
-        report = sync(driver, desired, dry_run=args.dry_run, out=sys.stdout)
+        clock.mark("open")  # the hash policy sysctl, netlink sockets and the nft context
+        report = sync(TimedDriver(driver, clock), desired, dry_run=args.dry_run, out=sys.stdout)
+        clock.mark("diff")
+    if args.timings:
+        clock.report()
     log.info("apply.done", node=args.node, netns=netns, changes=len(report.changes), failed=len(report.result.failed))
     return 1 if report.result.failed else 0

@@ -15,10 +15,11 @@ what hung on it (kernel behaviour); a second pass, run at once, puts it back.
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import TextIO
 
 import attrs
 
+from magw.desired.render import object_line
 from magw.desired.state import DesiredState
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.diff import diff
@@ -30,9 +31,7 @@ MAX_PASSES = 2
 
 def object_text(op: Op) -> str:
     """The object of ``op`` on one line, in the ``ip``/``bridge`` style of ``magw plan``."""
-    alone: dict[str, Any] = {op.kind: (op.obj,)}
-    state = attrs.evolve(DesiredState(), **alone)
-    return " ".join(line.strip() for line in state.render().splitlines() if line.strip())
+    return object_line(op.kind, op.obj)  # no one-object DesiredState per line: 100k lines took 3.5 s
 
 
 def change_text(change: Op | NftChange) -> str:

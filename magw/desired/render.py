@@ -101,6 +101,27 @@ def rule_text(rule: Rule) -> str:
     return f"rule {rule.priority}: from all lookup {_table_name(rule.table)}"
 
 
+_KIND_TEXT: dict[str, Any] = {
+    "links": link_text,
+    "addresses": address_text,
+    "neighbors": neighbor_text,
+    "fdb": fdb_text,
+    "nexthops": nexthop_text,
+    "groups": group_text,
+    "routes": route_text,
+    "rules": rule_text,
+}
+
+
+def object_line(kind: str, obj: Any) -> str:
+    """One object of ``kind`` on one line: its ``render_text`` lines, stripped, joined by spaces.
+
+    What ``magw apply`` prints per change. Shaped for speed (issue 10): rendering a one-object
+    DesiredState per change cost about 35 us a line, 3.5 s for an initial sync of 100k routes.
+    """
+    return " ".join(line.strip() for line in _KIND_TEXT[kind](obj).splitlines() if line.strip())
+
+
 def render_text(state: DesiredState) -> str:
     """The whole state as text, one object per line (multipath routes use several)."""
     lines = [
