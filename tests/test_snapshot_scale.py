@@ -191,3 +191,28 @@ def test_change_line_is_the_one_object_rendering(planned: tuple[Snapshot, str], 
         for obj in state.of_kind(kind):
             alone = attrs.evolve(DesiredState(), **{kind: (obj,)}).render()
             assert object_line(kind, obj) == " ".join(ln.strip() for ln in alone.splitlines() if ln.strip())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_prefix, min_size=1, max_size=5), st.lists(_prefix, min_size=1, max_size=5))
+def test_subnet_check_matches_oracle(cidrs: list[str], subnets: list[str]) -> None:
+    """An endpoint's subnets: refused at the first one no CIDR of its cluster holds (``subnet_of`` on each)."""
+    doc = _doc(
+        [
+            {"id": "c0", "pod_cidrs": ["192.168.0.0/16"], "service_cidrs": []},
+            {"id": "c1", "pod_cidrs": cidrs, "service_cidrs": []},
+        ]
+    )
+    doc["endpoints"] = [{"cluster": "c1", "hostname": "gw", "private_ip": "172.31.0.2", "subnets": subnets}]
+    outside = [
+        (k, text)
+        for k, text in enumerate(subnets)
+        if not any(IPv4Network(text).subnet_of(IPv4Network(c)) for c in cidrs)
+    ]
+    if not outside:
+        parse_snapshot(doc)
+        return
+    k, text = outside[0]
+    with pytest.raises(SnapshotError) as err:
+        parse_snapshot(doc)
+    assert str(err.value) == f"<snapshot>: endpoints[0].subnets[{k}]: {text} is not inside the CIDRs of cluster 'c1'"
