@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +39,8 @@ from magw.reconcile.loop import Reconciler, SyncResult
 from magw.sources.filebroker import FileBroker
 
 log = structlog.get_logger(__name__)
+
+SWITCH_INTERVAL = 0.001  # seconds: sys.setswitchinterval of the daemon (see main)
 
 StrategyPicker = Callable[[Strategy], Strategy]
 
@@ -244,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = None if args.fake else current_netns_refusal("program", allow=args.allow_init_netns)
     if refused is not None:  # the host's namespace, or one we cannot tell from it
         parser.error(refused)
+    # The loop waits for the GIL while the reconciler's or the broker's worker thread computes: at most the
+    # switch interval, 5 ms by default; 1 ms keeps probe replies on time (benchmarks/loop_lag.py, docs/health.md).
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         return asyncio.run(_run(args, health))
     except OSError as exc:  # e.g. the metrics port is taken

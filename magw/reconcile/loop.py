@@ -36,73 +36,30 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
-import attrs
 import structlog
 from prometheus_client import CollectorRegistry
 
 from magw.desired.state import DesiredState
-from magw.reconcile.changeset import ChangeSet, NftChange, Op, key_text
+from magw.reconcile.changeset import NftChange, Op, key_text
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
-from magw.reconcile.driver import ApplyResult, Driver, Failure
+from magw.reconcile.driver import ApplyResult, Driver
 from magw.reconcile.known import carry_out, needs_observe
 from magw.reconcile.metrics import ReconcilerMetrics
-from magw.reconcile.retry import Backoff, RetryBook, object_id
+from magw.reconcile.prunes import Differ, changes_to_apply
+from magw.reconcile.result import SyncResult
+from magw.reconcile.retry import Backoff, Filtered, RetryBook, object_id
 from magw.reconcile.status import ReconcilerStatus, StatusBook
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 Planner = Callable[[], DesiredState | None]
-Differ = Callable[[DesiredState, DesiredState], ChangeSet]
 Phase = Literal["new", "idle", "settling", "syncing", "stopped"]
 
 _FOLLOW_UP = "link_changed"
 
-
-@attrs.frozen(kw_only=True)
-class SyncResult:
-    """What one sync did. ``planned`` is False when the planner returned None (nothing ran)."""
-
-    full: bool
-    planned: bool
-    reasons: tuple[str, ...] = ()
-    applied: tuple[Op | NftChange, ...] = ()
-    failures: tuple[Failure, ...] = ()
-    skipped: int = 0
-    deferred: int = 0
-    took_ms: float = 0.0
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the sync ran and nothing failed, was skipped or deferred."""
-        return self.planned and self.error is None and not self.failures and not self.skipped and not self.deferred
-
-
-def _changes(
-    differ: Differ, desired: DesiredState, observed: DesiredState, *, prune: bool
-) -> tuple[ChangeSet, tuple[Op | NftChange, ...]]:
-    """The diff, and the prunes held back while the inputs are not synced (runs in the worker thread)."""
-    changes = differ(desired, observed)
-    return (changes, ()) if prune else _split_prunes(changes)
-
-
-def _after_apply(observed: DesiredState, applied: tuple[Op | NftChange, ...]) -> tuple[DesiredState, bool]:
-    """The known state after ``applied``, and whether the kernel must be observed again (runs in the worker)."""
-    return carry_out(observed, applied), needs_observe(applied)
-
-
-def _split_prunes(changes: ChangeSet) -> tuple[ChangeSet, tuple[Op | NftChange, ...]]:
-    prunes: tuple[Op | NftChange, ...] = (
-        *(op for op in changes.ops if op.verb == "delete"),
-        *(ch for ch in changes.nft if ch.table is None),
-    )
-    kept = ChangeSet(
-        ops=tuple(op for op in changes.ops if op.verb != "delete"),
-        nft=tuple(ch for ch in changes.nft if ch.table is not None),
-    )
-    return kept, prunes
+__all__ = ["Differ", "Phase", "Planner", "Reconciler", "SyncResult"]
 
 
 class Reconciler:
@@ -323,21 +280,24 @@ class Reconciler:
     ) -> SyncResult:
         observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
         prune = self._inputs_synced is None or self._inputs_synced()
-        changes, deferred = await self._offload(_changes, self._differ, desired, observed, prune=prune)
-        filtered = self._retry.filter(changes, now)
+        filtered, deferred = await self._offload(self._prepare, desired, observed, prune=prune, now=now)
         result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
-        self._retry.record(result.applied, result.failed, now)
-        known, relinked = await self._offload(_after_apply, observed, result.applied)
+        known, relinked, took = await self._offload(
+            self._record,
+            observed,
+            result,
+            now=now,
+            full=full,
+            started=started,
+            skipped=filtered.skipped,
+            deferred=deferred,
+        )
         follow_up = relinked and reasons != (_FOLLOW_UP,)
         self._known = None if result.failed or follow_up else known
         self._need_full = bool(result.failed) or follow_up
         if follow_up:
             self._mark(_FOLLOW_UP)
         self._status.record(desired, self._retry, skipped=filtered.skipped, deferred=deferred, failed=result.failed)
-        took = time.perf_counter() - started
-        self._metrics.record_sync(
-            known, result, full=full, seconds=took, skipped=len(filtered.skipped), deferred=len(deferred)
-        )
         self._syncs += 1
         self._last_sync_at = now
         if full:
@@ -355,6 +315,34 @@ class Reconciler:
         )
         self._log_sync(sync)
         return sync
+
+    # The two steps around an apply that touch every operation: in the worker thread. Only sync_once uses
+    # the retry book and the metrics, one sync at a time, so the loop never reads them meanwhile.
+
+    def _prepare(
+        self, desired: DesiredState, observed: DesiredState, *, prune: bool, now: float
+    ) -> tuple[Filtered, tuple[Op | NftChange, ...]]:
+        """Diff, hold back prunes while the inputs are not synced, leave out what waits for its retry."""
+        changes, deferred = changes_to_apply(self._differ, desired, observed, prune=prune)
+        return self._retry.filter(changes, now), deferred
+
+    def _record(
+        self,
+        observed: DesiredState,
+        result: ApplyResult,
+        *,
+        now: float,
+        full: bool,
+        started: float,
+        skipped: tuple[Op | NftChange, ...],
+        deferred: tuple[Op | NftChange, ...],
+    ) -> tuple[DesiredState, bool, float]:
+        """Retries, known state and metrics after an apply; (known state, observe again?, seconds taken)."""
+        self._retry.record(result.applied, result.failed, now)
+        known = carry_out(observed, result.applied)
+        took = time.perf_counter() - started
+        self._metrics.record_sync(known, result, full=full, seconds=took, skipped=len(skipped), deferred=len(deferred))
+        return known, needs_observe(result.applied), took
 
     def _sync_failed(
         self, exc: Exception, *, full: bool, reasons: tuple[str, ...], now: float, started: float
