@@ -565,3 +565,21 @@ async def test_stopping_waits_for_the_driver_call_without_blocking_the_loop() ->
     assert opened == [True]
     assert rec.phase == "stopped"
     assert inner.inner.observe() == BASE
+
+
+async def test_status_json_lists_what_is_not_done_and_counts_the_rest() -> None:
+    """status_json() (the route agent's status file) equals status().to_json() with the done objects left
+    out and the same counts: an error (R2 fails), a pending delete (STALE, inputs not synced), 4 done."""
+    seed = fake_node_driver(netlink=FakeNetlink(check_prefsrc=False))
+    seed.apply(ChangeSet(ops=tuple(Op(verb="create", kind=k, obj=o) for k, o in _base_ops(STALE))))
+    driver = FlakyDriver(inner=seed, fails=lambda op: op.obj == R2)
+    h = Harness(driver, synced=False)
+    await h.start()
+    await h.stop()
+    full = h.rec.status().to_json()
+    assert full["counts"] == {"pending": 1, "done": 4, "error": 1}
+    assert h.rec.status_json() == {**full, "objects": [o for o in full["objects"] if o["state"] != "done"]}
+    assert [(o["kind"], o["state"]) for o in h.rec.status_json()["objects"]] == [
+        ("routes", "error"),
+        ("routes", "pending"),
+    ]

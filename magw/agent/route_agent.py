@@ -119,8 +119,7 @@ class RouteAgent:
 
     def status_json(self, last: SyncResult | None) -> dict[str, Any]:
         """The status file: a summary plus every object that is not done."""
-        status = self.reconciler.status().to_json()
-        status["objects"] = [o for o in status["objects"] if o["state"] != "done"]
+        status = self.reconciler.status_json()  # the objects that are not done, cheaply
         status["node"] = self.node
         status["cluster"] = self.broker.local_cluster
         status["waiting"] = self.not_ready
