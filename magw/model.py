@@ -165,6 +165,15 @@ class Snapshot:
     endpoints: tuple[Endpoint, ...] = attrs.field(converter=_endpoints)
     config: Config = Config()
     health: Health = Health()
+    # Endpoints grouped by cluster, computed once: the planner asks per cluster, and scanning every
+    # endpoint each time is quadratic in the number of clusters (issue 10).
+    _by_cluster: dict[str, tuple[Endpoint, ...]] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        groups: dict[str, list[Endpoint]] = {}
+        for endpoint in self.endpoints:
+            groups.setdefault(endpoint.cluster, []).append(endpoint)
+        object.__setattr__(self, "_by_cluster", {cid: tuple(eps) for cid, eps in groups.items()})
 
     def cluster(self, cluster_id: str) -> Cluster:
         for c in self.clusters:
@@ -183,4 +192,4 @@ class Snapshot:
         return tuple(c for c in self.clusters if c.id != self.local_cluster)
 
     def endpoints_of(self, cluster_id: str) -> tuple[Endpoint, ...]:
-        return tuple(e for e in self.endpoints if e.cluster == cluster_id)
+        return self._by_cluster.get(cluster_id, ())

@@ -21,6 +21,7 @@ from typing import TypeVar
 import attrs
 import yaml
 
+from magw.gcpause import gc_paused
 from magw.model import Cluster, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
 from magw.snapshot_checks import HealthRefs, ParsedCluster, ParsedEndpoint, check_relations, located
 from magw.snapshot_fields import (
@@ -85,13 +86,14 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 
 def parse_snapshot_text(text: str, *, source: str = "<snapshot>") -> Snapshot:
     """Parse YAML text; syntax errors become ``source:line: reason``."""
-    try:
-        doc = load_strict(text)  # SafeLoader rules (no arbitrary objects), libyaml's parser when present
-    except yaml.MarkedYAMLError as exc:
-        raise _yaml_error(exc, source) from None
-    except yaml.YAMLError as exc:
-        raise SnapshotError(source=source, path="", reason=" ".join(str(exc).split())) from None
-    return parse_snapshot(doc, source=source)
+    with gc_paused():  # magw.gcpause: about a quarter of the load time at 100k CIDRs
+        try:
+            doc = load_strict(text)  # SafeLoader rules (no arbitrary objects), libyaml's parser when present
+        except yaml.MarkedYAMLError as exc:
+            raise _yaml_error(exc, source) from None
+        except yaml.YAMLError as exc:
+            raise SnapshotError(source=source, path="", reason=" ".join(str(exc).split())) from None
+        return parse_snapshot(doc, source=source)
 
 
 def parse_snapshot(doc: object, *, source: str = "<snapshot>") -> Snapshot:

@@ -16,6 +16,7 @@ from magw.desired.roles import node_role
 from magw.desired.state import DesiredState
 from magw.desired.vtep import VXLAN_OVERHEAD
 from magw.desired.vxlan import plan_vxlan
+from magw.gcpause import gc_paused
 from magw.model import Snapshot, net_key
 
 MIN_LINK_MTU = 68  # the IPv4 minimum; the kernel refuses a smaller MTU on a vxlan device
@@ -59,6 +60,11 @@ def plan(snapshot: Snapshot, node: str) -> DesiredState:
     Raises KeyError for an unknown node and ValueError for inconsistent input
     (unknown local cluster, overlapping cluster CIDRs, VTEP collisions, MTU).
     """
+    with gc_paused():  # magw.gcpause: nothing cyclic is built here, and the collector cost a quarter
+        return _plan(snapshot, node)
+
+
+def _plan(snapshot: Snapshot, node: str) -> DesiredState:
     check_snapshot(snapshot)
     role = node_role(snapshot, node)
     vxlan = plan_vxlan(snapshot, role)
