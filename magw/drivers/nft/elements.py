@@ -74,7 +74,47 @@ def _ip(text: str, version: int) -> ipaddress.IPv4Address | ipaddress.IPv6Addres
     return addr
 
 
+# An IPv4 address or prefix in canonical text (no leading zeros), for the fast path of _ip_bounds.
+_V4_OCTET = r"(0|[1-9][0-9]{0,2})"
+_V4_TEXT = re.compile(rf"{_V4_OCTET}\.{_V4_OCTET}\.{_V4_OCTET}\.{_V4_OCTET}(?:/([0-9]|[12][0-9]|3[0-2]))?")
+
+
+def _v4_bounds(text: str, interval: bool) -> tuple[int, int] | None:
+    """The span of a canonical IPv4 address or aligned prefix on ints; None sends it to the careful path.
+
+    Shaped for speed (issue 10): ``ipaddress`` parsing was most of ``magw apply``'s time at 100k set elements.
+    """
+    match = _V4_TEXT.fullmatch(text)
+    if match is None:
+        return None
+    a, b, c, d = (int(g) for g in match.groups()[:4])
+    if max(a, b, c, d) > 255:
+        return None
+    ip = (a << 24) | (b << 16) | (c << 8) | d
+    if match[5] is None:
+        return ip, ip
+    size = 1 << (32 - int(match[5]))
+    if not interval or ip & (size - 1):
+        return None  # the careful path words the error, or masks the host bits as nft does
+    return ip, ip + size - 1
+
+
+def _v4_text(lo: int, hi: int) -> str:
+    """What the careful path prints for the IPv4 span lo..hi: an address, one aligned prefix, or a range."""
+    first = f"{lo >> 24}.{(lo >> 16) & 255}.{(lo >> 8) & 255}.{lo & 255}"
+    size = hi - lo + 1
+    if size == 1:
+        return first
+    if size & (size - 1) == 0 and lo & (size - 1) == 0:
+        return f"{first}/{33 - size.bit_length()}"
+    return f"{first}-{hi >> 24}.{(hi >> 16) & 255}.{(hi >> 8) & 255}.{hi & 255}"
+
+
 def _ip_bounds(text: str, version: int, interval: bool) -> tuple[int, int]:
+    if version == 4:
+        fast = _v4_bounds(text, interval)
+        if fast is not None:
+            return fast
     if "/" in text or "-" in text:
         if not interval:
             raise ElementError(f"{text!r}: prefixes and ranges need a set with flags interval")
@@ -97,6 +137,8 @@ def _ip_bounds(text: str, version: int, interval: bool) -> tuple[int, int]:
 
 def _canonical_ip(text: str, version: int, interval: bool) -> str:
     lo, hi = _ip_bounds(text, version, interval)
+    if version == 4:
+        return _v4_text(lo, hi)
     cls = ipaddress.IPv4Address if version == 4 else ipaddress.IPv6Address
     first, last = cls(lo), cls(hi)
     if lo == hi:

@@ -1,0 +1,63 @@
+"""The IPv4 fast path of nft element canonicalisation (issue 10) against an ``ipaddress`` oracle. No timing.
+
+``magw.drivers.nft.elements`` reads IPv4 addresses and prefixes on ints; this oracle is the
+``ipaddress`` reading it replaced: parse (host bits masked), then print an address, the one
+prefix that covers the span, or a range.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from magw.drivers.nft.elements import ElementError, canonical
+
+
+def _oracle(text: str, interval: bool) -> str | None:
+    """What nft prints back for ``text`` in an ipv4_addr set, or None when it is refused."""
+    try:
+        if "/" in text or "-" in text:
+            if not interval:
+                return None
+            if "/" in text:
+                net = ipaddress.IPv4Network(text, strict=False)
+                lo, hi = int(net.network_address), int(net.broadcast_address)
+            else:
+                lo_text, hi_text = text.split("-", 1)
+                lo, hi = int(ipaddress.IPv4Address(lo_text)), int(ipaddress.IPv4Address(hi_text))
+                if lo > hi:
+                    return None
+        else:
+            lo = hi = int(ipaddress.IPv4Address(text))
+    except ValueError:
+        return None
+    first, last = ipaddress.IPv4Address(lo), ipaddress.IPv4Address(hi)
+    if lo == hi:
+        return str(first)
+    nets = list(ipaddress.summarize_address_range(first, last))
+    return str(nets[0]) if len(nets) == 1 else f"{first}-{last}"
+
+
+_octet = st.one_of(st.integers(0, 255).map(str), st.integers(0, 300).map(lambda n: f"0{n}"), st.just("256"))
+_address = st.builds(lambda a, b, c, d: f"{a}.{b}.{c}.{d}", _octet, _octet, _octet, _octet)
+_texts = st.one_of(
+    _address,
+    st.builds(lambda a, n: f"{a}/{n}", _address, st.integers(0, 33).map(str) | st.just("08")),
+    st.builds(lambda a, b: f"{a}-{b}", _address, _address),
+    st.builds(lambda n: str(ipaddress.IPv4Network((n << 8, 24))), st.integers(0, (1 << 24) - 1)),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_texts, st.booleans())
+def test_ipv4_elements_read_as_ipaddress_reads_them(text: str, interval: bool) -> None:
+    """Addresses, prefixes (host bits, leading zeros, /32, /0) and ranges: same text back, or refused alike."""
+    want = _oracle(text, interval)
+    if want is None:
+        with pytest.raises(ElementError):
+            canonical(text, "ipv4_addr", interval=interval)
+    else:
+        assert canonical(text, "ipv4_addr", interval=interval) == want
