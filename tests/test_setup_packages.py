@@ -1,0 +1,46 @@
+"""scripts/setup.sh installs exactly the Debian packages the project uses today, and README.md names them.
+
+Each package must have a user in the repository: the test holds, per package,
+the file and the text that show it is used (a package that nothing needs yet
+comes with the feature that needs it). The evidence is read from the files, so
+a package whose last user goes away fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP = ROOT / "scripts" / "setup.sh"
+
+# package -> (file that uses it, text there that shows the use)
+USED_BY = {
+    "iproute2": ("magw/lab/netns.py", '["ip", '),
+    "nftables": ("tests/netns.py", '"nft", "-j"'),
+    "libnftables1": ("magw/drivers/nft/libnft.py", '"libnftables.so.1"'),
+    "python3-nftables": ("magw/drivers/nft/libnft.py", "import nftables"),
+    "iperf3": ("benchmarks/throughput.py", '"iperf3", "-c"'),
+    "procps": ("magw/lab/netns.py", '"sysctl", "-q", "-w"'),
+    "python3-venv": ("scripts/setup.sh", "-m venv .venv"),
+}
+
+
+def apt_packages() -> list[str]:
+    found = re.search(r"^APT_PACKAGES=\(([^)]*)\)", SETUP.read_text(encoding="utf-8"), re.M)
+    assert found is not None, "scripts/setup.sh has no APT_PACKAGES=(...) line"
+    return found[1].split()
+
+
+def test_setup_installs_only_packages_with_a_user() -> None:
+    """The package list is the used set: no package without a user (keepalived and socat had none)."""
+    evidence = {pkg: text in (ROOT / path).read_text(encoding="utf-8") for pkg, (path, text) in USED_BY.items()}
+    assert (sorted(apt_packages()), evidence) == (sorted(USED_BY), dict.fromkeys(USED_BY, True))
+
+
+def test_readme_names_the_packages_setup_installs() -> None:
+    """README.md's setup sentence names every package setup.sh installs, and no other Debian package."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sentence = readme[readme.index("`scripts/setup.sh` installs") :].split("\n\n")[0]
+    named = {p: re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", sentence) is not None for p in USED_BY}
+    assert (named, "keepalived" in sentence, "socat" in sentence) == (dict.fromkeys(USED_BY, True), False, False)
