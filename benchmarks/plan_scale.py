@@ -128,6 +128,8 @@ def main() -> None:
         "--cidrs-per-cluster", default="10,100,1000", help="CIDRs per remote cluster, 100 remote clusters"
     )
     args = parser.parse_args()
+    with open("/proc/loadavg", encoding="ascii") as f:
+        print(f"load average at start: {' '.join(f.read().split()[:3])} (the machine may be shared)", flush=True)
     if not args.skip_nodes:
         node_sizes = [100, 1_000, 10_000]
         series("nodes (10 rem.)", node_sizes, [snapshot(n, 10) for n in node_sizes], args.repeat)
