@@ -1,7 +1,16 @@
+"""Shared fixtures, the hypothesis profiles, and the CI guard against silently skipped kernel tests.
+
+``MAGW_REQUIRE_KERNEL_TESTS=1`` (set by ``.ci/run``): any skip of a ``kernel``-marked test, or of a
+test in a lab module (``test_lab_*.py``, also a whole module skipped at collection), fails the run,
+and the terminal summary names each one with its reason. Other skips (e.g. a missing libyaml) and
+xfails do not count. Unset, skips are reported as usual, so a developer without root can run the suite.
+"""
+
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -37,3 +46,55 @@ def ns_factory() -> Iterator[object]:
 
     with contextlib.ExitStack() as stack:
         yield lambda prefix="magwt": stack.enter_context(netns(prefix))
+
+
+REQUIRE_KERNEL_ENV = "MAGW_REQUIRE_KERNEL_TESTS"
+
+
+def _lab_module(nodeid: str) -> bool:
+    return Path(nodeid.split("::")[0]).name.startswith("test_lab_")
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+class KernelSkipGuard:
+    """Records skips of kernel-marked tests and of lab modules; a run with any of them fails."""
+
+    def __init__(self) -> None:
+        self.skipped: list[str] = []
+
+    def _record(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        self.skipped.append(f"{report.nodeid}: {_skip_reason(report)}")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        ours = "kernel" in report.keywords or _lab_module(report.nodeid)
+        if ours and report.skipped and not hasattr(report, "wasxfail"):
+            self._record(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped and _lab_module(report.nodeid):
+            self._record(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.skipped and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.skipped:
+            return
+        terminalreporter.section(f"{REQUIRE_KERNEL_ENV}: kernel tests skipped", sep="=", red=True, bold=True)
+        for line in self.skipped:
+            terminalreporter.write_line(f"SKIPPED (not allowed) {line}")
+        terminalreporter.write_line(
+            f"{REQUIRE_KERNEL_ENV}=1: {len(self.skipped)} kernel or lab test(s) skipped; the run fails", red=True
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(REQUIRE_KERNEL_ENV, "") not in ("", "0"):
+        config.pluginmanager.register(KernelSkipGuard(), "magw-kernel-skip-guard")
