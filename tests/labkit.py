@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 
@@ -29,14 +30,36 @@ def running_lab(topology: Topology, *, daemons: bool, name: str | None = None) -
         build.down(lab_name)
 
 
-def leftovers(name: str, processes: Sequence[ProcRecord]) -> dict[str, object]:
-    """What of lab ``name`` still exists: namespaces with its prefix, live processes, its state directory."""
+def leftovers(name: str, processes: Sequence[ProcRecord], *, bystanders: Sequence[str] = ()) -> dict[str, object]:
+    """What of lab ``name`` still exists: namespaces with its prefix, live processes, its state directory.
+
+    ``bystanders`` are namespaces with the lab's prefix that the test itself made and
+    that must survive ``down``: they are not counted as leftovers.
+    """
     prefix = naming.ns_prefix(name)
     return {
-        "namespaces": [ns for ns in netns.list_namespaces() if ns.startswith(prefix)],
+        "namespaces": [ns for ns in netns.list_namespaces() if ns.startswith(prefix) and ns not in bystanders],
         "pids": [p.pid for p in processes if procs.is_alive(p.pid, p.start_ticks)],
         "state_dir": naming.state_dir(name).exists(),
     }
 
 
 NOTHING_LEFT: dict[str, object] = {"namespaces": [], "pids": [], "state_dir": False}
+
+
+@contextlib.contextmanager
+def bystander(ns: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A namespace ``ns`` made with plain ``ip netns add`` (not by a lab), with a ``sleep`` of ours inside it.
+
+    Yields the sleep's Popen; the sleep is killed by its PID and the namespace deleted afterwards.
+    """
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=10)
+    sleeper = None
+    try:
+        sleeper = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "120"], start_new_session=True)
+        yield sleeper
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait(timeout=10)
+        subprocess.run(["ip", "netns", "del", ns], check=False, timeout=10)

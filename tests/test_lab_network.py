@@ -221,8 +221,8 @@ def test_failed_up_cleans_up_after_itself(monkeypatch: pytest.MonkeyPatch) -> No
         build.down(name)
 
 
-def test_down_after_a_crash_sweeps_the_prefix() -> None:
-    """With its state file gone (a crashed `up`), `down` still removes the lab's namespaces and processes."""
+def test_down_after_a_crash_removes_the_marked_namespaces() -> None:
+    """With its state file gone (a crashed `up`), `down` still removes the lab's (marked) namespaces and processes."""
     name = unique_name()
     topo = parse_topology({"clusters": [{"id": "a", "gateways": 1, "workers": 0, "pods_per_node": 1},
                                         {"id": "b", "gateways": 1, "workers": 0, "pods_per_node": 1}]})  # fmt: skip

@@ -1,14 +1,18 @@
 """``up`` and ``down``: build a lab's namespaces, network, servers and daemons; remove all of it.
 
-``up`` records every namespace in the state file before creating any, and on
-any failure (including Ctrl-C) calls ``down`` before re-raising, so a failed
-``up`` leaves nothing behind. ``down`` works from the state file and also
-sweeps namespaces named ``<lab>-*`` (a lab name has no hyphen, so that prefix
-is the lab's alone).
+``up`` records every namespace (and a random token) in the state file before
+creating any, marks every namespace it creates with ``naming.marker(lab, token)``
+on its ``lo``, and on any failure (including Ctrl-C) calls ``down`` before
+re-raising, so a failed ``up`` leaves nothing behind. ``down`` removes only the
+namespaces that carry the lab's marker (see ``ownership``), whether the state
+file records them or not (a crash may have lost it), and stops only the recorded
+processes and those inside its own namespaces. A namespace that merely has the
+lab's prefix is left alone, and reported.
 """
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -18,7 +22,7 @@ import attrs
 import structlog
 
 from magw.lab import daemons as lab_daemons
-from magw.lab import naming, netns, procs, services, state, wiring
+from magw.lab import naming, netns, ownership, procs, services, state, wiring
 from magw.lab.connectivity import traffic_argv
 from magw.lab.errors import LabError
 from magw.lab.layout import ECHO_PORT, LabLayout, layout
@@ -42,6 +46,7 @@ class DownReport:
     namespaces: tuple[str, ...]
     processes: dict[int, str]
     state_removed: bool
+    left_alone: tuple[tuple[str, str], ...] = ()  # (namespace with the lab's prefix, why it is not ours)
 
 
 def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) -> None:
@@ -52,9 +57,21 @@ def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) ->
 
 
 def lab_exists(name: str) -> bool:
-    """True when lab ``name`` has a state directory or any namespace with its prefix."""
-    prefix = naming.ns_prefix(name)
-    return naming.state_dir(name).exists() or any(ns.startswith(prefix) for ns in netns.list_namespaces())
+    """True when lab ``name`` has a state directory or any namespace that carries its marker."""
+    return naming.state_dir(name).exists() or bool(ownership.survey(name, None).ours)
+
+
+def check_free(name: str) -> None:
+    """Refuse (LabError, one line) a lab that exists, or whose prefix a namespace it did not make uses."""
+    found = ownership.survey(name, None)
+    if naming.state_dir(name).exists() or found.ours:
+        raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})")
+    if found.bystanders:
+        names = ", ".join(ns for ns, _why in found.bystanders)
+        raise LabError(
+            f"lab {name!r}: namespace {names} has the lab's prefix {naming.ns_prefix(name)!r} but was not made "
+            f"by it; remove it or pick another --name"
+        )
 
 
 def up(
@@ -67,19 +84,21 @@ def up(
 ) -> LabState:
     """Build lab ``name``; on any failure remove what was built and re-raise."""
     lab = layout(name, topology)
-    if lab_exists(name):
-        raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})")
+    check_free(name)
     _claim_state_dir(name)
     started = time.monotonic()
 
     def step(text: str) -> None:
         progress(f"[{time.monotonic() - started:5.1f}s] {text}")
 
-    st = LabState(name=name, topology=topology, phase="building", daemons=daemons, namespaces=lab.namespaces)
+    token = secrets.token_hex(8)
+    st = LabState(
+        name=name, topology=topology, phase="building", daemons=daemons, token=token, namespaces=lab.namespaces
+    )
     try:
         st.logs_dir.mkdir()
         state.write(st)
-        build_network(lab, step)
+        build_network(lab, step, marker=naming.marker(name, token))
         st = attrs.evolve(st, processes=start_echo_servers(lab, st))
         state.write(st)
         step(f"echo servers: {len(lab.pods)} started (port {ECHO_PORT})")
@@ -110,9 +129,9 @@ def _claim_state_dir(name: str) -> None:
         raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})") from None
 
 
-def build_network(lab: LabLayout, step: Progress) -> None:
-    """Namespaces, bridges, veths, addresses, routes, nft tables and (optionally) WAN shaping."""
-    _parallel(_make_namespace, ((ns, lab) for ns in lab.namespaces))
+def build_network(lab: LabLayout, step: Progress, *, marker: str) -> None:
+    """Namespaces (each marked ``marker``), bridges, veths, addresses, routes, nft tables, optional WAN shaping."""
+    _parallel(_make_namespace, ((ns, lab, marker) for ns in lab.namespaces))
     step(f"namespaces: {len(lab.namespaces)} created")
     mtu = lab.topology.underlay_mtu
     for ns in (lab.wan_ns, *(c.underlay_ns for c in lab.clusters)):
@@ -132,8 +151,8 @@ def build_network(lab: LabLayout, step: Progress) -> None:
         step(f"wan: tbf {lab.topology.wan_rate} on every gateway's {naming.WAN_IF}")
 
 
-def _make_namespace(ns: str, lab: LabLayout) -> None:
-    netns.add_namespace(ns)
+def _make_namespace(ns: str, lab: LabLayout, marker: str) -> None:
+    netns.add_namespace(ns, lo_alias=marker)
     node = next((n for n in lab.nodes if n.namespace == ns), None)
     netns.sysctl(ns, wiring.NODE_SYSCTLS if node is not None else wiring.BASE_SYSCTLS)
 
@@ -149,7 +168,11 @@ def start_echo_servers(lab: LabLayout, st: LabState) -> tuple[procs.ProcRecord, 
 
 
 def down(name: str, *, grace: float = procs.STOP_GRACE) -> DownReport:
-    """Remove every process, namespace and file of lab ``name`` (and nothing else). Idempotent."""
+    """Remove the processes, namespaces and files of lab ``name`` that it made, and nothing else. Idempotent.
+
+    Namespaces go only if they carry the lab's marker; a namespace that merely has
+    the lab's prefix, and every process in it, is left alone and reported.
+    """
     naming.check_lab_name(name)
     try:
         st = state.read(name)
@@ -157,20 +180,24 @@ def down(name: str, *, grace: float = procs.STOP_GRACE) -> DownReport:
         log.warning("lab.state_unreadable", name=name, error=str(exc))
         st = None
     stopped = procs.stop(st.processes, grace=grace) if st is not None else {}
-    prefix = naming.ns_prefix(name)
-    recorded = st.namespaces if st is not None else ()
-    namespaces = sorted({*recorded, *(ns for ns in netns.list_namespaces() if ns.startswith(prefix))})
-    stopped.update(_stop_namespace_processes(namespaces, grace))
-    deleted = tuple(ns for ns in namespaces if netns.delete_namespace(ns))
+    found = ownership.survey(name, st)
+    for ns, why in found.bystanders:
+        log.warning("lab.down_left_alone", name=name, namespace=ns, reason=why)
+    stopped.update(_stop_namespace_processes(found.ours, grace))
+    deleted = tuple(ns for ns in found.ours if netns.delete_namespace(ns))
     state_dir = naming.state_dir(name)
     removed = state_dir.exists()
     shutil.rmtree(state_dir, ignore_errors=True)
-    log.info("lab.down_done", name=name, namespaces=len(deleted), processes=len(stopped))
-    return DownReport(name=name, namespaces=deleted, processes=stopped, state_removed=removed)
+    log.info(
+        "lab.down_done", name=name, namespaces=len(deleted), processes=len(stopped), left_alone=len(found.bystanders)
+    )
+    return DownReport(
+        name=name, namespaces=deleted, processes=stopped, state_removed=removed, left_alone=found.bystanders
+    )
 
 
 def _stop_namespace_processes(namespaces: Iterable[str], grace: float) -> dict[int, str]:
-    """Stop whatever still runs inside the lab's own namespaces (e.g. started with ``magw lab exec``)."""
+    """Stop whatever still runs inside the lab's own (marked) namespaces, e.g. started with ``magw lab exec``."""
     targets = []
     for ns in namespaces:
         for pid in netns.namespace_pids(ns):

@@ -2,8 +2,11 @@
 
 Every namespace starts with ``<lab>-``; a lab name has no hyphen, so the
 namespaces of lab ``magw`` never share that prefix with lab ``magw2`` or with
-any other lab. Interface names only have to be unique inside their namespace
-and fit in IFNAMSIZ - 1 = 15 bytes.
+any other lab. The prefix alone does not make a namespace the lab's: anyone may
+create ``magw-keepme``. What the lab made carries its marker, the alias
+``magw-lab:<lab>:<token>`` of the namespace's ``lo`` (``token`` is random per
+``up`` and kept in the state file). Interface names only have to be unique inside
+their namespace and fit in IFNAMSIZ - 1 = 15 bytes.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ BRIDGE = "br0"
 
 IFNAMSIZ_MAX = 15
 
+MARKER_PREFIX = "magw-lab"
+_MARKER_RE = re.compile(rf"^{MARKER_PREFIX}:([a-z][a-z0-9]{{0,11}}):([0-9a-f]{{8,32}})$")
+
 
 def check_lab_name(name: str) -> str:
     """Return ``name`` if it is a valid lab name, else raise with one line."""
@@ -43,6 +49,17 @@ def check_lab_name(name: str) -> str:
 def ns_prefix(lab: str) -> str:
     """The prefix shared by every namespace of ``lab`` and by nothing else."""
     return f"{lab}-"
+
+
+def marker(lab: str, token: str) -> str:
+    """The ``lo`` alias that marks a namespace as made by ``up`` of lab ``lab`` (run ``token``)."""
+    return f"{MARKER_PREFIX}:{lab}:{token}"
+
+
+def parse_marker(alias: str | None) -> tuple[str, str] | None:
+    """(lab, token) of a marker alias; None for anything else (no alias, someone else's alias)."""
+    m = _MARKER_RE.match(alias or "")
+    return None if m is None else (m.group(1), m.group(2))
 
 
 def node_name(cluster: str, short: str) -> str:

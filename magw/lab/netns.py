@@ -50,12 +50,23 @@ def exists(ns: str) -> bool:
     return os.path.exists(os.path.join(NETNS_DIR, ns))
 
 
-def add_namespace(ns: str) -> None:
-    """Create ``ns`` with ``lo`` up; refuse a name that already exists."""
+def add_namespace(ns: str, *, lo_alias: str) -> None:
+    """Create ``ns`` with ``lo`` up and aliased ``lo_alias`` (the lab's marker); refuse a name that exists."""
     if exists(ns):
         raise LabError(f"namespace {ns}: already exists")
     run(["ip", "netns", "add", ns])
-    run(["ip", "-n", ns, "link", "set", "lo", "up"])
+    run(["ip", "-n", ns, "link", "set", "dev", "lo", "up", "alias", lo_alias])
+
+
+def lo_alias(ns: str) -> str | None:
+    """The alias of ``lo`` in ``ns``; None if it has none, or ``ns`` is not a namespace we can enter."""
+    try:
+        out = run(["ip", "-n", ns, "-j", "link", "show", "dev", "lo"])
+        links: list[dict[str, Any]] = json.loads(out) if out.strip() else []
+    except (LabError, ValueError):
+        return None
+    alias = links[0].get("ifalias") if links else None
+    return alias if isinstance(alias, str) else None
 
 
 def delete_namespace(ns: str) -> bool:

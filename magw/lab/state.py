@@ -1,6 +1,8 @@
 """The lab's state file, ``/run/magw-lab/<name>/state.json``: what ``down`` must remove.
 
-It is written before anything is created and rewritten after every step that
+It holds the run's ``token``: every namespace this ``up`` creates carries the
+marker ``naming.marker(name, token)``, and ``down`` removes a recorded namespace
+only if it still carries it. It is written before anything is created and rewritten after every step that
 creates something, so a partial ``up`` (crash, error, Ctrl-C) leaves a record
 that ``down`` can act on. Writes are atomic (temp file + rename).
 """
@@ -20,7 +22,7 @@ from magw.lab.procs import ProcRecord
 from magw.lab.topology import Topology, parse_topology
 
 STATE_FILE = "state.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -29,6 +31,7 @@ class LabState:
     topology: Topology
     phase: str  # "building", "up" or "failed"
     daemons: bool
+    token: str
     namespaces: tuple[str, ...] = ()
     processes: tuple[ProcRecord, ...] = ()
 
@@ -50,6 +53,7 @@ class LabState:
             "name": self.name,
             "phase": self.phase,
             "daemons": self.daemons,
+            "token": self.token,
             "topology": self.topology.to_doc(),
             "namespaces": list(self.namespaces),
             "processes": [p.to_doc() for p in self.processes],
@@ -63,6 +67,7 @@ class LabState:
                 topology=parse_topology(doc["topology"], source=f"{source}: topology"),
                 phase=str(doc["phase"]),
                 daemons=bool(doc["daemons"]),
+                token=str(doc["token"]),
                 namespaces=tuple(str(n) for n in doc["namespaces"]),
                 processes=tuple(ProcRecord.from_doc(p) for p in doc["processes"]),
             )
