@@ -1,10 +1,17 @@
 """The ``magw`` command line: one module per subcommand, registered in ``magw.cli.main``.
 
 A subcommand module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
-It raises ``UsageError`` (or ``magw.snapshot.SnapshotError``) for bad input: the
+Global flags (``-v``, ``--log-format``) are added to every parser of the command,
+nested sub-verbs included, by ``magw.cli.main``; logging is set up from them
+before ``run`` is called. It raises ``UsageError`` (or ``magw.snapshot.SnapshotError``) for bad input: the
 command line then prints ``magw: error: <message>`` on one line and exits 2.
 """
 
 
 class UsageError(Exception):
     """Bad input to a subcommand. ``str()`` is the one-line message shown to the user."""
+
+
+def log_level(verbose: int) -> str:
+    """The log level that ``-v`` given ``verbose`` times asks for."""
+    return {0: "warning", 1: "info"}.get(verbose, "debug")

@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
-from magw.cli import UsageError
-from magw.lab import build, naming, state
+from magw.cli import UsageError, log_level
+from magw.lab import build, naming, ownership, state
 from magw.lab.errors import LabError, LabInputError
 from magw.lab.status import status_doc, status_text
 from magw.lab.topology import Topology, default_topology, load_topology
+from magw.logsetup import FORMATS, configure_logging
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -111,19 +113,25 @@ def _up(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     report = build.down(args.name)
+    for ns, why in report.left_alone:
+        _out(ownership.bystander_line(ns, why))
     if not report.namespaces and not report.processes and not report.state_removed:
-        _out(f"lab {args.name}: nothing to remove")
-    else:
-        _out(f"lab {args.name}: removed {len(report.namespaces)} namespaces, {len(report.processes)} processes")
+        raise _unknown_lab(args.name)
+    _out(f"lab {args.name}: removed {len(report.namespaces)} namespaces, {len(report.processes)} processes")
     return EXIT_OK
 
 
+def _unknown_lab(name: str) -> LabInputError:
+    labs = state.list_labs()
+    known = f" (labs: {', '.join(labs)})" if labs else " (no labs)"
+    return LabInputError(f"no lab named {name!r}{known}")
+
+
 def _read(name: str) -> state.LabState:
+    """The lab's state; an unknown lab is bad input (exit 2)."""
     st = state.read(name)
     if st is None:
-        labs = state.list_labs()
-        known = f" (labs: {', '.join(labs)})" if labs else " (no labs)"
-        raise LabError(f"no lab named {name!r}{known}")
+        raise _unknown_lab(name)
     return st
 
 
@@ -133,25 +141,40 @@ def _status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_EXEC_USAGE = "usage: magw lab exec NODE [--name N] [-v] [--log-format F] -- CMD"
+
+
+class _ExecHeadParser(argparse.ArgumentParser):
+    """Reads the flags between NODE and "--"; a refusal is bad input (exit 2), one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise LabInputError(f"exec: {message} before '--' ({_EXEC_USAGE})")
+
+
 def _split_exec(args: argparse.Namespace) -> tuple[str, list[str]]:
-    """(lab name, command): options between NODE and "--" land in the remainder, so read them here."""
+    """(lab name, command): flags between NODE and "--" land in the remainder, so read them here.
+
+    ``--name`` and the global flags (``-v``, ``--log-format``) may stand there; the
+    global flags given there win, as after any other verb, and logging is set up again.
+    """
     rest = list(args.cmd)
     head, cmd = (rest[: rest.index("--")], rest[rest.index("--") + 1 :]) if "--" in rest else ([], rest)
-    name = args.name
-    if cmd and cmd[0].startswith("--name") and "--" not in rest:
-        raise LabInputError("exec: CMD: put '--' before the command (usage: magw lab exec NODE [--name N] -- CMD)")
-    while head:
-        if head[0] == "--name" and len(head) >= 2:
-            name, head = head[1], head[2:]
-        elif head[0].startswith("--name="):
-            name, head = head[0].split("=", 1)[1], head[1:]
-        else:
-            raise LabInputError(
-                f"exec: {head[0]!r}: unexpected before '--' (usage: magw lab exec NODE [--name N] -- CMD)"
-            )
+    if cmd and cmd[0].startswith(("--name", "-v", "--verbose", "--log-format")) and "--" not in rest:
+        raise LabInputError(f"exec: CMD: put '--' before the command ({_EXEC_USAGE})")
+    parser = _ExecHeadParser(prog="magw lab exec", add_help=False)
+    parser.add_argument("--name", default=args.name)
+    parser.add_argument("-v", "--verbose", action="count", default=None)
+    parser.add_argument("--log-format", choices=FORMATS, default=None)
+    flags = parser.parse_args(head)
+    if flags.verbose is not None or flags.log_format is not None:
+        verbose = flags.verbose if flags.verbose is not None else args.verbose
+        try:
+            configure_logging(flags.log_format or args.log_format, log_level(verbose))
+        except ValueError as exc:
+            raise LabInputError(str(exc)) from None
     if not cmd:
-        raise LabInputError("exec: CMD: missing (usage: magw lab exec NODE [--name N] -- CMD...)")
-    return naming.check_lab_name(name), cmd
+        raise LabInputError(f"exec: CMD: missing ({_EXEC_USAGE})")
+    return naming.check_lab_name(flags.name), cmd
 
 
 def _exec(args: argparse.Namespace) -> int:
@@ -166,6 +189,7 @@ def _exec(args: argparse.Namespace) -> int:
 def _fail(args: argparse.Namespace) -> int:
     from magw.lab.failure import fail
 
+    _read(args.name)
     done = fail(args.name, args.node, wan_only=args.wan_only)
     _out(f"{args.node}: {', '.join(done)}")
     return EXIT_OK
@@ -174,6 +198,7 @@ def _fail(args: argparse.Namespace) -> int:
 def _recover(args: argparse.Namespace) -> int:
     from magw.lab.failure import recover
 
+    _read(args.name)
     done = recover(args.name, args.node)
     _out(f"{args.node}: {', '.join(done) or 'nothing to do'}")
     return EXIT_OK

@@ -21,7 +21,7 @@ import attrs
 import structlog
 
 from magw import __version__
-from magw.cli import UsageError
+from magw.cli import UsageError, log_level
 from magw.logsetup import FORMATS, configure_logging
 from magw.snapshot import SnapshotError
 
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         return _fail(EXIT_USAGE, f"{args.command}: the command could not be set up")
     try:
-        configure_logging(args.log_format, _level(args.verbose))
+        configure_logging(args.log_format, log_level(args.verbose))
     except ValueError as exc:
         return _fail(EXIT_USAGE, str(exc))
     return _run(args)
@@ -121,10 +121,6 @@ def _fail(code: int, message: str) -> int:
     return code
 
 
-def _level(verbose: int) -> str:
-    return {0: "warning", 1: "info"}.get(verbose, "debug")
-
-
 def _chosen(argv: Sequence[str], commands: Sequence[Command]) -> Command | None:
     """The subcommand named on the command line: the first word that is a command name."""
     names = {c.name: c for c in commands}
@@ -137,7 +133,7 @@ def _chosen(argv: Sequence[str], commands: Sequence[Command]) -> Command | None:
 
 
 def _global_flags(parser: argparse.ArgumentParser, *, default: object) -> None:
-    """Flags accepted before and after the subcommand (after it they override)."""
+    """Flags accepted before and after the subcommand and its sub-verbs (the last parser's value wins)."""
     parser.add_argument(
         "--log-format",
         choices=FORMATS,
@@ -167,8 +163,19 @@ def _build_parser(argv: Sequence[str]) -> _Parser:
         if command is chosen:
             module = importlib.import_module(command.module)
             module.add_arguments(sp)
+            _spread_global_flags(sp)
             sp.set_defaults(run=module.run)
     return parser
+
+
+def _spread_global_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the global flags to every nested sub-verb parser (``magw lab status -v``), depth first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            children: dict[int, argparse.ArgumentParser] = {id(p): p for p in action.choices.values()}
+            for child in children.values():
+                _global_flags(child, default=argparse.SUPPRESS)
+                _spread_global_flags(child)
 
 
 if __name__ == "__main__":
