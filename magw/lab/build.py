@@ -56,20 +56,17 @@ def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) ->
             future.result()
 
 
-def lab_exists(name: str) -> bool:
-    """True when lab ``name`` has a state directory or any namespace that carries its marker."""
-    return naming.state_dir(name).exists() or bool(ownership.survey(name, None).ours)
-
-
 def check_free(name: str) -> None:
-    """Refuse (LabError, one line) a lab that exists, or whose prefix a namespace it did not make uses."""
+    """Refuse (LabError, one line) a lab that exists (state directory or marked namespace), or whose prefix a
+    namespace it did not make uses: mixing with a bystander is the one thing ``down`` could not sort out."""
     found = ownership.survey(name, None)
     if naming.state_dir(name).exists() or found.ours:
         raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})")
     if found.bystanders:
         names = ", ".join(ns for ns, _why in found.bystanders)
+        what = "namespace {} has" if len(found.bystanders) == 1 else "namespaces {} have"
         raise LabError(
-            f"lab {name!r}: namespace {names} has the lab's prefix {naming.ns_prefix(name)!r} but was not made "
+            f"lab {name!r}: {what.format(names)} the lab's prefix {naming.ns_prefix(name)!r} but was not made "
             f"by it; remove it or pick another --name"
         )
 
