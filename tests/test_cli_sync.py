@@ -5,11 +5,16 @@ from __future__ import annotations
 import io
 from ipaddress import IPv4Interface
 
-from magw.cli.sync import sync
+import attrs
+
+from magw.cli.sync import recreated, sync
 from magw.desired.planner import plan
-from magw.desired.state import DesiredState
+from magw.desired.state import DesiredState, NexthopGroup
 from magw.drivers.fake import fake_node_driver
 from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.node import NodeDriver
+from magw.reconcile.changeset import ChangeSet, Op
+from magw.reconcile.driver import ApplyResult
 from tests.planner_seed import seed_east
 
 
@@ -62,3 +67,46 @@ def test_failures_are_one_line_each() -> None:
     assert [line.split(": ")[2] for line in failed] == ["EINVAL", "EINVAL"]
     assert out.getvalue().splitlines()[-1] == "10 changes applied, 2 failed"
     assert len(report.result.failed) == 2
+
+
+class _CountingDriver:
+    """A Driver that counts ``observe`` calls (the passes a sync made)."""
+
+    def __init__(self, driver: NodeDriver) -> None:
+        self.driver = driver
+        self.observes = 0
+
+    def observe(self) -> DesiredState:
+        self.observes += 1
+        return self.driver.observe()
+
+    def apply(self, changes: ChangeSet) -> ApplyResult:
+        return self.driver.apply(changes)
+
+
+def test_second_pass_only_after_a_re_creation() -> None:
+    """An ordinary sync observes once; one that re-creates a link (VNI change) observes again and then converges."""
+    netlink, desired = _worker_node()
+    counting = _CountingDriver(fake_node_driver(netlink=netlink))
+    sync(counting, desired, dry_run=False, out=io.StringIO())
+    assert counting.observes == 1
+    link = desired.links[0]
+    moved = attrs.evolve(desired, links=(attrs.evolve(link, vni=link.vni + 1), *desired.links[1:]))
+    counting.observes = 0
+    out = io.StringIO()
+    report = sync(counting, moved, dry_run=False, out=out)
+    assert counting.observes == 2
+    assert f"delete link {link.name}" in {" ".join(line.split()[:3]) for line in out.getvalue().splitlines()}
+    assert report.result.failed == ()
+    assert counting.driver.observe() == moved
+
+
+def test_recreated_needs_the_same_object_deleted_and_created() -> None:
+    """Only a delete and a create of one object (nexthop/group ids shared) count as a re-creation, not a replace."""
+    _, desired = _worker_node()
+    link, nexthop = desired.links[0], desired.nexthops[0]
+    group = NexthopGroup(id=nexthop.id, members=())
+    assert not recreated([Op(verb="replace", kind="links", obj=link), Op(verb="create", kind="links", obj=link)])
+    assert recreated([Op(verb="delete", kind="links", obj=link), Op(verb="create", kind="links", obj=link)])
+    assert recreated([Op(verb="delete", kind="groups", obj=group), Op(verb="create", kind="nexthops", obj=nexthop)])
+    assert not recreated([Op(verb="delete", kind="links", obj=link), Op(verb="create", kind="nexthops", obj=nexthop)])
