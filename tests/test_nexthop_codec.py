@@ -343,3 +343,26 @@ def test_iter_messages_walks_a_batch() -> None:
         (nh.RTM_DELNEXTHOP, 5, 1, 0, 21),
         (nh.RTM_GETNEXTHOP, 1, 2, 24, 16),
     ]
+
+
+@pytest.mark.parametrize("src", [None, IPv4Address("10.1.3.1")])
+@pytest.mark.parametrize("table", [100, 254, 1000])
+def test_pyroute2_rtmsg_encodes_the_same_route_bytes(src: IPv4Address | None, table: int) -> None:
+    """A route via nhid (the one-struct fast path of pack_route) is byte-identical to pyroute2's rtmsg encoding
+    (pyroute2 0.9.7 has no RTA_NH_ID: that last attribute is packed here from rtnetlink.h, type 30)."""
+    from pyroute2.netlink.rtnl.rtmsg import rtmsg
+
+    route = Route(table=table, dst=IPv4Network("11.2.3.0/24"), metric=100, src=src, nhid=0x63000001)
+    for verb_flags in (routes.FLAGS_CREATE, routes.FLAGS_REPLACE):
+        msg = rtmsg()
+        msg["header"]["type"] = routes.RTM_NEWROUTE
+        msg["header"]["flags"] = verb_flags
+        msg.update(family=socket.AF_INET, dst_len=24, table=table if table < 256 else 0, proto=RTPROT_MAGW)
+        msg.update(scope=0, type=routes.RTN_UNICAST)
+        pairs = [("RTA_TABLE", table), ("RTA_DST", "11.2.3.0"), ("RTA_PRIORITY", 100)]
+        pairs += [("RTA_PREFSRC", str(src))] if src is not None else []
+        msg["attrs"] = pairs
+        msg.encode()
+        body = bytes(msg.data)[16:] + struct.pack("=HHI", 8, 30, 0x63000001)
+        expected = struct.pack("=IHHII", 16 + len(body), routes.RTM_NEWROUTE, verb_flags, 0, 0) + body
+        assert routes.pack_route(route, DEVICES.__getitem__, flags=verb_flags) == expected

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magw.drivers.nft.elements import ElementError, canonical
+from magw.drivers.nft.elements import ElementError, canonical, many_to_json
 
 
 def _oracle(text: str, interval: bool) -> str | None:
@@ -61,3 +61,23 @@ def test_ipv4_elements_read_as_ipaddress_reads_them(text: str, interval: bool) -
             canonical(text, "ipv4_addr", interval=interval)
     else:
         assert canonical(text, "ipv4_addr", interval=interval) == want
+
+
+def _json_oracle(canon: str) -> object:
+    """libnftables' JSON for a canonical IPv4 element: the address, a prefix object, or a range pair."""
+    if "/" in canon:
+        addr, length = canon.split("/")
+        return {"prefix": {"addr": addr, "len": int(length)}}
+    return {"range": canon.split("-", 1)} if "-" in canon else canon
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_texts, max_size=8), st.booleans())
+def test_many_to_json_reads_each_element_as_ipaddress_does(texts: list[str], interval: bool) -> None:
+    """The bulk JSON of a set's elements (the inline fast path) is each element's JSON, refusals included."""
+    wants = [_oracle(t, interval) for t in texts]
+    if any(w is None for w in wants):
+        with pytest.raises(ElementError):
+            many_to_json(texts, "ipv4_addr", interval=interval)
+    else:
+        assert many_to_json(texts, "ipv4_addr", interval=interval) == [_json_oracle(str(w)) for w in wants]

@@ -56,7 +56,7 @@ def _set_json(table: NftTable, s: NftSet) -> dict[str, Any]:
     if s.flags:
         body["flags"] = list(s.flags)
     if s.elements:
-        body["elem"] = [elements.to_json(e, s.type, interval=interval) for e in s.elements]
+        body["elem"] = elements.many_to_json(s.elements, s.type, interval=interval)
     return {"add": {"set": body}}
 
 
