@@ -258,7 +258,11 @@ class Monitor:
 
     def __init__(self, ns: str) -> None:
         self.times: list[float] = []
-        self.proc = subprocess.Popen(["ip", "-o", "-n", ns, "monitor", "all"], stdout=subprocess.PIPE, text=True)
+        # Under load the monitor may miss events (ENOBUFS, "No buffer space available"): the kill then comes
+        # later, or not at all if the tool exits first (the trial then shows exit 0 and fixed 0).
+        self.proc = subprocess.Popen(
+            ["ip", "-o", "-n", ns, "monitor", "all"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

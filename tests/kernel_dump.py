@@ -164,12 +164,13 @@ def _strip_handles(value: Any) -> Any:
     return value
 
 
-def _nft_object(obj: dict[str, Any]) -> str:
-    """One nft object as canonical text; set and map elements sorted (their order is the kernel's)."""
+def _nft_objects(obj: dict[str, Any]) -> list[str]:
+    """One nft object as canonical text; a set's or map's elements as one text each (the object itself
+    without them), so that a stale, missing or duplicated element is reported as such."""
     kind, body = next(iter(_strip_handles(obj).items()))
-    if "elem" in body:
-        body = {**body, "elem": sorted(body["elem"], key=_key)}
-    return _key({kind: body})
+    elements = body.pop("elem", [])
+    where = {"family": body["family"], "table": body["table"], kind: body["name"]} if elements else {}
+    return [_key({kind: body}), *(_key({"elem": {**where, "value": e}}) for e in elements)]
 
 
 def ours(dump: Dump, base: Baseline) -> dict[str, list[str]]:
@@ -212,7 +213,7 @@ def ours(dump: Dump, base: Baseline) -> dict[str, list[str]]:
         for r in dump.rules
         if _key(r) not in base.rules
     ]
-    out["nft"] = [_nft_object(o) for o in dump.nft if _nft_table(o) not in base.nft_tables]
+    out["nft"] = [text for o in dump.nft if _nft_table(o) not in base.nft_tables for text in _nft_objects(o)]
     return {kind: sorted(v if kind == "nft" else _key(o) for o in values for v in [o]) for kind, values in out.items()}
 
 
@@ -222,7 +223,7 @@ def planned(plan: dict[str, Any]) -> dict[str, list[str]]:
     for kind in KINDS:
         if kind == "nft":
             objects = [] if plan["nft"] is None else plan["nft"]["nftables"]
-            out[kind] = sorted(_nft_object(o) for o in objects)
+            out[kind] = sorted(text for o in objects for text in _nft_objects(o))
         elif kind == "links":
             out[kind] = sorted(_key({**link, "kind": "vxlan"}) for link in plan[kind])
         else:
