@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 from structlog.testing import capture_logs
 
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import transaction
 from magw.drivers.nft.codec import canonical_expr, parse_table
+from magw.drivers.nft.driver import transaction_text
 from magw.reconcile.changeset import NftChange
 
 TABLE = NftTable(
@@ -127,3 +129,21 @@ def test_canonical_expr_sorts_keys() -> None:
     expr = [{"match": {"right": "@s", "op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}}}]
     assert canonical_expr(expr) == json.dumps(expr, sort_keys=True)
     assert canonical_expr(expr).startswith('[{"match": {"left"')
+
+
+def test_the_text_the_driver_sends_is_the_document() -> None:
+    """transaction_text (elements written as text, no dict each) parses to exactly transaction's document,
+    for a table with prefixes, addresses, a /32 and a non-canonical-looking range, and for a delete."""
+    many = NftSet(
+        name="many",
+        type="ipv4_addr",
+        flags=("interval",),
+        elements=("10.1.0.0/16", "10.9.9.9", "10.8.0.0/32", "10.7.0.0-10.7.1.255", "10.6.0.1-10.6.0.9"),
+    )
+    table = attrs.evolve(TABLE, sets=(*TABLE.sets, many))
+    for change in (
+        NftChange(family="ip", name="magw", table=TABLE),
+        NftChange(family="ip", name="magw", table=table),
+        NftChange(family="ip", name="magw", table=None),
+    ):
+        assert json.loads(transaction_text(change)) == transaction(change)

@@ -34,6 +34,7 @@ from magw.drivers.netlink.capabilities import (
     detect,
     set_hash_policy,
 )
+from magw.gcpause import gc_paused
 from magw.model import Snapshot
 from magw.snapshot import load_snapshot
 
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         desired = plan(_with_strategy(snapshot, caps), args.node)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"{args.snapshot}: {exc.args[0] if exc.args else exc}") from exc
+    del snapshot  # the plan holds what it needs; the rest of the snapshot need not live through the sync
     clock.mark("plan")
     if args.dry_run:
         for note in caps.notes:
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         set_hash_policy(netns, HASH_POLICY_L4)
     with open_node_driver(netns) as driver:
         clock.mark("open")  # the hash policy sysctl, netlink sockets and the nft context
-        report = sync(TimedDriver(driver, clock), desired, dry_run=args.dry_run, out=sys.stdout)
+        with gc_paused():  # magw.gcpause: the ops, messages and lines of a sync are acyclic
+            report = sync(TimedDriver(driver, clock), desired, dry_run=args.dry_run, out=sys.stdout)
         clock.mark("diff")
     if args.timings:
         clock.report()

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
 
@@ -32,6 +33,13 @@ def transaction(change: NftChange) -> dict[str, object]:
     if change.table is None:
         return codec.document(codec.delete_commands(change.family, change.name))
     return codec.document(codec.replace_commands(change.table))
+
+
+def transaction_text(change: NftChange) -> str:
+    """``transaction(change)`` as JSON text, built without a dict per set element (what the driver sends)."""
+    if change.table is None:
+        return json.dumps(transaction(change))
+    return codec.replace_document_text(change.table)
 
 
 class NftDriver:
@@ -81,7 +89,7 @@ class NftDriver:
         if reason is not None:
             return reason
         try:
-            self._nft.json_cmd(transaction(change))
+            self._nft.run(transaction_text(change))  # JSON text: libnftables reads it as json_cmd would
         except NftError as exc:
             return exc.message
         return None

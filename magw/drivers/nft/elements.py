@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import re
 import socket
 from collections.abc import Iterable
@@ -293,6 +294,26 @@ def many_to_json(texts: Iterable[str], type_: str, *, interval: bool = False) ->
         else:
             out.append({"prefix": {"addr": text[: text.index("/")], "len": n}})
     return out
+
+
+def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = False) -> str:
+    """``json.dumps(many_to_json(...))`` without the 100k dicts: a set's elements as JSON text.
+
+    At 100k elements the dicts were about 45 MB of the peak of ``magw apply`` (issue 10), alive
+    while libnftables parsed the text made from them.
+    """
+    if type_ != "ipv4_addr":
+        return json.dumps(many_to_json(texts, type_, interval=interval))
+    out: list[str] = []
+    for text in texts:
+        n = _v4_prefix_len(text, interval)
+        if n is None:
+            out.append(json.dumps(to_json(text, type_, interval=interval)))
+        elif n < 0:
+            out.append(f'"{text}"')  # the fast path matched digits and dots only: nothing to escape
+        else:
+            out.append(f'{{"prefix": {{"addr": "{text[: text.index("/")]}", "len": {n}}}}}')
+    return "[" + ", ".join(out) + "]"
 
 
 def from_json(value: Any) -> str:
