@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import yaml
 
-from magw.yamlstrict import StrictLoader
+from magw.yamlstrict import FastStrictLoader, StrictLoader
 
 KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health")
 
@@ -111,7 +111,7 @@ def to_document(raw: object, *, file: str, index: int) -> Document:
 def parse_file(text: str, *, file: str) -> tuple[Document, ...]:
     """All documents of one file (``---``-separated); empty documents are ignored."""
     try:
-        loaded = list(yaml.load_all(text, Loader=StrictLoader))  # safe, and refuses duplicate keys
+        loaded = _load_all(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -121,6 +121,17 @@ def parse_file(text: str, *, file: str) -> tuple[Document, ...]:
         raise DocumentError(f"{file}: {' '.join(str(exc).split())}") from None
     docs = [to_document(raw, file=file, index=i) for i, raw in enumerate(loaded) if raw is not None]
     return tuple(docs)
+
+
+def _load_all(text: str) -> list[Any]:
+    """Every document of ``text``: libyaml's parser when present (``magw.yamlstrict``), safe and refusing
+    duplicate keys; a text it refuses is read again by the Python loader, so errors read the same either way."""
+    try:
+        return list(yaml.load_all(text, Loader=FastStrictLoader))
+    except yaml.YAMLError:
+        if FastStrictLoader is StrictLoader:
+            raise
+    return list(yaml.load_all(text, Loader=StrictLoader))
 
 
 def check_name(value: str, what: str) -> str:
