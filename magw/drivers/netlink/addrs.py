@@ -146,14 +146,16 @@ class FdbIO:
         self.ipr.fdb("replace", ifindex=index, lladdr=fdb.mac, dst=str(fdb.dst), state=_NUD_PERMANENT, flags=_NTF_SELF)
 
     def delete(self, fdb: Fdb) -> None:
-        """Remove the entry: every destination it has, each named (the observed one may be stale)."""
+        """Remove the entry with every destination it has, in one message (the observed dst may be stale).
+
+        A VXLAN FDB delete without NDA_DST destroys the whole entry (``__vxlan_fdb_delete``), so a
+        node leaving costs one message, not a dump of all N entries to find its destinations.
+        """
         _require_owned(fdb.dev, "fdb entry")
         index = _owned_index(self.table, fdb.dev)
         if index is None:
             return
-        dsts = {e.dst for e in self._entries() if e.key == fdb.key}
-        for dst in sorted(dsts):
-            try:
-                self.ipr.fdb("del", ifindex=index, lladdr=fdb.mac, dst=str(dst))
-            except Exception as exc:
-                _ignore(exc, _ENOENT, _ENODEV)
+        try:
+            self.ipr.fdb("del", ifindex=index, lladdr=fdb.mac, flags=_NTF_SELF)
+        except Exception as exc:
+            _ignore(exc, _ENOENT, _ENODEV)
