@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import io
-from ipaddress import IPv4Interface
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 import attrs
+import pytest
 
-from magw.cli.sync import recreated, sync
+from magw.cli.sync import change_text, recreated, sync
 from magw.desired.planner import plan
-from magw.desired.state import DesiredState, NexthopGroup
+from magw.desired.render import object_line
+from magw.desired.state import MAIN_TABLE, DesiredState, NexthopGroup, Route, RouteNexthop
 from magw.drivers.fake import fake_node_driver
 from magw.drivers.fake_netlink import FakeNetlink
 from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.driver import ApplyResult
 from tests.planner_seed import seed_east
+
+NO_GW = IPv4Address("172.18.0.9")
 
 
 def _worker_node() -> tuple[FakeNetlink, DesiredState]:
@@ -110,3 +114,21 @@ def test_recreated_needs_the_same_object_deleted_and_created() -> None:
     assert recreated([Op(verb="delete", kind="links", obj=link), Op(verb="create", kind="links", obj=link)])
     assert recreated([Op(verb="delete", kind="groups", obj=group), Op(verb="create", kind="nexthops", obj=nexthop)])
     assert not recreated([Op(verb="delete", kind="links", obj=link), Op(verb="create", kind="nexthops", obj=nexthop)])
+
+
+@pytest.mark.parametrize("table", [MAIN_TABLE, 100, 1000])
+@pytest.mark.parametrize("src", [None, IPv4Address("10.1.3.1")])
+@pytest.mark.parametrize("dst", ["0.0.0.0/0", "11.0.0.0/24", "100.2.0.0/16", "10.9.9.9/32"])
+def test_route_change_lines_read_as_magw_plan_renders_them(table: int, src: IPv4Address | None, dst: str) -> None:
+    """The shortcut for routes via nhid prints exactly render.object_line's text, in every table, with or
+    without src; an inline route and an unreachable one keep the general text."""
+    routes = [
+        Route(table=table, dst=IPv4Network(dst), metric=100, src=src, nhid=1674236386),
+        Route(
+            table=table, dst=IPv4Network(dst), metric=5, src=src, nexthops=(RouteNexthop(via=src or NO_GW, dev="x"),)
+        ),
+        Route(table=table, dst=IPv4Network(dst), metric=7, type="unreachable"),
+    ]
+    for route in routes:
+        op = Op(verb="create", kind="routes", obj=route)
+        assert change_text(op) == f"create {object_line('routes', route)}"
