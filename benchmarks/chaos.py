@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -260,8 +261,13 @@ class Monitor:
         self.times: list[float] = []
         # Under load the monitor may miss events (ENOBUFS, "No buffer space available"): the kill then comes
         # later, or not at all if the tool exits first (the trial then shows exit 0 and fixed 0).
+        # stdbuf -oL: one write per event, or ip's stdio would hand them over 4 KiB at a time (kills late).
+        line_buffered = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
         self.proc = subprocess.Popen(
-            ["ip", "-o", "-n", ns, "monitor", "all"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            [*line_buffered, "ip", "-o", "-n", ns, "monitor", "all"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
