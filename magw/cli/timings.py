@@ -6,7 +6,7 @@
 ``startup`` is from the process's start (``/proc/self/stat``, 10 ms resolution) to the first
 mark: interpreter, imports, argument parsing; it is left out when ``/proc`` cannot be read (e.g.
 hidden by a tmpfs), and the command runs on. ``observe`` and ``apply`` are the driver's calls
-(a sync observes again after applying, to confirm nothing is left); ``diff`` is the rest of the
+(a sync observes again only after re-creating an object); ``diff`` is the rest of the
 sync: diffing and printing the change lines. benchmarks/end_to_end.py reads the line.
 """
 
