@@ -9,7 +9,7 @@ import attrs
 from structlog.testing import capture_logs
 
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
-from magw.drivers.nft import transaction
+from magw.drivers.nft import preflight, transaction
 from magw.drivers.nft.codec import canonical_expr, parse_table
 from magw.drivers.nft.driver import transaction_text
 from magw.reconcile.changeset import NftChange
@@ -147,3 +147,14 @@ def test_the_text_the_driver_sends_is_the_document() -> None:
         NftChange(family="ip", name="magw", table=None),
     ):
         assert json.loads(transaction_text(change)) == transaction(change)
+
+
+def test_the_text_of_a_checked_table_splits_its_canonical_elements() -> None:
+    """After preflight (checked=True) canonical prefixes, addresses and ranges are only split, to the same
+    document as transaction's."""
+    elems = ("10.1.0.0/16", "10.8.0.0", "0.0.0.0/0", "10.6.0.1-10.6.0.9", "10.5.0.0/31")
+    many = NftSet(name="many", type="ipv4_addr", flags=("interval",), elements=elems)
+    table = attrs.evolve(TABLE, sets=(*TABLE.sets, many))
+    assert preflight.table_errors(table) == []
+    change = NftChange(family="ip", name="magw", table=table)
+    assert json.loads(transaction_text(change, checked=True)) == transaction(change)

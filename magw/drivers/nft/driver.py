@@ -35,11 +35,14 @@ def transaction(change: NftChange) -> dict[str, object]:
     return codec.document(codec.replace_commands(change.table))
 
 
-def transaction_text(change: NftChange) -> str:
-    """``transaction(change)`` as JSON text, built without a dict per set element (what the driver sends)."""
+def transaction_text(change: NftChange, *, checked: bool = False) -> str:
+    """``transaction(change)`` as JSON text, built without a dict per set element (what the driver sends).
+
+    ``checked``: the table passed ``preflight.table_errors``, so its elements need no second reading.
+    """
     if change.table is None:
         return json.dumps(transaction(change))
-    return codec.replace_document_text(change.table)
+    return codec.replace_document_text(change.table, checked=checked)
 
 
 class NftDriver:
@@ -89,7 +92,7 @@ class NftDriver:
         if reason is not None:
             return reason
         try:
-            self._nft.run(transaction_text(change))  # JSON text: libnftables reads it as json_cmd would
+            self._nft.run(transaction_text(change, checked=True))  # JSON text: libnftables reads it as json_cmd would
         except NftError as exc:
             return exc.message
         return None
