@@ -1,0 +1,170 @@
+"""Benchmark: one Endpoint change in the file broker to the kernel, under N routes, in a running route agent.
+
+Run as root: ``.venv/bin/python benchmarks/event_latency.py [--routes 100000] [--repeat 3]``.
+
+A broker directory holds cluster ``east`` (gateways e-gw1, e-gw2, worker e-w1) and 100 remote
+clusters sharing ``--routes`` /24 CIDRs. ``magw-route-agent`` runs as worker e-w1 inside a fresh
+namespace (``ip netns exec``, ``--endpoint-ttl 0 --no-health``). Once the kernel holds every route,
+each repetition adds a third east gateway (its Node and Endpoint documents, written atomically by
+rename) and measures the time until ``ip -n NS -json nexthop show`` shows a group of 3 members; then
+removes it and measures until the group is back to 2. The poll runs every 5 ms, so the figures are
+an upper bound by that much. The namespace, the agent (by PID) and the directory are removed in
+``finally``. Not measured here: a health failover under the same load (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REMOTES = 100
+FIRST = 11 << 24
+TIMEOUT = 600.0
+AGENT = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "magw-route-agent")
+
+EAST_NODES = [("e-gw1", "172.18.0.6", "10.1.1.1", True), ("e-gw2", "172.18.0.8", "10.1.2.1", True)]
+WORKER = ("e-w1", "172.18.0.3", "10.1.3.1", False)
+NEW_GW = ("e-gw3", "172.18.0.10", "10.1.4.1", True)
+
+
+def _net(i: int) -> str:
+    v = FIRST + (i << 8)
+    return f"{v >> 24}.{(v >> 16) & 255}.{(v >> 8) & 255}.0/24"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def nodes_text(nodes: list[tuple[str, str, str, bool]]) -> str:
+    docs = [
+        f"kind: Node\ncluster: east\nname: {n}\nip: {ip}\ncni_ip: {cni}\n" + ("gateway: true\n" if gw else "")
+        for n, ip, cni, gw in nodes
+    ]
+    return "---\n".join(docs)
+
+
+def endpoint_text(cluster: str, host: str, ip: str) -> str:
+    return f"kind: Endpoint\ncluster: {cluster}\nhostname: {host}\nprivate_ip: {ip}\n"
+
+
+def write_broker(d: Path, routes: int) -> None:
+    docs = [
+        "kind: Config\nmulti_active_gateway: true\nstrategy: resilient\nunderlay_mtu: 1500\n",
+        "kind: Cluster\nid: east\npod_cidrs: [10.1.0.0/16]\nservice_cidrs: [100.1.0.0/16]\n",
+    ]
+    base, extra = divmod(routes, REMOTES)
+    index = 0
+    for r in range(1, REMOTES + 1):
+        count = base + (1 if r <= extra else 0)
+        nets = [_net(index + k) for k in range(count)]
+        index += count
+        docs.append(f"kind: Cluster\nid: c{r}\nservice_cidrs: [{nets[0]}]\npod_cidrs: [{', '.join(nets[1:])}]\n")
+        write_atomic(d / f"endpoint-c{r}@c{r}-gw.yaml", endpoint_text(f"c{r}", f"c{r}-gw", f"172.31.{r}.2"))
+    write_atomic(d / "clusterset.yaml", "---\n".join(docs))
+    write_atomic(d / "nodes-east.yaml", nodes_text([*EAST_NODES, WORKER]))
+    for name, ip, _cni, _gw in EAST_NODES:
+        write_atomic(d / f"endpoint-east@{name}.yaml", endpoint_text("east", name, ip))
+
+
+def group_sizes(ns: str) -> list[int]:
+    out = subprocess.run(
+        ["ip", "-n", ns, "-json", "nexthop", "show"], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+    return sorted(len(nh["group"]) for nh in json.loads(out or "[]") if "group" in nh)
+
+
+def route_count(ns: str) -> int:
+    out = subprocess.run(
+        ["ip", "-n", ns, "route", "show", "table", "all"], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+    return sum(1 for line in out.splitlines() if line[:1].isdigit() and not line.startswith("10.1."))
+
+
+def wait_for(ns: str, members: int, deadline: float) -> float:
+    """Seconds until a group of exactly ``members`` members exists and none of another size."""
+    started = time.perf_counter()
+    while time.perf_counter() < deadline:
+        sizes = group_sizes(ns)
+        if sizes and all(s == members for s in sizes):
+            return time.perf_counter() - started
+        time.sleep(0.005)
+    raise SystemExit(f"timed out waiting for a group of {members} members")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--routes", type=int, default=100_000, help="remote CIDRs (= routes), 100..200000")
+    parser.add_argument("--repeat", type=int, default=3, help="add/remove cycles, 1..20")
+    args = parser.parse_args(argv)
+    if not REMOTES <= args.routes <= 200_000 or not 1 <= args.repeat <= 20:
+        parser.error("--routes must be 100..200000 and --repeat 1..20")
+    if os.geteuid() != 0:
+        print("needs root (creates a network namespace)", file=sys.stderr)
+        return 2
+    print(f"routes {args.routes}; nproc {os.cpu_count()}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    work = Path(tempfile.mkdtemp(prefix="magw-evlat-"))
+    broker = work / "broker"
+    broker.mkdir()
+    ns = f"magwev-{uuid.uuid4().hex[:10]}"
+    agent: subprocess.Popen[bytes] | None = None
+    try:
+        write_broker(broker, args.routes)
+        subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
+        setup = ["link set lo up", "link add cni0 type bridge", f"addr add {WORKER[2]}/24 dev cni0", "link set cni0 up"]
+        subprocess.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(setup) + "\n", text=True, check=True)
+        with open(work / "agent.log", "wb") as log:
+            agent = subprocess.Popen(
+                ["ip", "netns", "exec", ns, AGENT, "--broker-dir", str(broker), "--node", WORKER[0],
+                 "--cluster", "east", "--endpoint-ttl", "0", "--no-health", "--log-format", "json"],
+                stdout=subprocess.DEVNULL, stderr=log,
+            )  # fmt: skip
+        started = time.perf_counter()
+        first = wait_for(ns, 2, time.perf_counter() + TIMEOUT)
+        while route_count(ns) < args.routes and time.perf_counter() - started < TIMEOUT:
+            time.sleep(0.5)
+        print(
+            f"initial: group after {first:.2f} s, {route_count(ns)} routes after {time.perf_counter() - started:.1f} s"
+        )
+        adds, removes = [], []
+        for _ in range(args.repeat):
+            write_atomic(broker / "nodes-east.yaml", nodes_text([*EAST_NODES, NEW_GW, WORKER]))
+            write_atomic(broker / f"endpoint-east@{NEW_GW[0]}.yaml", endpoint_text("east", NEW_GW[0], NEW_GW[1]))
+            adds.append(wait_for(ns, 3, time.perf_counter() + 60))
+            (broker / f"endpoint-east@{NEW_GW[0]}.yaml").unlink()
+            removes.append(wait_for(ns, 2, time.perf_counter() + 60))
+            write_atomic(broker / "nodes-east.yaml", nodes_text([*EAST_NODES, WORKER]))
+            time.sleep(1.0)  # let the node change settle before the next cycle
+        for what, xs in (("gateway added", adds), ("gateway removed", removes)):
+            print(
+                f"{what}: broker write to kernel p50 {statistics.median(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms"
+            )
+        return 0
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait(timeout=10)
+        subprocess.run(["ip", "netns", "del", ns], check=False, timeout=30)
+        if (work / "agent.log").exists():  # kept for a look after the run
+            shutil.copy(work / "agent.log", Path(tempfile.gettempdir()) / "event_latency_agent.log")
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
