@@ -8,8 +8,10 @@ namespace (``ip netns exec``, ``--endpoint-ttl 0 --no-health``). Once the kernel
 each repetition adds a third east gateway (its Node and Endpoint documents, written atomically by
 rename) and measures the time until ``ip -n NS -json nexthop show`` shows a group of 3 members; then
 removes it and measures until the group is back to 2. The poll runs every 5 ms, so the figures are
-an upper bound by that much. The namespace, the agent (by PID) and the directory are removed in
-``finally``. Not measured here: a health failover under the same load (see docs/performance.md).
+an upper bound by that much. Then, as many times, a broker Health document takes e-gw2 down and is
+removed again: the time until the groups hold e-gw1 only (and both again), and the kernel changes
+the agent's syncs logged for each down. The namespace, the agent (by PID) and the directory are
+removed in ``finally``.
 """
 
 from __future__ import annotations
@@ -94,14 +96,45 @@ def route_count(ns: str) -> int:
 
 
 def wait_for(ns: str, members: int, deadline: float) -> float:
-    """Seconds until a group of exactly ``members`` members exists and none of another size."""
+    """Seconds until every group has exactly ``members`` members (1: or no group is left)."""
     started = time.perf_counter()
     while time.perf_counter() < deadline:
         sizes = group_sizes(ns)
-        if sizes and all(s == members for s in sizes):
+        if (sizes or members == 1) and all(s == members for s in sizes):
             return time.perf_counter() - started
         time.sleep(0.005)
-    raise SystemExit(f"timed out waiting for a group of {members} members")
+    raise SystemExit(f"timed out waiting for groups of {members} members")
+
+
+def sync_changes(log: Path, offset: int) -> tuple[list[int], int]:
+    """The ``changes`` of each ``reconciler.sync_done`` the agent logged after byte ``offset``, and the new offset."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    out = []
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("{") and '"reconciler.sync_done"' in line:
+            out.append(int(json.loads(line).get("changes", 0)))
+    return out, offset + len(data)
+
+
+def health_cycles(ns: str, broker: Path, log: Path, repeat: int) -> None:
+    """A Health document takes e-gw2 down (the groups drop to e-gw1), then goes; time and ops of each."""
+    downs, ups, ops = [], [], []
+    offset = log.stat().st_size
+    for _ in range(repeat):
+        write_atomic(broker / "health.yaml", "kind: Health\ndown: [e-gw2]\n")
+        downs.append(wait_for(ns, 1, time.perf_counter() + 60))
+        time.sleep(0.5)  # the sync's log line follows the kernel change
+        changes, offset = sync_changes(log, offset)
+        ops.append(changes)
+        (broker / "health.yaml").unlink()
+        ups.append(wait_for(ns, 2, time.perf_counter() + 60))
+        time.sleep(1.0)
+        _, offset = sync_changes(log, offset)
+    for what, xs in (("health: gateway down", downs), ("health: gateway up", ups)):
+        print(f"{what}: broker write to kernel p50 {statistics.median(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms")
+    print(f"health: kernel changes of the syncs after each down: {ops}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{what}: broker write to kernel p50 {statistics.median(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms"
             )
+        health_cycles(ns, broker, work / "agent.log", args.repeat)
         return 0
     finally:
         if agent is not None and agent.poll() is None:
