@@ -366,3 +366,26 @@ def test_pyroute2_rtmsg_encodes_the_same_route_bytes(src: IPv4Address | None, ta
         body = bytes(msg.data)[16:] + struct.pack("=HHI", 8, 30, 0x63000001)
         expected = struct.pack("=IHHII", 16 + len(body), routes.RTM_NEWROUTE, verb_flags, 0, 0) + body
         assert routes.pack_route(route, DEVICES.__getitem__, flags=verb_flags) == expected
+
+
+def _dumped(attrs: list[tuple[int, bytes]], *, proto: int = RTPROT_MAGW, flags: int = 0, table: int = 0) -> bytes:
+    """An RTM_NEWROUTE as the kernel dumps it: rtmsg, then the attributes in the order given."""
+    head = struct.pack("=BBBBBBBBI", socket.AF_INET, 24, 0, 0, table, proto, 0, routes.RTN_UNICAST, flags)
+    body = head + b"".join(struct.pack("=HH", 4 + len(v), k) + v + b"\0" * (-len(v) % 4) for k, v in attrs)
+    return struct.pack("=IHHII", 16 + len(body), routes.RTM_NEWROUTE, 2, 1, 0) + body
+
+
+def test_dumped_routes_in_the_kernels_layout_and_in_any_other_read_the_same() -> None:
+    """A route via nhid with src, attributes in the kernel's order (table, dst, metric, src, nh id, then the
+    compat RTA_MULTIPATH) or shuffled, reads as the same Route; another protocol, a cloned route or a
+    table not ours read as None in either layout."""
+    u32 = struct.Struct("=I").pack
+    multipath = struct.pack("=HBBi", 16, 0, 0, 3) + struct.pack("=HH", 8, 5) + bytes([172, 18, 0, 5])
+    kernel = [(15, u32(100)), (1, bytes([11, 2, 3, 0])), (6, u32(100)), (7, bytes([10, 1, 3, 1])), (30, u32(77))]
+    want = Route(table=100, dst=IPv4Network("11.2.3.0/24"), metric=100, src=IPv4Address("10.1.3.1"), nhid=77)
+    for attrs in ([*kernel, (9, multipath)], kernel, [*reversed(kernel), (9, multipath)]):
+        assert routes.parse_route(_dumped(attrs), DEVICES.__getitem__) == want
+        assert routes.parse_route(_dumped(attrs, proto=3), DEVICES.__getitem__) is None
+        assert routes.parse_route(_dumped(attrs, flags=routes.RTM_F_CLONED), DEVICES.__getitem__) is None
+        foreign = [(15, u32(200)) if k == 15 else (k, v) for k, v in attrs]
+        assert routes.parse_route(_dumped(foreign), DEVICES.__getitem__) is None
