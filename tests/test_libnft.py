@@ -238,3 +238,17 @@ def test_text_commands_return_text_and_fail_on_one_line(ns: str) -> None:
             nft.run("add element ip t s { 10.0.0.1 }\nadd element ip t nope { 10.0.0.2 }\n")
     assert [next(iter(i)) for i in listed["nftables"]] == ["metainfo", "set"]
     assert ("\n" in err.value.message, "No such file or directory" in err.value.message) == (False, True)
+
+
+@pytest.mark.kernel
+def test_driver_observes_missing_present_and_foreign_tables(ns: str) -> None:
+    """NftDriver.observe (listing as text, parsed after the heap is given back): None while ``ip magw`` is
+    missing, even next to another table; the table with its set elements once it exists."""
+    with NftDriver(ns) as driver:
+        run(ns, "nft", "add table ip other")
+        assert driver.observe() is None
+        run(ns, "nft", "add table ip magw; add set ip magw s { type ipv4_addr; flags interval; }")
+        run(ns, "nft", "add element ip magw s { 10.1.0.0/16, 10.9.9.9 }")
+        table = driver.observe()
+    assert table is not None
+    assert [(s.name, s.elements) for s in table.sets] == [("s", ("10.1.0.0/16", "10.9.9.9"))]
