@@ -120,9 +120,7 @@ class NftDriver:
         if reason is not None:
             return reason
         try:
-            self._nft.run(
-                transaction_text(change, checked=True)
-            )  # JSON text: libnftables reads it as json_cmd would  # JSON text: libnftables reads it as json_cmd would
+            self._nft.run(transaction_text(change, checked=True))  # JSON text, read as json_cmd's would be
         except NftError as exc:
             return exc.message
         return None
