@@ -12,6 +12,8 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.model.globalnet import Globalnet
+
 
 class Strategy(enum.Enum):
     """How traffic is spread over several gateways.
@@ -67,6 +69,10 @@ class Node:
     gateway: bool = False
 
 
+def _addresses(value: Iterable[IPv4Address]) -> tuple[IPv4Address, ...]:
+    return tuple(sorted(set(value)))
+
+
 @attrs.frozen(kw_only=True)
 class Endpoint:
     """A published gateway of some cluster (local or remote).
@@ -81,6 +87,9 @@ class Endpoint:
     private_ip: IPv4Address
     public_ip: IPv4Address | None = None
     subnets: tuple[IPv4Network, ...] = attrs.field(default=(), converter=_nets)
+    # Globalnet: the cluster egress addresses this gateway SNATs to (the seed's Option 1), published so
+    # that remote gateways route replies to them back through this gateway.
+    allocated_ips: tuple[IPv4Address, ...] = attrs.field(default=(), converter=_addresses)
 
     @property
     def underlay_ip(self) -> IPv4Address:
@@ -165,6 +174,8 @@ class Snapshot:
     endpoints: tuple[Endpoint, ...] = attrs.field(converter=_endpoints)
     config: Config = Config()
     health: Health = Health()
+    # The local cluster's Globalnet objects and statuses (empty unless the clusterset is Globalnet).
+    globalnet: Globalnet = attrs.field(factory=Globalnet)
     # Endpoints grouped by cluster, computed once: the planner asks per cluster, and scanning every
     # endpoint each time is quadratic in the number of clusters (issue 10).
     _by_cluster: dict[str, tuple[Endpoint, ...]] = attrs.field(init=False, eq=False, repr=False)
