@@ -1,0 +1,1 @@
+"""Pure address allocation: the Globalnet pool, and the Globalnet controller's allocation plan."""
