@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from ipaddress import IPv4Address
-from typing import TypeVar
+from typing import Any
 
 import attrs
 
@@ -236,10 +236,7 @@ class GlobalIPStatus:
         return None
 
 
-_T = TypeVar("_T")
-
-
-def _sorted_by_ref(value: Iterable[_T]) -> tuple[_T, ...]:
+def _sorted_by_ref(value: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(sorted(value, key=lambda o: (getattr(o, "namespace", ""), getattr(o, "name", ""))))
 
 
