@@ -23,6 +23,7 @@ import yaml
 
 from magw.gcpause import gc_paused
 from magw.model import Cluster, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
+from magw.model.globalnet import Globalnet
 from magw.snapshot_checks import HealthRefs, ParsedCluster, ParsedEndpoint, check_relations, located
 from magw.snapshot_fields import (
     FieldError,
@@ -36,6 +37,7 @@ from magw.snapshot_fields import (
     string,
     string_list,
 )
+from magw.snapshot_globalnet import globalnet_to_doc, parse_globalnet
 from magw.yamlstrict import load_strict
 
 _TOP_KEYS = (
@@ -48,6 +50,7 @@ _TOP_KEYS = (
     "nodes",
     "endpoints",
     "health",
+    "globalnet",
 )
 _T = TypeVar("_T")
 _MTU_MIN, _MTU_MAX = 576, 9216
@@ -123,6 +126,7 @@ def _snapshot(doc: object) -> Snapshot:
     endpoints = _items(top, "endpoints", _endpoint, required=False)
     config = _config(top)
     health, refs = _health(top)
+    globalnet = parse_globalnet(top.optional("globalnet"), top.at("globalnet")) if top.has("globalnet") else Globalnet()
     check_relations(local_cluster=local, clusters=clusters, nodes=nodes, endpoints=endpoints, health=refs)
     return Snapshot(
         local_cluster=local,
@@ -131,6 +135,7 @@ def _snapshot(doc: object) -> Snapshot:
         endpoints=[e.endpoint for e in endpoints],
         config=config,
         health=health,
+        globalnet=globalnet,
     )
 
 
@@ -169,13 +174,24 @@ def _node(value: object, path: str) -> Node:
 
 
 def _endpoint(value: object, path: str) -> ParsedEndpoint:
-    f = Fields(value, path, ("cluster", "hostname", "private_ip", "public_ip", "subnets"))
+    f = Fields(value, path, ("cluster", "hostname", "private_ip", "public_ip", "subnets", "allocated_ips"))
     cluster = string(f.required("cluster"), f.at("cluster"))
     hostname = string(f.required("hostname"), f.at("hostname"))
     private_ip = ipv4(f.required("private_ip"), f.at("private_ip"))
     public_ip = ipv4(f.optional("public_ip"), f.at("public_ip")) if f.has("public_ip") else None
     subnets = cidr_list(f.optional("subnets"), f.at("subnets")) if f.has("subnets") else []
-    endpoint = Endpoint(cluster=cluster, hostname=hostname, private_ip=private_ip, public_ip=public_ip, subnets=subnets)
+    allocated = f.optional("allocated_ips") or []
+    allocated_ips = [
+        ipv4(a, item_path(f.at("allocated_ips"), i)) for i, a in enumerate(sequence(allocated, f.at("allocated_ips")))
+    ]
+    endpoint = Endpoint(
+        cluster=cluster,
+        hostname=hostname,
+        private_ip=private_ip,
+        public_ip=public_ip,
+        subnets=subnets,
+        allocated_ips=allocated_ips,
+    )
     return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, f.at("subnets")))
 
 
@@ -254,6 +270,8 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
             "down": sorted(health.down),
             "reach": {gw: sorted(clusters) for gw, clusters in health.reach},
         }
+    if not snapshot.globalnet.empty:
+        doc["globalnet"] = globalnet_to_doc(snapshot.globalnet)
     return doc
 
 
@@ -284,4 +302,6 @@ def endpoint_doc(endpoint: Endpoint) -> dict[str, object]:
         doc["public_ip"] = str(endpoint.public_ip)
     if endpoint.subnets:
         doc["subnets"] = [str(n) for n in endpoint.subnets]
+    if endpoint.allocated_ips:
+        doc["allocated_ips"] = [str(a) for a in endpoint.allocated_ips]
     return doc

@@ -82,7 +82,60 @@ def _check_clusters(local_cluster: str, clusters: Sequence[ParsedCluster]) -> No
     if local_cluster not in ids:
         known = ", ".join(sorted(ids)) or "none"
         raise FieldError("local_cluster", f"missing local cluster {local_cluster!r} in clusters (known: {known})")
-    _check_overlaps(clusters)
+    if not any(c.cluster.global_cidrs for c in clusters):
+        _check_overlaps(clusters)
+        return
+    # Globalnet (issue 11): a cluster with global CIDRs may overlap other clusters' pod and service CIDRs;
+    # a global CIDR overlaps nothing. Check 1: the ranges that must be unique across clusters (every range
+    # of a cluster without global CIDRs, only the global CIDRs of one with them). Check 2: the pod and
+    # service CIDRs of Globalnet clusters against every global CIDR, their own cluster's included.
+    _check_overlaps([_unique_ranges(c) for c in clusters])
+    _check_against_globals(clusters)
+
+
+def _is_global(r: Located) -> bool:
+    return ".global_cidrs[" in r.path
+
+
+def _unique_ranges(parsed: ParsedCluster) -> ParsedCluster:
+    if not parsed.cluster.global_cidrs:
+        return parsed
+    return attrs.evolve(parsed, ranges=tuple(r for r in parsed.ranges if _is_global(r)))
+
+
+def _check_against_globals(clusters: Sequence[ParsedCluster]) -> None:
+    """Each pod/service range of a Globalnet cluster against the sorted, disjoint global CIDRs: O(n log n)."""
+    globals_ = sorted(
+        (
+            (int(r.net.network_address), int(r.net.broadcast_address), r, c.cluster.id)
+            for c in clusters
+            for r in c.ranges
+            if _is_global(r)
+        ),
+        key=lambda g: (g[0], -g[1]),
+    )
+    merged: list[tuple[int, int, Located, str]] = []  # disjoint: nested global CIDRs of one cluster merge
+    for g in globals_:
+        if merged and g[0] <= merged[-1][1]:
+            if g[1] > merged[-1][1]:
+                merged[-1] = (merged[-1][0], g[1], merged[-1][2], merged[-1][3])
+            continue
+        merged.append(g)
+    globals_ = merged
+    starts = [g[0] for g in globals_]
+    for parsed in clusters:
+        if not parsed.cluster.global_cidrs:
+            continue
+        for r in parsed.ranges:
+            if _is_global(r):
+                continue
+            lo, hi = int(r.net.network_address), int(r.net.broadcast_address)
+            i = bisect.bisect_right(starts, hi) - 1  # the last global range starting at or below hi
+            if i >= 0 and globals_[i][1] >= lo:
+                _, _, other, owner = globals_[i]
+                raise FieldError(
+                    r.path, f"{r.net} overlaps global CIDR {other.net} of cluster {owner!r} ({other.path})"
+                )
 
 
 def _check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
