@@ -307,6 +307,11 @@ _MODEL_FIELD = {
 }
 
 
+def item_parser(section: str) -> Callable[[object, str], Any]:
+    """The parser of one item of ``section`` (a key of the globalnet section)."""
+    return _PARSERS[section]
+
+
 def identity(key: str, item: Any) -> tuple[str, ...]:
     """What must be unique within a list: (namespace, name), or the status's object reference."""
     if key == "statuses":

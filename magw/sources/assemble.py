@@ -23,12 +23,22 @@ import attrs
 
 from magw.model import Snapshot
 from magw.snapshot import SnapshotError, parse_snapshot
-from magw.sources.documents import NODE_EXTRA_KEYS, Document
+from magw.snapshot_fields import FieldError
+from magw.snapshot_globalnet import item_parser
+from magw.sources.documents import GLOBALNET_SECTIONS, NODE_EXTRA_KEYS, Document
 
 Ident = tuple[str, ...]
 Parse = Callable[..., Snapshot]
 
-_RANK = {"Cluster": 0, "Config": 1, "Node": 2, "Endpoint": 3, "Health": 4}
+_RANK = {
+    "Cluster": 0,
+    "Config": 1,
+    "Node": 2,
+    "Endpoint": 3,
+    "Health": 4,
+    **dict.fromkeys(GLOBALNET_SECTIONS, 5),
+    "Lease": 6,
+}
 _SECTION = {"Cluster": "clusters", "Node": "nodes", "Endpoint": "endpoints"}
 
 
@@ -50,7 +60,11 @@ class Assembly:
 
 
 def _in_snapshot(doc: Document, local: str) -> bool:
-    return doc.kind != "Node" or doc.fields.get("cluster") == local
+    if doc.kind == "Lease":
+        return False
+    if doc.kind == "Node" or doc.kind in GLOBALNET_SECTIONS:
+        return doc.fields.get("cluster") == local
+    return True
 
 
 def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
@@ -64,6 +78,12 @@ def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
         elif doc.kind == "Node":
             if doc.fields.get("cluster") == local:
                 out["nodes"].append({k: v for k, v in doc.fields.items() if k not in ("cluster", *NODE_EXTRA_KEYS)})
+        elif doc.kind in GLOBALNET_SECTIONS:
+            if doc.fields.get("cluster") == local:
+                section = out.setdefault("globalnet", {}).setdefault(GLOBALNET_SECTIONS[doc.kind], [])
+                section.append({k: v for k, v in doc.fields.items() if k != "cluster"})
+        elif doc.kind == "Lease":
+            continue
         else:
             out[_SECTION[doc.kind]].append(dict(doc.fields))
     return out
@@ -77,6 +97,9 @@ def _reason(exc: SnapshotError, doc: Document, accepted: Sequence[Document], loc
         prefix = f"{_SECTION[doc.kind]}[{position}]"
     elif doc.kind == "Health":
         prefix = "health"
+    elif doc.kind in GLOBALNET_SECTIONS:
+        position = sum(1 for d in accepted if d.kind == doc.kind and _in_snapshot(d, local))
+        prefix = f"globalnet.{GLOBALNET_SECTIONS[doc.kind]}[{position}]"
     path = exc.path
     if prefix and (path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")):
         path = path[len(prefix) :].lstrip(".")
@@ -137,6 +160,7 @@ def assemble(
     parse: Parse = parse_snapshot,
 ) -> Assembly:
     """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot."""
+    docs, bad = _check_globalnet_items(local, docs, last_good)
     ordered = _order(local, docs, last_good)
     if not any(d.ident == ("Cluster", local) for d in ordered):
         return Assembly(snapshot=None, accepted=(), missing=f"no Cluster document with id {local!r}")
@@ -147,7 +171,7 @@ def assemble(
         except SnapshotError:
             pass
         else:
-            return Assembly(snapshot=snap, accepted=tuple(ordered))
+            return Assembly(snapshot=snap, accepted=tuple(ordered), problems=tuple(bad))
     walk = _Walk(local=local, parse=parse)
     for doc in ordered:
         walk.add(doc, last_good.get(doc.ident))
@@ -160,4 +184,36 @@ def assemble(
                 missing=f"no valid Cluster document with id {local!r}",
             )
     snap = parse(snapshot_dict(local, walk.accepted), source="broker")
-    return Assembly(snapshot=snap, accepted=tuple(walk.accepted), problems=tuple(walk.problems))
+    return Assembly(snapshot=snap, accepted=tuple(walk.accepted), problems=(*bad, *walk.problems))
+
+
+def _item_error(doc: Document) -> str | None:
+    try:
+        item_parser(GLOBALNET_SECTIONS[doc.kind])({k: v for k, v in doc.fields.items() if k != "cluster"}, "")
+    except FieldError as exc:
+        return f"{exc.path}: {exc.reason}" if exc.path else exc.reason
+    return None
+
+
+def _check_globalnet_items(
+    local: str, docs: Sequence[Document], last_good: Mapping[Ident, Document]
+) -> tuple[list[Document], list[Problem]]:
+    """Globalnet documents of ``local`` checked one by one (they refer to nothing but themselves), so that a
+    bad one is left out here and never sends the whole set of thousands of documents through the walk
+    below, which re-parses the snapshot once per document."""
+    out: list[Document] = []
+    problems: list[Problem] = []
+    for doc in docs:
+        if doc.kind not in GLOBALNET_SECTIONS or doc.fields.get("cluster") != local:
+            out.append(doc)
+            continue
+        error = _item_error(doc)
+        if error is None:
+            out.append(doc)
+            continue
+        good = last_good.get(doc.ident)
+        kept = good is not None and not good.same_content(doc) and _item_error(good) is None
+        if kept and good is not None:
+            out.append(good)
+        problems.append(Problem(file=doc.file, error=f"{doc.where}: {error}", kept_last_good=kept))
+    return out, problems

@@ -18,7 +18,20 @@ import yaml
 
 from magw.yamlstrict import FastStrictLoader, StrictLoader
 
-KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health")
+# Globalnet kinds (issue 11): objects of one cluster, assembled into Snapshot.globalnet of that cluster.
+# Their fields are those of the snapshot's globalnet section (magw.snapshot_globalnet) plus ``cluster``.
+GLOBALNET_SECTIONS: dict[str, str] = {
+    "Namespace": "namespaces",
+    "Pod": "pods",
+    "Service": "services",
+    "ServiceExport": "service_exports",
+    "ClusterGlobalEgressIP": "cluster_global_egress_ips",
+    "GlobalEgressIP": "global_egress_ips",
+    "GlobalIngressIP": "global_ingress_ips",
+    "GlobalnetStatus": "statuses",
+}
+# A Lease document (magw.sources.filelease) lives in the directory too; it is not part of any snapshot.
+KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health", *GLOBALNET_SECTIONS, "Lease")
 
 # What each kind adds to the snapshot (magw.snapshot's top-level keys); Config and Health are singletons.
 CONFIG_KEYS: tuple[str, ...] = ("multi_active_gateway", "strategy", "underlay_mtu", "resilient")
@@ -33,6 +46,15 @@ _IDENTITY: dict[str, tuple[str, ...]] = {
     "Node": ("cluster", "name"),
     "Endpoint": ("cluster", "hostname"),
     "Health": (),
+    "Namespace": ("cluster", "name"),
+    "Pod": ("cluster", "namespace", "name"),
+    "Service": ("cluster", "namespace", "name"),
+    "ServiceExport": ("cluster", "namespace", "name"),
+    "ClusterGlobalEgressIP": ("cluster", "name"),
+    "GlobalEgressIP": ("cluster", "namespace", "name"),
+    "GlobalIngressIP": ("cluster", "namespace", "name"),
+    "GlobalnetStatus": ("cluster",),  # + the kind, namespace and name of its ``object``: see _identity
+    "Lease": ("name",),
 }
 
 NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -70,6 +92,12 @@ def _identity(kind: str, raw: Mapping[str, Any], where: str) -> tuple[str, ...]:
         if not isinstance(value, str) or not value:
             raise DocumentError(f"{where}: {key}: required, a non-empty string")
         parts.append(value)
+    if kind == "GlobalnetStatus":
+        obj = raw.get("object")
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or not isinstance(obj.get("name"), str):
+            raise DocumentError(f"{where}: object: required, a mapping with kind, namespace and name")
+        namespace = obj.get("namespace") or ""
+        parts.extend((obj["kind"], namespace if isinstance(namespace, str) else "", obj["name"]))
     return tuple(parts)
 
 

@@ -128,6 +128,7 @@ class FileBroker:
         self._signature: tuple[tuple[str, Stamp], ...] | None = None
         self._last_good: dict[Ident, Document] = {}
         self._view = _View()
+        self._problem_files: frozenset[str] = frozenset()
         self._listeners: list[Listener] = []
         self._logged: set[tuple[str, str]] = set()
         self._missing_logged: str | None = None
@@ -150,6 +151,12 @@ class FileBroker:
             if doc.ident == ("Node", self.local_cluster, name):
                 return doc.fields
         return None
+
+    def problem_files(self, prefix: str = "") -> frozenset[str]:
+        """Names (starting with ``prefix``) of the files that could not be read, or that hold a document left
+        out, in the last pass. The Globalnet controller allocates nothing while one of its status files is
+        among them (it cannot know which addresses that status holds)."""
+        return frozenset(name for name in self._problem_files if name.startswith(prefix))
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(snapshot)`` after the first scan and on every change; returns an unsubscribe function."""
@@ -265,6 +272,7 @@ class FileBroker:
             log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
             return False
         self._report([*problems, *assembly.problems], assembly)
+        self._problem_files = frozenset(p.file for p in (*problems, *assembly.problems))
         first = not self._view.synced
         changed = assembly.snapshot != self._view.snapshot
         if assembly.snapshot is not None:
