@@ -337,7 +337,8 @@ def test_shape_errors_name_the_field(tmp_path: Path) -> None:
         "config.yaml: document 1: 'mtu' is not a Config field "
         "(known: multi_active_gateway, strategy, underlay_mtu, resilient)",
         "odd.yaml: document 1: kind: 'Gateway' is not one of Cluster, Config, Node, Endpoint, Health, "
-        "Namespace, Pod, Service, ServiceExport, ClusterGlobalEgressIP, GlobalEgressIP, GlobalIngressIP, GlobalnetStatus, Lease",
+        "Namespace, Pod, Service, ServiceExport, ClusterGlobalEgressIP, GlobalEgressIP, GlobalIngressIP, "
+        "GlobalnetStatus, Lease",
     ]
     # config.yaml never had a good version: the snapshot uses the defaults.
     assert broker.snapshot is not None
