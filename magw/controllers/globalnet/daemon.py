@@ -1,0 +1,181 @@
+"""``magw-globalnet``: the single-replica Globalnet controller over a file broker directory.
+
+It waits for the lease ``globalnet-<cluster>`` (a second replica waits there), then runs a pass
+(``GlobalnetController.reconcile``) whenever the broker directory may have changed (every
+``--poll-interval``), plus at least every ``--resync`` seconds (a gone gateway's grace period ends
+without any file changing). Passes run in one worker thread, off the event loop, which keeps renewing
+the lease every ``--lease-duration``/3. A pass that fails (an I/O error) is retried with backoff
+(0.1 s doubling to 5 s); nothing after winning the lease ends the process except SIGTERM/SIGINT, which
+release the lease. Losing the lease (a renewal that fails) stops writes at once (the next write raises
+``LeaseLost``) and sends the process back to waiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import structlog
+
+from magw.controllers.globalnet.controller import GlobalnetController, LeaseLost, PassResult
+from magw.logsetup import configure_logging
+from magw.sources.filebroker import FileBroker
+from magw.sources.filelease import FileLease
+from magw.sources.globalnet_store import GlobalnetStore
+
+log = structlog.get_logger(__name__)
+
+BACKOFF_FIRST, BACKOFF_MAX = 0.1, 5.0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="magw-globalnet",
+        description="The Globalnet controller: allocates global IPs and writes statuses into the file broker "
+        "(docs/globalnet.md). One replica acts; others wait on the lease.",
+    )
+    p.add_argument("--broker-dir", required=True, help="the file broker directory (read and written)")
+    p.add_argument("--cluster", required=True, help="the id of the local cluster (its Cluster document)")
+    p.add_argument(
+        "--identity",
+        default=f"{socket.gethostname()}-{os.getpid()}",
+        help="this replica's name in the lease (default: HOSTNAME-PID)",
+    )
+    p.add_argument("--lease-duration", type=float, default=6.0, help="seconds a lease lasts unrenewed (default 6)")
+    p.add_argument(
+        "--gateway-grace",
+        type=float,
+        default=300.0,
+        help="seconds a gone gateway keeps its egress addresses before they return to the pool (default 300)",
+    )
+    p.add_argument("--resync", type=float, default=10.0, help="seconds between passes with no change (default 10)")
+    p.add_argument("--poll-interval", type=float, default=0.1, help="seconds between broker scans (default 0.1)")
+    p.add_argument("--log-format", choices=("console", "json"), default="console")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def _positive(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for name in ("lease_duration", "resync", "poll_interval"):
+        if not getattr(args, name) > 0:
+            p.error(f"--{name.replace('_', '-')}: must be > 0 seconds")
+    if args.gateway_grace < 0:
+        p.error("--gateway-grace: must be >= 0 seconds")
+
+
+class Daemon:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.lease = FileLease(args.broker_dir, f"globalnet-{args.cluster}", args.identity, args.lease_duration)
+        self.renewed_at = 0.0
+        self.holding = False
+        broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
+        self.controller = GlobalnetController(
+            broker=broker,
+            store=GlobalnetStore(args.broker_dir, args.cluster),
+            grace=timedelta(seconds=args.gateway_grace),
+            may_write=self.lease_valid,
+        )
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-globalnet")
+
+    def lease_valid(self) -> bool:
+        """Still ours with a margin: a write must land before another replica could take over."""
+        return self.holding and time.time() < self.renewed_at + self.args.lease_duration * 0.8
+
+    async def _renew(self) -> bool:
+        loop = asyncio.get_running_loop()
+        try:
+            ok = await loop.run_in_executor(None, self.lease.try_acquire)
+        except OSError as exc:
+            log.warning("globalnet.lease_error", error=str(exc))
+            ok = False
+        if ok:
+            self.renewed_at = time.time()
+            if not self.holding:
+                log.info("globalnet.lease_acquired", identity=self.args.identity, cluster=self.args.cluster)
+        elif self.holding:
+            log.warning("globalnet.lease_lost", identity=self.args.identity)
+        self.holding = ok
+        return ok
+
+    async def run(self, stop: asyncio.Event) -> int:
+        loop = asyncio.get_running_loop()
+        backoff = BACKOFF_FIRST
+        last_pass = 0.0
+        waiting_logged = False
+        while not stop.is_set():
+            now = time.time()
+            if not self.holding or now - self.renewed_at > self.args.lease_duration / 3:
+                if not await self._renew():
+                    if not waiting_logged:
+                        holder = self.lease.read()
+                        log.info("globalnet.lease_waiting", holder=holder.holder if holder else "")
+                        waiting_logged = True
+                    await _sleep(stop, self.args.lease_duration / 3)
+                    continue
+                waiting_logged = False
+            try:
+                result: PassResult = await loop.run_in_executor(self.executor, self.controller.reconcile)
+            except LeaseLost as exc:
+                log.warning("globalnet.lease_lost", reason=str(exc))
+                self.holding = False
+                continue
+            except OSError as exc:
+                log.warning("globalnet.pass_failed", error=str(exc), retry_in=backoff)
+                await _sleep(stop, backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            backoff = BACKOFF_FIRST
+            if result.written or result.deleted or time.time() - last_pass > self.args.resync:
+                last_pass = time.time()
+                if result.planned:
+                    log.info(
+                        "globalnet.pass",
+                        written=result.written,
+                        deleted=result.deleted,
+                        waiting=result.waiting,
+                        pool=f"{result.pool_used}/{result.pool_size}",
+                    )
+            await _sleep(stop, self.args.poll_interval)
+        if self.holding:
+            self.lease.release()
+            log.info("globalnet.lease_released", identity=self.args.identity)
+        self.executor.shutdown(wait=True)
+        return 0
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def _main(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("globalnet.start", cluster=args.cluster, broker_dir=args.broker_dir, identity=args.identity)
+    return await Daemon(args).run(stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    _positive(p, args)
+    if not os.path.isdir(args.broker_dir):
+        p.error(f"--broker-dir: {args.broker_dir!r} is not a directory")
+    configure_logging(args.log_format, args.log_level)
+    return asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
