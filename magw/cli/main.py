@@ -48,6 +48,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(name="cleanup", module="magw.cli.cleanup", help="remove exactly what magw owns from a network namespace"),
     Command(name="diagnose", module="magw.cli.diagnose", help="report what the kernel supports and how it is set up"),
     Command(name="lab", module="magw.cli.lab", help="build and run a multi-cluster lab in network namespaces"),
+    Command(name="globalnet", module="magw.cli.globalnet", help="show Globalnet objects, their addresses and the pool"),
 )
 
 

@@ -293,7 +293,8 @@ def _status(entry: _Entry, precedence: Precedence, now: datetime) -> GlobalIPSta
     elif errors:
         allocated = c.allocated(prev, False, c.POOL_EXHAUSTED, "; ".join(errors), now)
     else:
-        message = "; ".join(entry.notes) if entry.notes else f"{sum(len(b.ips) for b in held)} addresses"
+        count = sum(len(b.ips) for b in held)
+        message = "; ".join(entry.notes) if entry.notes else f"{count} address{'' if count == 1 else 'es'}"
         allocated = c.allocated(prev, True, c.SUCCESS, message, now)
     conds = [allocated, *entry.extra]
     losses = precedence.overridden.get(entry.ref, ())
