@@ -27,8 +27,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from magw.agent.health_options import DEFAULT_HEARTBEAT, add_heartbeat_argument
 from magw.agent.options import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse
 from magw.agent.runner import run_until_signalled, start_metrics
+from magw.ipam.globalnet import gateway_egress_name
 from magw.logsetup import configure_logging
-from magw.model import Endpoint
+from magw.model import Endpoint, Snapshot
+from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, ObjectRef
 from magw.sources.filebroker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 
 log = structlog.get_logger(__name__)
@@ -105,7 +107,17 @@ class Gateway:
             hostname=self.node,
             private_ip=self.private_ip if self.private_ip is not None else node.ip,
             public_ip=public,
+            allocated_ips=self._allocated_ips(snapshot),
         )
+
+    def _allocated_ips(self, snapshot: Snapshot) -> tuple[IPv4Address, ...]:
+        """Globalnet: the addresses of this gateway's own ClusterGlobalEgressIP status (docs/globalnet.md),
+        published so that remote gateways route replies to them back here. Empty without Globalnet."""
+        ref = ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(self.node))
+        status = snapshot.globalnet.status_of(ref)
+        if status is None:
+            return ()
+        return tuple(ip for block in status.gateways if block.node == self.node for ip in block.ips)
 
     def ensure(self, reason: str) -> None:
         """Publish the document if it is missing or differs from what it should be."""
@@ -137,6 +149,7 @@ class Gateway:
             trigger=reason,
             private_ip=str(want.private_ip),
             public_ip=None if want.public_ip is None else str(want.public_ip),
+            allocated_ips=[str(a) for a in want.allocated_ips],
         )
 
     def touch(self) -> None:
