@@ -160,12 +160,21 @@ def assemble(
     parse: Parse = parse_snapshot,
 ) -> Assembly:
     """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot."""
-    docs, bad = _check_globalnet_items(local, docs, last_good)
     ordered = _order(local, docs, last_good)
     if not any(d.ident == ("Cluster", local) for d in ordered):
         return Assembly(snapshot=None, accepted=(), missing=f"no Cluster document with id {local!r}")
     idents = [d.ident for d in ordered]
-    if len(set(idents)) == len(idents):
+    unique = len(set(idents)) == len(idents)
+    if unique:  # the usual case: everything valid, one parse
+        try:
+            snap = parse(snapshot_dict(local, ordered), source="broker")
+        except SnapshotError:
+            pass
+        else:
+            return Assembly(snapshot=snap, accepted=tuple(ordered))
+    docs, bad = _check_globalnet_items(local, ordered, last_good)
+    ordered = _order(local, docs, last_good)
+    if unique and bad:  # the bad Globalnet documents were all that was wrong: still no walk
         try:
             snap = parse(snapshot_dict(local, ordered), source="broker")
         except SnapshotError:
