@@ -7,7 +7,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
-from magw.ipam.globalnet import gateway_egress_name
+from magw.ipam.globalnet import gateway_egress_name, plan_globalnet
 from magw.ipam.precedence import Level
 from magw.model.globalnet import (
     ALLOCATED,
@@ -27,7 +27,7 @@ from magw.model.globalnet import (
     TargetType,
 )
 from magw.model.selector import LabelSelector
-from tests.globalnet_helpers import CIDR, T0, check_invariants, converge, held
+from tests.globalnet_helpers import CIDR, GRACE, T0, check_invariants, converge, held
 
 
 def ip(text: str) -> IPv4Address:
@@ -254,3 +254,24 @@ def test_condition_time_moves_only_on_a_status_change() -> None:
 
 def test_cidr_is_the_cluster_cidr() -> None:
     assert IPv4Network("242.1.0.0/24") == CIDR
+
+
+def test_conflicting_recorded_addresses_go_to_the_first_object() -> None:
+    """Two statuses (hand-edited) claim 242.1.0.9: the object that sorts first keeps it, the other is given a
+    new address and says why; with no free address left it reports ReserveAllocatedIPsFailed."""
+    tpl = ClusterGlobalEgressIP(name="cluster-egress.submariner.io", number_of_ips=1)
+    gn, _ = converge(Globalnet(cluster_egress_ips=[tpl], egress_ips=[geip("n", "a"), geip("n", "b")]))
+    a, b = ref(GLOBAL_EGRESS_IP, "n", "a"), ref(GLOBAL_EGRESS_IP, "n", "b")
+    stolen = attrs.evolve(status(gn, b), allocated_ips=status(gn, a).allocated_ips, gateways=status(gn, a).gateways)
+    gn2 = attrs.evolve(gn, statuses={**dict(gn.statuses), b: stolen})
+    first = plan_globalnet(global_cidrs=[CIDR], gateways=["gw1"], globalnet=gn2, now=T0, grace=GRACE)
+    cond = first.statuses[b].condition(ALLOCATED)
+    assert cond is not None and cond.reason == "Success" and "not reserved" in cond.message
+    gn3, _ = converge(gn2)
+    assert status(gn3, a).allocated_ips == status(gn, a).allocated_ips
+    assert status(gn3, b).allocated_ips != status(gn, a).allocated_ips
+    tiny = [IPv4Network("242.1.0.0/30")]  # 2 hosts, .1 (gw1's) and .2 (a's): none left for b
+    once = plan_globalnet(global_cidrs=tiny, gateways=["gw1"], globalnet=gn2, now=T0, grace=GRACE)
+    cond = once.statuses[b].condition(ALLOCATED)
+    assert cond is not None and (cond.status.value, cond.reason) == ("False", "ReserveAllocatedIPsFailed")
+    assert once.statuses[b].allocated_ips == ()

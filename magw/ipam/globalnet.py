@@ -91,6 +91,7 @@ class _Block:
     gone_since: str = ""
     ips: tuple[IPv4Address, ...] = ()
     error: str = ""
+    reserve_failed: bool = False
 
 
 @attrs.define
@@ -141,6 +142,7 @@ def plan_globalnet(
             if err is None:
                 block.ips = block.recorded
             else:
+                block.reserve_failed = True
                 entry.notes.append(f"recorded addresses not reserved ({err}), allocated anew")
     waiting: list[ObjectRef] = []
     for entry in entries:  # 2. allocate what is missing
@@ -291,7 +293,9 @@ def _status(entry: _Entry, precedence: Precedence, now: datetime) -> GlobalIPSta
     if entry.fixed is not None:
         allocated = entry.fixed
     elif errors:
-        allocated = c.allocated(prev, False, c.POOL_EXHAUSTED, "; ".join(errors), now)
+        failed_reserve = any(b.reserve_failed for b in entry.blocks if b.error)
+        reason = c.RESERVE_FAILED if failed_reserve else c.POOL_EXHAUSTED
+        allocated = c.allocated(prev, False, reason, "; ".join([*entry.notes, *errors]), now)
     else:
         count = sum(len(b.ips) for b in held)
         message = "; ".join(entry.notes) if entry.notes else f"{count} address{'' if count == 1 else 'es'}"
