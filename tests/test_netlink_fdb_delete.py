@@ -82,7 +82,8 @@ def test_delete_removes_every_destination_in_one_message_without_a_dump(ns: str)
     try:
         with RawNetlink(ns) as sock:
             counting = CountingIpr(ipr)
-            FdbIO(counting, LinkTable(sock)).delete(Fdb(dev="vx-submariner", mac=MAC, dst=IPv4Address("172.16.0.9")))
+            entry = Fdb(dev="vx-submariner", mac=MAC, dst=IPv4Address("172.16.0.9"))
+            FdbIO(counting, LinkTable(sock), sock).delete(entry)
     finally:
         ipr.close()
     assert counting.calls == ["del"]

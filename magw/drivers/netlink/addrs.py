@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from ipaddress import IPv4Address, IPv4Interface
+from ipaddress import IPv4Interface
 from typing import Any
 
 import attrs
@@ -26,6 +26,8 @@ import attrs
 from magw.desired.state import Address, Fdb, Neighbor
 from magw.drivers.netlink.constants import OWNED_LINKS
 from magw.drivers.netlink.linktable import LinkTable
+from magw.drivers.netlink.neighdump import dump_fdb, dump_neighbors
+from magw.drivers.netlink.rawsock import RawNetlink
 from magw.drivers.netlink.session import OpError, error_code
 
 _EPERM = 1
@@ -34,7 +36,6 @@ _ENODEV = 19
 _EADDRNOTAVAIL = 99
 _NUD_PERMANENT = 0x80
 _NTF_SELF = 0x02
-_AF_BRIDGE = 7
 
 
 def _require_owned(dev: str, what: str) -> None:
@@ -84,21 +85,28 @@ class AddressIO:
             _ignore(exc, _EADDRNOTAVAIL, _ENODEV)
 
 
+def _owned_devices(table: LinkTable) -> list[tuple[str, int]]:
+    return [(dev, table.index(dev)) for dev in sorted(OWNED_LINKS) if table.has(dev)]
+
+
 @attrs.define
 class NeighborIO:
-    """Static (``nud permanent``) IPv4 neighbors on our links."""
+    """Static (``nud permanent``) IPv4 neighbors on our links.
+
+    Observed with a raw RTM_GETNEIGH dump per owned device (``neighdump``): pyroute2's dump cost about
+    0.26 ms per entry, 1.3 s for a 5,000-node cluster's gateway (issue 10).
+    """
 
     ipr: Any
     table: LinkTable
+    sock: RawNetlink
 
     def observe(self) -> list[Neighbor]:
-        out = []
-        for msg in self.ipr.get_neighbours(family=socket.AF_INET):
-            dev = self.table.name(msg["ifindex"])
-            if dev in OWNED_LINKS and msg["state"] & _NUD_PERMANENT and msg.get("NDA_LLADDR"):
-                mac = str(msg.get("NDA_LLADDR")).lower()
-                out.append(Neighbor(dev=dev, ip=IPv4Address(msg.get("NDA_DST")), mac=mac))
-        return out
+        return [
+            Neighbor(dev=dev, ip=ip, mac=mac)
+            for dev, index in _owned_devices(self.table)
+            for ip, mac in dump_neighbors(self.sock, index)
+        ]
 
     def ensure(self, neigh: Neighbor) -> None:
         _require_owned(neigh.dev, "neighbor")
@@ -118,20 +126,17 @@ class NeighborIO:
 
 @attrs.define
 class FdbIO:
-    """Unicast VXLAN FDB entries (``MAC dst IP self permanent``) on our links."""
+    """Unicast VXLAN FDB entries (``MAC dst IP self permanent``) on our links (observed like NeighborIO)."""
 
     ipr: Any
     table: LinkTable
+    sock: RawNetlink
 
     def _entries(self) -> Iterator[Fdb]:
-        """Every permanent entry with a destination on our links, one per destination."""
-        for msg in self.ipr.fdb("dump"):
-            if msg["family"] != _AF_BRIDGE or not msg["state"] & _NUD_PERMANENT:
-                continue
-            dev = self.table.name(msg["ifindex"])
-            dst = msg.get("NDA_DST")
-            if dev in OWNED_LINKS and dst and msg.get("NDA_LLADDR") and ":" not in str(dst):
-                yield Fdb(dev=dev, mac=str(msg.get("NDA_LLADDR")).lower(), dst=IPv4Address(dst))
+        """Every permanent entry with an IPv4 destination on our links, one per destination."""
+        for dev, index in _owned_devices(self.table):
+            for mac, dst in dump_fdb(self.sock, index):
+                yield Fdb(dev=dev, mac=mac, dst=dst)
 
     def observe(self) -> list[Fdb]:
         """One entry per (dev, MAC): an all-zero MAC with several destinations shows its lowest one."""

@@ -77,8 +77,8 @@ class NetlinkDriver:
         self._kinds: dict[str, _KindIO] = {
             "links": LinkIO(self._ipr, self._table, netns),
             "addresses": AddressIO(self._ipr, self._table),
-            "neighbors": NeighborIO(self._ipr, self._table),
-            "fdb": FdbIO(self._ipr, self._table),
+            "neighbors": NeighborIO(self._ipr, self._table, self._sock),
+            "fdb": FdbIO(self._ipr, self._table, self._sock),
             "rules": RuleIO(self._ipr),
         }
         self._fast = RouteNexthopIO(self._sock, self._table)

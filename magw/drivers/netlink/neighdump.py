@@ -1,0 +1,89 @@
+"""Neighbor and VXLAN FDB dumps on the raw socket: RTM_GETNEIGH, decoded by hand.
+
+Shaped for speed (issue 10): read through pyroute2, each neighbor or FDB entry cost about 0.26 ms (its
+asyncio-driven dump and attribute decoding), so observing a gateway of a 5,000-node cluster (5,000
+neighbors and 5,000 FDB entries on ``vx-submariner``) took about 3 s. Here a dump is one request on the
+driver's ``RawNetlink`` socket and each reply is an ``ndmsg`` header plus two attributes, read with one
+struct unpack and a walk over a few attributes.
+
+Requests (``NETLINK_GET_STRICT_CHK`` is on for the socket, so the header filters, kernel >= 4.20):
+
+- neighbors: ``AF_INET`` with ``NDA_IFINDEX`` = the device: only that device's entries come back;
+- FDB: ``AF_BRIDGE`` with ``ndm_ifindex`` = the device (the kernel's ``brport_idx`` filter of
+  ``rtnl_fdb_dump``): only that VXLAN device's entries.
+
+What counts as ours is unchanged (``magw.drivers.netlink.addrs``): permanent entries with a MAC on our
+links; for the FDB, one with an IPv4 destination.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from ipaddress import IPv4Address
+
+from magw.drivers.netlink.nlattr import attr_u32, iter_attrs, message
+from magw.drivers.netlink.rawsock import RawNetlink
+
+RTM_NEWNEIGH = 28
+RTM_GETNEIGH = 30
+NLM_F_REQUEST = 0x01
+NLM_F_DUMP = 0x300
+NDA_DST = 1
+NDA_LLADDR = 2
+NDA_IFINDEX = 8
+NUD_PERMANENT = 0x80
+AF_BRIDGE = 7
+
+NLMSGHDR = struct.Struct("=IHHII")
+NDMSG = struct.Struct("=BBHiHBB")  # family, pad1, pad2, ifindex, state, flags, type
+_HDR = NLMSGHDR.size + NDMSG.size
+
+
+def pack_neigh_dump(family: int, ifindex: int) -> bytes:
+    """An RTM_GETNEIGH dump of ``family`` entries on device ``ifindex`` only.
+
+    The strict checks differ by family (kernel net/core/neighbour.c and rtnetlink.c): an IPv4 neighbor
+    dump wants ``ndm_ifindex`` 0 and the device in ``NDA_IFINDEX``; an FDB dump takes the device (the
+    bridge port) in ``ndm_ifindex``.
+    """
+    if family == AF_BRIDGE:
+        return message(RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, NDMSG.pack(family, 0, 0, ifindex, 0, 0, 0))
+    body = NDMSG.pack(family, 0, 0, 0, 0, 0, 0) + attr_u32(NDA_IFINDEX, ifindex)
+    return message(RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, body)
+
+
+def _mac(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def parse_entries(replies: list[bytes], family: int, ifindex: int) -> Iterator[tuple[IPv4Address, str, int]]:
+    """``(dst, mac, state)`` of each reply of ``family`` on ``ifindex`` that has an IPv4 dst and a MAC."""
+    for msg in replies:
+        length, kind, _flags, _seq, _pid = NLMSGHDR.unpack_from(msg, 0)
+        if kind != RTM_NEWNEIGH or length < _HDR:
+            continue
+        fam, _p1, _p2, index, state, _nflags, _ntype = NDMSG.unpack_from(msg, NLMSGHDR.size)
+        if fam != family or index != ifindex:  # the filter is advisory on an old kernel: check anyway
+            continue
+        dst = mac = None
+        for kind_, payload in iter_attrs(msg, _HDR, length):
+            if kind_ == NDA_DST:
+                dst = payload
+            elif kind_ == NDA_LLADDR:
+                mac = payload
+        if dst is not None and len(dst) == 4 and mac:
+            yield IPv4Address(dst), _mac(mac), state
+
+
+def dump_neighbors(sock: RawNetlink, ifindex: int) -> list[tuple[IPv4Address, str]]:
+    """Permanent IPv4 neighbors with a MAC on ``ifindex``: ``(ip, mac)``."""
+    replies = sock.dump(pack_neigh_dump(socket.AF_INET, ifindex))
+    return [(ip, mac) for ip, mac, state in parse_entries(replies, socket.AF_INET, ifindex) if state & NUD_PERMANENT]
+
+
+def dump_fdb(sock: RawNetlink, ifindex: int) -> list[tuple[str, IPv4Address]]:
+    """Permanent FDB entries with an IPv4 destination on ``ifindex``: ``(mac, dst)``, one per destination."""
+    replies = sock.dump(pack_neigh_dump(AF_BRIDGE, ifindex))
+    return [(mac, dst) for dst, mac, state in parse_entries(replies, AF_BRIDGE, ifindex) if state & NUD_PERMANENT]
