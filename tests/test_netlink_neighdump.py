@@ -92,3 +92,42 @@ def test_raw_dumps_match_iproute2(ns: str) -> None:
     assert len(want_fdb) == 601, "600 unicast entries and the flooding entry"
     assert set(fdb) == want_fdb and len(fdb) == 601
     assert Fdb(dev="vx-submariner", mac="00:00:00:00:00:00", dst=IPv4Address("172.18.9.1")) in fdb
+
+
+@pytest.mark.kernel
+def test_batched_apply_installs_replaces_and_deletes(ns: str) -> None:
+    """NeighFdbIO through the driver: 300 neighbors and FDB entries in one apply, read back by iproute2; a
+    replace moves an FDB destination; a delete naming a stale destination removes the whole entry; a
+    device that is not ours is refused without being sent."""
+    from magw.drivers.netlink.driver import NetlinkDriver
+    from magw.reconcile.changeset import ChangeSet, Op
+
+    ip(ns, "link", "add", "vx-submariner", "type", "vxlan", "id", "100", "dstport", "4800", "nolearning")
+    ip(ns, "link", "set", "vx-submariner", "up")
+    neighs = [
+        Neighbor(dev="vx-submariner", ip=IPv4Address(f"240.0.1.{i + 2}"), mac=f"02:00:00:00:01:{i:02x}")
+        for i in range(150)
+    ]
+    fdbs = [Fdb(dev="vx-submariner", mac=n.mac, dst=IPv4Address(f"172.18.1.{i + 2}")) for i, n in enumerate(neighs)]
+    ops = [Op(verb="create", kind="neighbors", obj=n) for n in neighs] + [
+        Op(verb="create", kind="fdb", obj=f) for f in fdbs
+    ]
+    foreign = Neighbor(dev="eth9", ip=IPv4Address("10.0.0.1"), mac="02:00:00:00:00:01")
+    with NetlinkDriver(ns) as driver:
+        result = driver.apply(ChangeSet(ops=(*ops, Op(verb="create", kind="neighbors", obj=foreign))))
+        assert len(result.failed) == 1 and result.failed[0].error.startswith("EPERM")
+        assert independent_neighbors(ns) == set(neighs)
+        assert independent_fdb(ns) == set(fdbs)
+        moved = Fdb(dev="vx-submariner", mac=fdbs[0].mac, dst=IPv4Address("172.18.9.9"))
+        driver.apply(ChangeSet(ops=(Op(verb="replace", kind="fdb", obj=moved),)))
+        assert moved in independent_fdb(ns) and fdbs[0] not in independent_fdb(ns)
+        result = driver.apply(
+            ChangeSet(
+                ops=(Op(verb="delete", kind="fdb", obj=fdbs[0]), Op(verb="delete", kind="neighbors", obj=neighs[0]))
+            )
+        )
+        assert not result.failed
+        assert independent_fdb(ns) == set(fdbs[1:]), "the stale-dst delete removed the moved entry"
+        assert independent_neighbors(ns) == set(neighs[1:])
+        again = driver.apply(ChangeSet(ops=(Op(verb="delete", kind="neighbors", obj=neighs[0]),)))
+        assert not again.failed, "deleting a missing neighbor is success"

@@ -1,8 +1,9 @@
 """NetlinkDriver: the netlink half of a node's Driver, on the real kernel.
 
-Links, addresses, neighbors, FDB entries and rules go through pyroute2
-(``links``, ``addrs``, ``rules``); nexthops, groups and routes go through the
-hand-packed fast path (``fastpath.RouteNexthopIO``). Only what we own is
+Links, addresses and rules go through pyroute2 (``links``, ``addrs``, ``rules``);
+nexthops, groups and routes go through the hand-packed fast path
+(``fastpath.RouteNexthopIO``); neighbors and FDB entries are observed with raw
+dumps (``neighdump``) and applied in raw batches (``neighfast.NeighFdbIO``). Only what we own is
 observed or touched (``constants``).
 
 ``apply`` carries out ``changes.ops`` in the ChangeSet's order. Consecutive ops
@@ -25,6 +26,8 @@ from magw.drivers.netlink.addrs import AddressIO, FdbIO, NeighborIO
 from magw.drivers.netlink.fastpath import RouteNexthopIO
 from magw.drivers.netlink.links import LinkIO
 from magw.drivers.netlink.linktable import LinkTable
+from magw.drivers.netlink.neighfast import KINDS as NEIGH_KINDS
+from magw.drivers.netlink.neighfast import NeighFdbIO
 from magw.drivers.netlink.rawsock import RawNetlink
 from magw.drivers.netlink.rules import RuleIO
 from magw.drivers.netlink.session import OpError, describe_error, open_iproute
@@ -44,19 +47,28 @@ class _KindIO(Protocol):
     def delete(self, obj: Any) -> None: ...
 
 
-def _runs(ops: Sequence[Op]) -> Iterator[tuple[bool, list[Op]]]:
-    """Split ``ops`` into maximal runs of fast-path kinds and of other kinds, keeping the order."""
+def _path(kind: str) -> str:
+    if kind in FAST_KINDS:
+        return "routes"
+    if kind in NEIGH_KINDS:
+        return "neighbors"
+    return "pyroute2"
+
+
+def _runs(ops: Sequence[Op]) -> Iterator[tuple[str, list[Op]]]:
+    """Split ``ops`` into maximal runs that go the same way (routes fast path, neighbor/FDB batches,
+    pyroute2), keeping the order."""
     run: list[Op] = []
-    fast = False
+    path = ""
     for op in ops:
-        is_fast = op.kind in FAST_KINDS
-        if run and is_fast != fast:
-            yield fast, run
+        this = _path(op.kind)
+        if run and this != path:
+            yield path, run
             run = []
-        fast = is_fast
+        path = this
         run.append(op)
     if run:
-        yield fast, run
+        yield path, run
 
 
 class NetlinkDriver:
@@ -82,6 +94,7 @@ class NetlinkDriver:
             "rules": RuleIO(self._ipr),
         }
         self._fast = RouteNexthopIO(self._sock, self._table)
+        self._neigh = NeighFdbIO(self._sock, self._table)
 
     def close(self) -> None:
         self._sock.close()
@@ -113,8 +126,13 @@ class NetlinkDriver:
         applied: list[Op] = []
         failed: list[Failure] = []
         self._table.invalidate()  # links may have changed since the last observe
-        for fast, run in _runs(changes.ops):
-            failures = self._fast.apply(run) if fast else [f for op in run if (f := self._apply_one(op))]
+        for path, run in _runs(changes.ops):
+            if path == "routes":
+                failures = self._fast.apply(run)
+            elif path == "neighbors":
+                failures = self._neigh.apply(run)
+            else:
+                failures = [f for op in run if (f := self._apply_one(op))]
             bad = {id(f.op) for f in failures}
             applied.extend(op for op in run if id(op) not in bad)
             failed.extend(failures)
