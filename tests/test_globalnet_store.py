@@ -168,7 +168,7 @@ def test_a_failed_write_leaves_the_old_document(broker_dir: Path, monkeypatch: p
     def no_space(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", no_space)
+    monkeypatch.setattr(os, "rename", no_space)
     with pytest.raises(OSError, match="No space"):
         store.write_status(ref, _status(["242.1.0.7"]))
     monkeypatch.undo()

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -49,6 +48,7 @@ import yaml
 from magw.model import Endpoint, Snapshot
 from magw.snapshot import SnapshotError, endpoint_doc, parse_snapshot
 from magw.sources.assemble import Assembly, Ident, Parse, Problem, assemble
+from magw.sources.atomic import write_atomic
 from magw.sources.documents import Document, DocumentError, check_name, parse_file
 
 log = structlog.get_logger(__name__)
@@ -375,18 +375,7 @@ def render_endpoint(endpoint: Endpoint) -> str:
 def publish_endpoint(directory: str | os.PathLike[str], endpoint: Endpoint) -> Path:
     """Write the Endpoint document atomically (temp file in the same directory, fsync, rename)."""
     path = endpoint_path(directory, endpoint.cluster, endpoint.hostname)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(render_endpoint(endpoint))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, render_endpoint(endpoint))
     return path
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import attrs
 import yaml
 
-from magw.sources.globalnet_store import write_atomic
+from magw.sources.atomic import write_atomic
 
 
 @attrs.frozen

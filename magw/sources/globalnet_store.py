@@ -16,10 +16,8 @@ never races with a user's edit of the object.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from magw.model.globalnet import (
     ObjectRef,
 )
 from magw.snapshot_globalnet import object_to_doc, status_to_doc
+from magw.sources.atomic import fsync_dir, write_atomic
 
 STATUS_PREFIX = "globalnet-status@"
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -65,37 +64,12 @@ def object_file(cluster: str, ref: ObjectRef) -> str:
     raise ValueError(f"the controller makes no {ref.kind} objects")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync of the directory."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _unlink(path: Path) -> bool:
     try:
         path.unlink()
     except FileNotFoundError:
         return False
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return True
 
 
