@@ -127,7 +127,7 @@ def audit(d: Path) -> tuple[int, int, int]:
         doc = yaml.load(path.read_text(), Loader=LOADER)
         obj = doc["object"]
         ref = (obj["kind"], obj.get("namespace", ""), obj["name"])
-        for ip in doc.get("allocatedIPs") or []:
+        for ip in doc.get("allocatedIPs") or ([doc["allocatedIP"]] if doc.get("allocatedIP") else []):
             holders.setdefault(ip, []).append(ref)
     leaks = sum(1 for refs in holders.values() if all(r not in live for r in refs))
     dups = sum(1 for refs in holders.values() if len(refs) > 1)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from magw.model.globalnet import (
     CLUSTER_EGRESS_DEFAULT_IPS,
     EGRESS_DEFAULT_IPS,
+    GLOBAL_INGRESS_IP,
     ClusterGlobalEgressIP,
     Condition,
     ConditionStatus,
@@ -75,7 +76,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "ClusterGlobalEgressIP": ("name", "numberOfIPs"),
     "GlobalEgressIP": ("namespace", "name", "numberOfIPs", "podSelector"),
     "GlobalIngressIP": ("namespace", "name", "target", "serviceName", "targetRef", "targetIP"),
-    "GlobalnetStatus": ("object", "allocatedIPs", "gateways", "podSelector", "conditions"),
+    "GlobalnetStatus": ("object", "allocatedIPs", "allocatedIP", "gateways", "podSelector", "conditions"),
 }
 
 
@@ -277,9 +278,12 @@ def status(value: object, path: str) -> tuple[ObjectRef, GlobalIPStatus]:
         _gateway(g, item_path(f.at("gateways"), i))
         for i, g in enumerate(sequence(f.optional("gateways") or [], f.at("gateways")))
     ]
+    addresses: list[IPv4Address] = _opt(f, "allocatedIPs", _ip_list, [])
+    if f.optional("allocatedIP"):  # a GlobalIngressIP's one address
+        addresses = [*addresses, ipv4(f.optional("allocatedIP"), f.at("allocatedIP"))]
     return ref, GlobalIPStatus(
         conditions=tuple(conditions),
-        allocated_ips=_opt(f, "allocatedIPs", _ip_list, []),
+        allocated_ips=addresses,
         gateways=gateways,
         pod_selector=selector,
     )
@@ -352,7 +356,11 @@ def _ref_doc(ref: ObjectRef) -> dict[str, str]:
 
 def status_to_doc(ref: ObjectRef, st: GlobalIPStatus) -> dict[str, Any]:
     """A GlobalnetStatus body (the broker document adds ``kind`` and ``cluster``)."""
-    doc: dict[str, Any] = {"object": _ref_doc(ref), "allocatedIPs": [str(a) for a in st.allocated_ips]}
+    doc: dict[str, Any] = {"object": _ref_doc(ref)}
+    if ref.kind == GLOBAL_INGRESS_IP:  # one address: the CRD's ``allocatedIP``
+        doc["allocatedIP"] = str(st.allocated_ips[0]) if st.allocated_ips else ""
+    else:
+        doc["allocatedIPs"] = [str(a) for a in st.allocated_ips]
     if st.gateways:
         doc["gateways"] = [
             {

@@ -96,7 +96,7 @@ def check_files(directory: Path, cidr: str = "242.1.0.0/24") -> dict[IPv4Address
     holders: dict[IPv4Address, tuple[str, str, str]] = {}
     for key, doc in statuses(directory).items():
         assert key in live, f"a status of deleted {key}"
-        for text in doc.get("allocatedIPs") or []:
+        for text in doc.get("allocatedIPs") or ([doc["allocatedIP"]] if doc.get("allocatedIP") else []):
             address = IPv4Address(text)
             assert address not in holders, f"{address} held by {holders[address]} and {key}"
             assert address in net and address not in (net.network_address, net.broadcast_address), address

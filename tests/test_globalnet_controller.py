@@ -236,7 +236,8 @@ class ControllerMachine(RuleBasedStateMachine):
     def live_addresses_never_change(self) -> None:
         current = {}
         for key, doc in statuses(self.dir).items():
-            for block in doc.get("gateways") or [{"node": "", "allocatedIPs": doc.get("allocatedIPs") or []}]:
+            ips = doc.get("allocatedIPs") or ([doc["allocatedIP"]] if doc.get("allocatedIP") else [])
+            for block in doc.get("gateways") or [{"node": "", "allocatedIPs": ips}]:
                 current[(key, block["node"])] = (block.get("allocatedIPs") or [], self._count(key))
         for k, (ips, count) in current.items():
             old = self.seen.get(k)

@@ -161,7 +161,8 @@ def render_text(report: dict[str, Any]) -> str:
         if status is None:
             lines.append(f"{obj['kind']} {name}: no status yet")
             continue
-        lines.append(f"{obj['kind']} {name}: {_ranges(status['allocatedIPs'])}")
+        addresses = status.get("allocatedIPs") or ([status["allocatedIP"]] if status.get("allocatedIP") else [])
+        lines.append(f"{obj['kind']} {name}: {_ranges(addresses)}")
         for block in status.get("gateways", []):
             gone = f" (gateway gone since {block['goneSince']})" if block.get("goneSince") else ""
             lines.append(f"    gateway {block['node']}: {_ranges(block['allocatedIPs'])}{gone}")
