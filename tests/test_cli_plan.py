@@ -17,14 +17,13 @@ import structlog
 
 from magw.cli import main as cli_main
 from magw.desired.ids import group_ids
-from magw.desired.paths import SHARED_GROUP_KEY
 from magw.desired.planner import plan
 from magw.snapshot import load_snapshot
 
 REPO = pathlib.Path(__file__).parent.parent
 SEED = REPO / "examples" / "seed-east.yaml"
 THREE = REPO / "examples" / "three-clusters.yaml"
-WEST_GROUP = group_ids([SHARED_GROUP_KEY, "west"], resilient=True)[SHARED_GROUP_KEY]  # a worker's shared group
+WEST_GROUP = group_ids(["west"], resilient=True)["west"]
 
 
 def magw(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -124,8 +123,7 @@ def test_strategy_flag_overrides_the_snapshot() -> None:
     assert (west["nhid"], [h["via"] for h in west["nexthops"]]) == (None, ["240.18.0.6", "240.18.0.8"])
 
     group = plan_json("--node", "e-w1", "--strategy", "group")
-    shared = group_ids([SHARED_GROUP_KEY, "west"], resilient=False)[SHARED_GROUP_KEY]
-    assert [(g["id"], g["type"]) for g in group["groups"]] == [(shared, "mpath")]
+    assert [(g["id"], g["type"]) for g in group["groups"]] == [(group_ids(["west"], resilient=False)["west"], "mpath")]
 
 
 def test_reads_the_snapshot_from_stdin() -> None:

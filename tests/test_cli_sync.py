@@ -65,8 +65,8 @@ def test_failures_are_one_line_each() -> None:
     report = sync(driver, desired, dry_run=False, out=out)
     failed = [line for line in out.getvalue().splitlines() if line.startswith("failed: ")]
     assert [line.split(": ")[1] for line in failed] == [
-        "create route 10.2.0.0/16 table main nhid 1673766168 src 10.1.3.1 metric 100",
-        "create route 100.2.0.0/16 table main nhid 1673766168 src 10.1.3.1 metric 100",
+        "create route 10.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100",
+        "create route 100.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100",
     ]
     assert [line.split(": ")[2] for line in failed] == ["EINVAL", "EINVAL"]
     assert out.getvalue().splitlines()[-1] == "10 changes applied, 2 failed"

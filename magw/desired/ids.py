@@ -6,11 +6,9 @@ Layout of our id range (u32), 0x60000000-0x63FFFFFF:
   0x61xxxxxx  nexthop via a 241/8 VTEP on vxlan-tunnel    (xxxxxx = low 24 bits of the VTEP)
   0x62xxxxxx  plain (mpath) group for a remote cluster    (xxxxxx = hash of the cluster id)
   0x63xxxxxx  resilient group for a remote cluster        (xxxxxx = hash of the cluster id)
-              (a worker's shared group uses the key "*local-gateways": magw.desired.paths)
 
-A group is keyed (remote cluster, or the worker's shared key), not derived from its
-member set, so a failover or a recovery is one group replace under the same id:
-routes never change. The group
+A group is keyed by remote cluster, not by its member set, so a failover or a
+recovery is one group replace under the same id: routes never change. The group
 type is part of the id, so a change of strategy creates new groups, moves the
 routes and deletes the old groups, in an order the kernel accepts (the kernel
 refuses to replace a group with one of another type).

@@ -7,8 +7,7 @@ cluster's active gateways (table 100, looked up through ``ip rule`` 100).
 Per remote cluster, the *candidates* are every gateway a route could use,
 whatever its health; the *usable* ones are those health allows. With nexthop
 objects, a nexthop exists for every candidate and a group per cluster holds the
-usable ones, so a failover or a recovery changes one group and no route (on a
-worker one group for all clusters: see ``_groups``). A
+usable ones, so a failover or a recovery changes one group and no route. A
 cluster without a usable gateway gets ``unreachable`` routes, so its traffic
 never leaks to the default route.
 """
@@ -28,8 +27,6 @@ from magw.model import Cluster, Snapshot, Strategy
 GATEWAY_TABLE = 100
 GATEWAY_RULE_PRIORITY = 100
 ROUTE_METRIC = 100
-# The key of a worker's shared group (a cluster id never starts with "*"): see _groups.
-SHARED_GROUP_KEY = "*local-gateways"
 
 
 @attrs.frozen(kw_only=True)
@@ -91,50 +88,28 @@ def _nexthops(paths: tuple[ClusterPaths, ...]) -> tuple[Nexthop, ...]:
     return tuple(by_id[i] for i in sorted(by_id))
 
 
-def _shares_local_group(snapshot: Snapshot, role: NodeRole, p: ClusterPaths) -> bool:
-    """A worker's cluster whose usable gateways are all the local gateways health allows (no ``reach``
-    restriction of its own): its routes use the shared group ``SHARED_GROUP_KEY``."""
-    if role.gateway:
-        return False
-    everywhere = tuple(h for h in p.candidates if snapshot.health.usable(h.hostname))
-    return p.usable == everywhere
-
-
-def _groups(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
-    """The groups, and for each remote cluster with a usable gateway the group its routes use.
-
-    A gateway holds one group per remote cluster (each has its own remote gateways). A worker's groups all
-    hold local gateways: every cluster whose usable set is "every local gateway that is up" shares one
-    group, so a local gateway going down or up is one group replace whatever the number of remote clusters
-    (issue 10); only a cluster that ``health.reach`` sets apart gets a group of its own, and only its routes
-    move when it does.
-    """
+def _groups(snapshot: Snapshot, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
+    """One group per remote cluster with a usable gateway, keyed by cluster id."""
     resilient = snapshot.config.strategy is Strategy.RESILIENT
-    ids = group_ids([SHARED_GROUP_KEY, *(c.id for c in snapshot.remote_clusters)], resilient=resilient)
+    ids = group_ids((c.id for c in snapshot.remote_clusters), resilient=resilient)
     params = snapshot.config.resilient
-    by_key: dict[str, NexthopGroup] = {}
-    of_cluster: dict[str, NexthopGroup] = {}
+    groups: dict[str, NexthopGroup] = {}
     for p in paths:
         if not p.usable:
             continue
-        key = SHARED_GROUP_KEY if _shares_local_group(snapshot, role, p) else p.cluster.id
-        group = by_key.get(key)
-        if group is None:
-            members = tuple(GroupMember(id=i, weight=1) for i in sorted({h.nexthop_id for h in p.usable}))
-            if resilient:
-                group = NexthopGroup(
-                    id=ids[key],
-                    members=members,
-                    type="resilient",
-                    buckets=params.buckets,
-                    idle_timer=params.idle_timer,
-                    unbalanced_timer=params.unbalanced_timer,
-                )
-            else:
-                group = NexthopGroup(id=ids[key], members=members, type="mpath")
-            by_key[key] = group
-        of_cluster[p.cluster.id] = group
-    return of_cluster
+        members = tuple(GroupMember(id=i, weight=1) for i in sorted({h.nexthop_id for h in p.usable}))
+        if resilient:
+            groups[p.cluster.id] = NexthopGroup(
+                id=ids[p.cluster.id],
+                members=members,
+                type="resilient",
+                buckets=params.buckets,
+                idle_timer=params.idle_timer,
+                unbalanced_timer=params.unbalanced_timer,
+            )
+        else:
+            groups[p.cluster.id] = NexthopGroup(id=ids[p.cluster.id], members=members, type="mpath")
+    return groups
 
 
 def _routes(
@@ -156,13 +131,13 @@ def plan_routing(snapshot: Snapshot, role: NodeRole) -> RoutingObjects:
     table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
     rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
     inline = snapshot.config.strategy is Strategy.MULTIPATH
-    groups = {} if inline else _groups(snapshot, role, paths)
+    groups = {} if inline else _groups(snapshot, paths)
     routes = tuple(
         r for p in paths for r in _routes(p, table=table, src=role.node.cni_ip, groups=groups, inline=inline)
     )
     return RoutingObjects(
         nexthops=() if inline else _nexthops(paths),
-        groups=tuple({g.id: g for g in groups.values()}.values()),
+        groups=tuple(groups.values()),
         routes=routes,
         rules=rules,
     )
