@@ -168,6 +168,7 @@ def main() -> int:
         latencies: list[float] = []
         pass_time = 0.0
         allocated = 0
+        writes = 0
         live: list[str] = []
         restarts = 0
         load = os.getloadavg()
@@ -183,8 +184,8 @@ def main() -> int:
                 t = time.perf_counter()
                 result = ctl.reconcile()
                 pass_time += time.perf_counter() - t
-                if result.plan is not None:
-                    allocated += result.written
+                writes += result.written + result.deleted
+                allocated += result.allocated
                 if (d / status).exists():
                     break
             else:
@@ -211,8 +212,8 @@ def main() -> int:
         print(f"duplicates: {dups} (target 0)")
         print(f"addresses held at the end: {held}; live objects about {args.live}")
         print(
-            f"status writes: {allocated} in {pass_time:.1f} s of controller passes: "
-            f"{allocated / pass_time:.0f} writes/s"
+            f"allocations: {allocated} addresses in {pass_time:.1f} s of controller passes: "
+            f"{allocated / pass_time:.0f} addresses/s ({writes} file writes and deletes, {writes / pass_time:.0f}/s)"
         )
         print(f"creation to status in the broker: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
         print(f"wall time {total:.1f} s")

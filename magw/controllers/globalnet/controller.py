@@ -88,6 +88,7 @@ class PassResult:
 
     planned: bool
     written: int = 0
+    allocated: int = 0  # addresses in written statuses that their previous status did not hold
     deleted: int = 0
     waiting: int = 0
     pool_used: int = 0
@@ -150,11 +151,12 @@ class GlobalnetController:
                 files=sorted(unreadable),
                 waiting=len(plan.waiting),
             )
-        written, deleted = self._write(gn, plan)
+        written, deleted, allocated = self._write(gn, plan)
         return PassResult(
             planned=True,
             written=written,
             deleted=deleted,
+            allocated=allocated,
             waiting=len(plan.waiting),
             pool_used=plan.pool_used,
             pool_size=plan.pool_size,
@@ -165,8 +167,8 @@ class GlobalnetController:
         if not self._may_write():
             raise LeaseLost("the lease is no longer held: stopping writes")
 
-    def _write(self, gn: Globalnet, plan: GlobalnetPlan) -> tuple[int, int]:
-        written = deleted = 0
+    def _write(self, gn: Globalnet, plan: GlobalnetPlan) -> tuple[int, int, int]:
+        written = deleted = allocated = 0
         current: dict[ObjectRef, GlobalIPStatus] = dict(gn.statuses)
         for ref, status in sorted(plan.statuses.items()):
             if current.get(ref) == status:
@@ -176,6 +178,7 @@ class GlobalnetController:
             self._overlay.statuses[ref] = status
             written += 1
             old = current.get(ref)
+            allocated += len(set(status.allocated_ips) - set(old.allocated_ips if old else ()))
             log.info(
                 "globalnet.status_written",
                 object=str(ref),
@@ -204,7 +207,7 @@ class GlobalnetController:
             self._overlay.objects[ref] = None
             deleted += 1
             log.info("globalnet.object_deleted", object=str(ref))
-        return written, deleted
+        return written, deleted, allocated
 
 
 def _made(ingress: tuple[GlobalIngressIP, ...], egress: tuple[ClusterGlobalEgressIP, ...]) -> list[Made]:
