@@ -290,3 +290,38 @@ def test_apply_and_cleanup_refuse_without_netns_when_they_cannot_tell(tmp_path: 
     cleaned = blind(ns, tmp_path / "proc", *magw, "cleanup", "--allow-init-netns")
     assert cleaned.returncode == 0, cleaned.stderr
     assert ours(ns) == {"links": [], "nft": [], "hash_policy": "1"}
+
+
+def test_a_named_alias_of_the_host_namespace_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--netns NAME`` that is (or may be) the host's namespace, e.g. ``ip netns attach host 1``: refused with
+    one line naming the override, for apply and cleanup (the guarded commands); diagnose only reads."""
+    from magw.cli import UsageError, nodeargs
+    from magw.drivers.netns import InitialNetns
+
+    seen: list[str | None] = []
+
+    def fake(*, own: str | None = None, **_: object) -> InitialNetns:
+        seen.append(own)
+        return InitialNetns(initial=True, reason=f"{own} has inode 0xeffffff9, the initial namespace's")
+
+    monkeypatch.setattr(nodeargs, "check_netns", lambda name: None)
+    monkeypatch.setattr(nodeargs, "netns_path", lambda name: f"/run/netns/{name}")
+    monkeypatch.setattr(nodeargs, "initial_netns", fake)
+    with pytest.raises(UsageError) as err:
+        nodeargs.require_netns("hostalias")
+    text = str(err.value)
+    assert "--netns hostalias: refusing, it is the host's initial network namespace" in text
+    assert "--allow-init-netns" in text and "\n" not in text
+    assert seen == ["/run/netns/hostalias"]
+    monkeypatch.setattr(nodeargs, "initial_netns", lambda **_: InitialNetns(initial=None, reason="cannot read"))
+    with pytest.raises(UsageError, match="may be the host's initial namespace"):
+        nodeargs.require_netns("hostalias")
+    assert nodeargs.require_netns("hostalias", guard=False) == "hostalias"
+
+
+@pytest.mark.kernel
+def test_a_namespace_of_its_own_passes_the_alias_guard(ns: str) -> None:
+    """A namespace made by ``ip netns add`` is not the host's: --netns accepts it."""
+    from magw.cli.nodeargs import require_netns
+
+    assert require_netns(ns) == ns

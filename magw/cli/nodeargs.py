@@ -4,7 +4,8 @@ opening a node's real drivers.
 Without ``--netns`` a command works in the namespace it runs in. ``apply`` and
 ``cleanup`` change it, so there they refuse (exit 2, one line) when it is the
 host's initial namespace or when they cannot tell (``magw.drivers.netns``),
-unless ``--allow-init-netns`` is given. The flag reaches ``require_netns``
+unless ``--allow-init-netns`` is given. A ``--netns NAME`` that is an alias of
+the host's namespace (or may be) is refused the same way. The flag reaches ``require_netns``
 through ``args.netns`` itself (``CURRENT_ALLOWED``), so a command only calls
 ``add_netns_argument`` and ``require_netns(args.netns)``.
 """
@@ -19,7 +20,14 @@ from typing import Any
 
 from magw.cli import UsageError
 from magw.drivers.netlink.driver import NetlinkDriver
-from magw.drivers.netns import ALLOW_FLAG, NoSuchNetns, check_netns, current_netns_refusal
+from magw.drivers.netns import (
+    ALLOW_FLAG,
+    NoSuchNetns,
+    check_netns,
+    current_netns_refusal,
+    initial_netns,
+    netns_path,
+)
 from magw.drivers.nft.driver import NftDriver
 from magw.drivers.node import NodeDriver
 
@@ -79,12 +87,27 @@ def require_netns(netns: str | CurrentNetns | None, *, guard: bool = True) -> st
             check_netns(netns)
         except NoSuchNetns as exc:
             raise UsageError(f"--netns: {exc}") from exc
+        if guard:
+            _refuse_host_alias(netns)
         return netns
     if guard:
         refused = current_netns_refusal("change", allow=False, instead=_INSTEAD)
         if refused is not None:
             raise UsageError(refused)
     return None
+
+
+def _refuse_host_alias(netns: str) -> None:
+    """A named namespace may be the host's own (``ip netns attach host 1``, a bind mount of
+    ``/proc/1/ns/net``): refuse it like the current one, and also when we cannot tell."""
+    verdict = initial_netns(own=netns_path(netns))
+    if verdict.initial is False:
+        return
+    what = "is the host's initial network namespace" if verdict.initial else "may be the host's initial namespace"
+    raise UsageError(
+        f"--netns {netns}: refusing, it {what} ({verdict.reason}); to change the host's own namespace on "
+        f"purpose, run without --netns and pass {ALLOW_FLAG}"
+    )
 
 
 @contextlib.contextmanager
