@@ -20,13 +20,12 @@ at 100k routes they cost as much as the first apply's observe and diff together
 from __future__ import annotations
 
 from collections.abc import Iterable
-from socket import inet_ntoa
 from typing import TextIO
 
 import attrs
 
 from magw.desired.render import object_line
-from magw.desired.state import MAIN_TABLE, DesiredState, Route
+from magw.desired.state import DesiredState
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver, Failure
@@ -37,25 +36,7 @@ MAX_PASSES = 2
 
 def object_text(op: Op) -> str:
     """The object of ``op`` on one line, in the ``ip``/``bridge`` style of ``magw plan``."""
-    obj = op.obj
-    if isinstance(obj, Route) and obj.nhid is not None and obj.type == "unicast" and not obj.nexthops:
-        return _nhid_route_line(obj)
-    return object_line(op.kind, obj)  # no one-object DesiredState per line: 100k lines took 3.5 s
-
-
-def _nhid_route_line(route: Route) -> str:
-    """``object_line("routes", route)`` for a route via nhid, the 100k-line case (issue 10).
-
-    The same text without ``str()`` of ``ipaddress`` objects (Python code, ~2 us each) and without
-    splitting a one-line rendering into lines: about half the printing time of an initial sync.
-    """
-    dst = route.dst
-    table = "main" if route.table == MAIN_TABLE else str(route.table)
-    src = "" if route.src is None else f" src {inet_ntoa(route.src.packed)}"
-    return (
-        f"route {inet_ntoa(dst.network_address.packed)}/{dst.prefixlen} table {table} nhid {route.nhid}{src}"
-        f" metric {route.metric}"
-    )
+    return object_line(op.kind, op.obj)  # no one-object DesiredState per line: 100k lines took 3.5 s
 
 
 def change_text(change: Op | NftChange) -> str:
