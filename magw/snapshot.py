@@ -37,7 +37,8 @@ from magw.snapshot_fields import (
     string,
     string_list,
 )
-from magw.snapshot_globalnet import globalnet_to_doc, parse_globalnet
+from magw.snapshot_globalnet import parse_globalnet
+from magw.snapshot_globalnet_dump import globalnet_to_doc
 from magw.yamlstrict import load_strict
 
 _TOP_KEYS = (

@@ -27,7 +27,7 @@ from magw.model.globalnet import (
     ObjectRef,
 )
 from magw.snapshot import load_snapshot
-from magw.snapshot_globalnet import object_to_doc, status_to_doc
+from magw.snapshot_globalnet_dump import object_to_doc, status_to_doc
 
 _LEVEL_TEXT = {
     Level.POD_SELECTOR: "pod selector",

@@ -31,7 +31,7 @@ from magw.model.globalnet import (
     GlobalIPStatus,
     ObjectRef,
 )
-from magw.snapshot_globalnet import object_to_doc, status_to_doc
+from magw.snapshot_globalnet_dump import object_to_doc, status_to_doc
 from magw.sources.atomic import fsync_dir, write_atomic
 
 STATUS_PREFIX = "globalnet-status@"
