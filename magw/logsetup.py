@@ -46,7 +46,8 @@ def configure_logging(fmt: str, level: str, *, stream: TextIO | None = None) -> 
 def _renderer(fmt: str) -> Any:
     if fmt == "json":
         return structlog.processors.JSONRenderer(sort_keys=True)
-    return structlog.dev.ConsoleRenderer(colors=False)
+    # Plain tracebacks whether or not rich is installed (magw.cli keeps rich out for start-up time).
+    return structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
 
 
 def _configure_stdlib(fmt: str, number: int, out: TextIO, shared: list[Any]) -> None:

@@ -123,3 +123,10 @@ def test_exec_refuses_an_unknown_flag_before_the_command() -> None:
         "magw: error: exec: unrecognized arguments: --bogus before '--' "
         "(usage: magw lab exec NODE [--name N] [-v] [--log-format F] -- CMD)"
     ]
+
+
+def test_the_command_line_does_not_import_rich() -> None:
+    """Importing magw.cli.main in a fresh interpreter leaves rich out (structlog.dev would pull it in, ~0.1 s)."""
+    code = "import sys, magw.cli.main; print(sys.modules.get('rich') is not None)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"

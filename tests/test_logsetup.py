@@ -69,3 +69,17 @@ def test_bad_settings_are_one_line_errors(fmt: str, level: str, message: str) ->
     with pytest.raises(ValueError) as info:
         configure_logging(fmt, level)
     assert str(info.value) == message
+
+
+def test_console_tracebacks_are_plain_text() -> None:
+    """An exception logged in console format is rendered as the standard library's traceback, not a rich box."""
+    out = io.StringIO()
+    configure_logging("console", "info", stream=out)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        structlog.get_logger("t").exception("test.failed")
+    text = out.getvalue()
+    assert "Traceback (most recent call last):" in text
+    assert "RuntimeError: boom" in text
+    assert "╭" not in text
