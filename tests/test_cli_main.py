@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import pytest
 
 from magw.cli import main as cli_main
 from tests.labkit import unique_name
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 MAGW = [sys.executable, "-m", "magw.cli.main"]
 
@@ -130,3 +133,42 @@ def test_the_command_line_does_not_import_rich() -> None:
     code = "import sys, magw.cli.main; print(sys.modules.get('rich') is not None)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def _process_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run main() as the console script does (argv from sys.argv), with an atexit handler that says 'teardown'."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+        "from magw.cli.main import main\n"
+        f"sys.argv = ['magw', *{list(args)!r}]\n"
+        "sys.exit(main())\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_plan_as_a_process_skips_teardown_and_keeps_its_output_and_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """``magw plan`` run as a process ends without interpreter teardown (no atexit), yet its whole stdout
+    arrives, identical to an in-process run of main([...]), and exit codes are kept."""
+    args = ["plan", "--snapshot", str(REPO / "examples" / "three-clusters.yaml"), "--node", "e-gw1", "--format", "json"]
+    done = _process_run(*args)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert cli_main.main(args) == 0
+    expected = capsys.readouterr().out
+    assert done.stdout == expected and json.loads(done.stdout)
+    bad = _process_run("plan", "--snapshot", str(REPO / "examples" / "three-clusters.yaml"), "--node", "nope")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("magw: error: ") and "teardown" not in bad.stderr
+
+
+def test_in_process_main_returns_instead_of_exiting() -> None:
+    """main([...]) called with an argument list (a library caller, a test) returns the code; no fast exit."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+        "from magw.cli.main import main\n"
+        f"print('code', main(['plan', '--snapshot', {str(REPO / 'examples' / 'seed-east.yaml')!r}, '--node', 'x']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "code 2" in done.stdout
+    assert done.stderr.rstrip().endswith("teardown")

@@ -25,6 +25,7 @@ FORMATS = ("text", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(fast_exit=True)  # magw.cli.main._exit_now: no interpreter teardown after the command
     parser.add_argument(
         "--snapshot", required=True, metavar="FILE", help="the snapshot YAML file (- reads it from stdin)"
     )
