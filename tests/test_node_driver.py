@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
+import pytest
+
 from magw.desired.nft import NftTable
-from magw.desired.state import DesiredState
+from magw.desired.state import DesiredState, Link
 from magw.drivers.node import NodeDriver
-from magw.reconcile.changeset import ChangeSet, NftChange
-from magw.reconcile.driver import ApplyResult
+from magw.reconcile.changeset import ChangeSet, NftChange, Op
+from magw.reconcile.driver import ApplyResult, Failure
 
 
 class _Netlink:
@@ -42,3 +45,65 @@ def test_observe_lists_nft_before_dumping_routes() -> None:
     state = NodeDriver(netlink=_Netlink(calls), nft=_Nft(calls)).observe()
     assert calls == ["nft", "netlink"]
     assert state.nft == NftTable(family="ip", name="magw")
+
+
+_LINK = Link(name="vx-test", vni=100, port=4800, mtu=1450, mac="02:00:00:00:00:01")
+_CHANGES = ChangeSet(
+    ops=(Op(verb="create", kind="links", obj=_LINK),),
+    nft=(NftChange(family="ip", name="magw", table=NftTable(family="ip", name="magw")),),
+)
+
+
+class _WaitsForNft(_Netlink):
+    """A netlink half whose apply succeeds only if the nft half's apply runs meanwhile (bounded wait)."""
+
+    def __init__(self, nft_started: threading.Event) -> None:
+        super().__init__([])
+        self.nft_started = nft_started
+
+    def apply(self, changes: ChangeSet) -> ApplyResult:
+        if not self.nft_started.wait(timeout=10):
+            return ApplyResult(failed=tuple(Failure(op=op, error="nft did not run meanwhile") for op in changes.ops))
+        return ApplyResult(applied=changes.ops)
+
+
+class _SignalsNft(_Nft):
+    def __init__(self, nft_started: threading.Event, *, raises: bool = False) -> None:
+        super().__init__([])
+        self.nft_started = nft_started
+        self.raises = raises
+        self.thread = ""
+
+    def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
+        self.thread = threading.current_thread().name
+        self.nft_started.set()
+        if self.raises:
+            raise RuntimeError("libnftables crashed")
+        return ApplyResult(applied=tuple(changes))
+
+
+def test_apply_runs_the_nft_transaction_while_netlink_works() -> None:
+    """With both netlink ops and nft changes, the nft half runs in another thread during the netlink half;
+    the result holds both, netlink first, as the sequential apply reported them."""
+    started = threading.Event()
+    nft = _SignalsNft(started)
+    result = NodeDriver(netlink=_WaitsForNft(started), nft=nft).apply(_CHANGES)
+    assert result.failed == ()
+    assert result.applied == (*_CHANGES.ops, *_CHANGES.nft)
+    assert nft.thread != threading.current_thread().name
+
+
+def test_an_nft_exception_is_raised_after_netlink_finished() -> None:
+    """An exception in the nft thread reaches the caller, and only once the netlink half has run to its end."""
+    started = threading.Event()
+    netlink_calls: list[str] = []
+
+    class _Recording(_WaitsForNft):
+        def apply(self, changes: ChangeSet) -> ApplyResult:
+            result = super().apply(changes)
+            netlink_calls.append("done")
+            return result
+
+    with pytest.raises(RuntimeError, match="libnftables crashed"):
+        NodeDriver(netlink=_Recording(started), nft=_SignalsNft(started, raises=True)).apply(_CHANGES)
+    assert netlink_calls == ["done"]

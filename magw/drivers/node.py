@@ -2,15 +2,24 @@
 
 Either half may be real or fake (``NetlinkDriver``/``FakeNetlink``,
 ``NftDriver``/``FakeNft``). ``observe()`` is the netlink state with our nft table
-in its ``nft`` field; ``apply()`` carries out the netlink ops first, then the nft
-changes, and returns one merged ApplyResult. A failure in one half never stops
-the other.
+in its ``nft`` field; ``apply()`` carries out the nft changes in a thread while
+the netlink ops are sent, and returns one merged ApplyResult (netlink results
+first). A failure in one half never stops the other.
+
+Why a thread (issue 10): nftables and rtnetlink are independent kernel
+subsystems, and our rules name interfaces (``iifname``/``oifname``), never by
+index, so neither half waits for the other's objects. libnftables parses its
+JSON through ctypes, which releases the GIL: at 100k routes its 1.1-1.4 s parse
+overlaps the netlink messages instead of following them. Both halves always run
+to their end; an exception from either is raised only once both are done.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import contextvars
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 import attrs
 import structlog
@@ -21,6 +30,8 @@ from magw.reconcile.changeset import ChangeSet, NftChange
 from magw.reconcile.driver import ApplyResult
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 class NetlinkHalf(Protocol):
@@ -57,8 +68,39 @@ class NodeDriver:
         return attrs.evolve(self.netlink.observe(), nft=nft)
 
     def apply(self, changes: ChangeSet) -> ApplyResult:
-        ops = self.netlink.apply(ChangeSet(ops=changes.ops)) if changes.ops else ApplyResult()
-        nft = self.nft.apply(changes.nft) if changes.nft else ApplyResult()
+        if changes.ops and changes.nft:
+            join_nft = _started(lambda: self.nft.apply(changes.nft))
+            try:
+                ops = self.netlink.apply(ChangeSet(ops=changes.ops))
+            finally:
+                nft = join_nft()  # waits even when netlink raised: never leave a transaction running
+        else:
+            ops = self.netlink.apply(ChangeSet(ops=changes.ops)) if changes.ops else ApplyResult()
+            nft = self.nft.apply(changes.nft) if changes.nft else ApplyResult()
         result = merge_results(ops, nft)
         log.debug("node.apply_done", applied=len(result.applied), failed=len(result.failed))
         return result
+
+
+def _started(fn: Callable[[], T]) -> Callable[[], T]:
+    """Start ``fn()`` in a thread (with this thread's contextvars); the returned join gives its result or raises."""
+    outcome: list[T] = []
+    error: list[BaseException] = []
+    context = contextvars.copy_context()
+
+    def body() -> None:
+        try:
+            outcome.append(context.run(fn))
+        except BaseException as exc:  # handed to the joining thread, which raises it
+            error.append(exc)
+
+    thread = threading.Thread(target=body, name="magw-nft-apply", daemon=True)
+    thread.start()
+
+    def join() -> T:
+        thread.join()
+        if error:
+            raise error[0]
+        return outcome[0]
+
+    return join
