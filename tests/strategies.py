@@ -23,13 +23,13 @@ CLUSTER_NAMES = ("east", "west", "north", "south", "blue", "green")
 
 
 @st.composite
-def _cluster(draw: st.DrawFn, cid: str, number: int) -> Cluster:
+def _cluster(draw: st.DrawFn, cid: str, number: int, globalnet: bool) -> Cluster:
     pod_len = draw(st.integers(16, 24))
     svc_len = draw(st.integers(16, 24))
     pods = [IPv4Network(f"10.{number}.0.0/{pod_len}")]
     if draw(st.booleans()):
         pods.append(IPv4Network(f"11.{number}.0.0/16"))
-    globals_ = [IPv4Network(f"242.254.{number}.0/24")] if draw(st.booleans()) else []
+    globals_ = [IPv4Network(f"242.254.{number}.0/24")] if globalnet else []  # Globalnet is all or nothing
     return Cluster(
         id=cid,
         pod_cidrs=pods,
@@ -113,7 +113,8 @@ def snapshots(draw: st.DrawFn, *, max_clusters: int = 4, max_nodes: int = 6, max
     """A valid Snapshot. ``max_gateways=1`` gives every cluster exactly one endpoint."""
     ids = draw(st.lists(st.sampled_from(CLUSTER_NAMES), min_size=1, max_size=max_clusters, unique=True))
     local = ids[0]
-    clusters = [draw(_cluster(cid, number)) for number, cid in enumerate(ids, start=1)]
+    globalnet = draw(st.booleans())
+    clusters = [draw(_cluster(cid, number, globalnet)) for number, cid in enumerate(ids, start=1)]
     nodes, endpoints = draw(_local_nodes(local, 1, max_nodes, max_gateways))
     for number, cid in enumerate(ids[1:], start=2):
         endpoints += draw(_remote_endpoints(cid, number, max_gateways))

@@ -140,7 +140,7 @@ def test_three_clusters_health_and_reach() -> None:
     result = magw("plan", "--snapshot", str(THREE), "--node", "e-w1", "--format", "json")
     assert result.returncode == 0
     doc = json.loads(result.stdout)
-    assert [h["via"] for h in route(doc, "242.3.0.0/16")["nexthops"]] == ["240.18.0.6"]
+    assert [h["via"] for h in route(doc, "10.3.0.0/16")["nexthops"]] == ["240.18.0.6"]
     assert [h["via"] for h in route(doc, "10.2.0.0/16")["nexthops"]] == ["240.18.0.6", "240.18.0.8"]
 
 

@@ -38,6 +38,9 @@ CASES = [
     ("three-clusters.yaml", "e-w1"),
     ("three-clusters.yaml", "e-gw1"),
     ("three-clusters.yaml", "e-gw2"),
+    ("globalnet-snapshot.yaml", "e-w1"),
+    ("globalnet-snapshot.yaml", "e-gw1"),
+    ("globalnet-snapshot.yaml", "e-gw3"),
 ]
 
 

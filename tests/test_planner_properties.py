@@ -61,8 +61,11 @@ def oracle_vtep(ip: IPv4Address, first_octet: int) -> str:
 
 
 def oracle_cidrs(cluster: Cluster) -> set[str]:
-    """A cluster's CIDRs: its pod, service and global CIDRs."""
-    return {str(n) for n in (*cluster.pod_cidrs, *cluster.service_cidrs, *cluster.global_cidrs)}
+    """What is routed toward a cluster: its global CIDRs with Globalnet (pod and service CIDRs may be anyone's
+    then), else its pod and service CIDRs."""
+    if cluster.global_cidrs:
+        return {str(n) for n in cluster.global_cidrs}
+    return {str(n) for n in (*cluster.pod_cidrs, *cluster.service_cidrs)}
 
 
 def oracle_remote_ids(snapshot: Snapshot) -> list[str]:
@@ -240,13 +243,13 @@ def test_ids_and_objects_follow_the_strategy(case: tuple[Snapshot, str]) -> None
 @SETTINGS
 @given(snapshot_and_node())
 def test_nft_rules_reference_existing_sets_and_chains(case: tuple[Snapshot, str]) -> None:
-    """The nft table exists iff there is a remote cluster, and its rules use only its own sets and chains."""
+    """The nft table exists iff there is a remote cluster, and its rules use only its own sets, maps and chains."""
     snapshot, node = case
     table = plan(snapshot, node).nft
     assert (table is not None) == bool(oracle_remote_ids(snapshot))
     if table is None:
         return
-    sets = {s.name for s in table.sets}
+    sets = {s.name for s in table.sets} | {m.name for m in table.maps}
     chains = {c.name for c in table.chains}
     for rule in table.rules:
         assert rule.chain in chains

@@ -35,6 +35,7 @@ __all__ = [
     "addr_range",
     "anon_set",
     "bitand",
+    "bitor",
     "canonical",
     "counter",
     "ct",
@@ -48,6 +49,7 @@ __all__ = [
     "ip_saddr",
     "jump",
     "mangle",
+    "map_lookup",
     "masquerade",
     "match",
     "meta",
@@ -103,6 +105,16 @@ def tcp_option(name: str, field: str) -> Expr:
 def bitand(left: Expr, mask: Any) -> Expr:
     """``left & mask`` (a mask is an int, or a list of flag names for flag types)."""
     return {"&": [left, mask]}
+
+
+def bitor(left: Expr, value: int) -> Expr:
+    """``left | value`` (``meta mark | 0xc0000``: set bits, keep the others)."""
+    return {"|": [left, value]}
+
+
+def map_lookup(key: Expr, name: str) -> Expr:
+    """``KEY map @name``: the value a named map holds for ``key`` (a miss ends the rule, nothing is done)."""
+    return {"map": {"key": key, "data": set_ref(name)}}
 
 
 def ip_saddr() -> Expr:

@@ -27,8 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Network
 
+from magw.desired import gnnft
 from magw.desired import nftexpr as x
-from magw.desired.nft import NftChain, NftRule, NftSet, NftTable
+from magw.desired.globalnet import gateway_translations, globalnet_mode, routed_cidrs
+from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.roles import NodeRole
 from magw.desired.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
 from magw.model import Snapshot, net_key
@@ -69,10 +71,12 @@ def _cidr_set(name: str, nets: Iterable[IPv4Network]) -> NftSet:
     return NftSet(name=name, type="ipv4_addr", flags=("interval",), elements=set_elements(nets))
 
 
-def _postrouting(role: NodeRole) -> list[NftRule]:
+def _postrouting(role: NodeRole, *, globalnet: bool) -> list[NftRule]:
     rules = []
     if role.gateway:
         rules.append(_svc_return(role.node.cni_ip))
+    if globalnet and role.gateway:
+        return rules  # the Globalnet SNAT rules follow (gnnft): a null SNAT would keep local sources
     rules.append(
         x.rule(
             "postrouting",
@@ -149,24 +153,31 @@ def _base_chain(hook: str, kind: str, priority: int) -> NftChain:
 
 
 def plan_nft(snapshot: Snapshot, role: NodeRole) -> NftTable | None:
-    """The ``ip magw`` table, or None when there is no remote cluster."""
+    """The ``ip magw`` table, or None when there is no remote cluster.
+
+    With Globalnet, ``remote_cidrs`` holds the remote global CIDRs only (remote pod and service CIDRs may
+    be our own), and a gateway adds the Globalnet chains, sets and maps of ``magw.desired.gnnft``.
+    """
     remote = snapshot.remote_clusters
     if not remote:
         return None
+    globalnet = globalnet_mode(snapshot)
     local = snapshot.cluster(snapshot.local_cluster)
-    return NftTable(
-        family=TABLE_FAMILY,
-        name=TABLE_NAME,
-        sets=(
-            _cidr_set(LOCAL_SET, local.cidrs),
-            _cidr_set(REMOTE_SET, (n for c in remote for n in c.cidrs)),
-        ),
-        chains=(
-            NftChain(
-                name="postrouting", type="nat", hook="postrouting", priority=POSTROUTING_PRIORITY, policy="accept"
-            ),
-            NftChain(name="forward", type="filter", hook="forward", priority=FILTER_PRIORITY, policy="accept"),
-            NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
-        ),
-        rules=(*_postrouting(role), *_forward(role), *_input()),
-    )
+    sets = [
+        _cidr_set(LOCAL_SET, local.cidrs),
+        _cidr_set(REMOTE_SET, (n for c in remote for n in routed_cidrs(c, globalnet))),
+    ]
+    maps: list[NftMap] = []
+    chains = [
+        NftChain(name="postrouting", type="nat", hook="postrouting", priority=POSTROUTING_PRIORITY, policy="accept"),
+        NftChain(name="forward", type="filter", hook="forward", priority=FILTER_PRIORITY, policy="accept"),
+        NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
+    ]
+    rules = [*_postrouting(role, globalnet=globalnet), *_forward(role), *_input()]
+    if globalnet and role.gateway:
+        tr = gateway_translations(snapshot, role.node.name)
+        sets += gnnft.gateway_sets(tr)
+        maps += gnnft.gateway_maps(tr)
+        chains += gnnft.gateway_chains()
+        rules += [*gnnft.gateway_nat_rules(tr), *gnnft.gateway_rules(REMOTE_SET)]
+    return NftTable(family=TABLE_FAMILY, name=TABLE_NAME, sets=sets, maps=maps, chains=chains, rules=rules)

@@ -40,6 +40,11 @@ def _operand(expr: Any) -> str:
         return f"{kind} {body['key']}"
     if kind == "tcp option":
         return f"tcp option {body['name']} {body['field']}"
+    if kind == "|":
+        left, bits = body
+        return f"{_operand(left)} | {_value(bits)}"
+    if kind == "map":
+        return f"{_operand(body['key'])} map {body['data']}"
     if kind == "&":
         left, mask = body
         mask_text = "(" + " | ".join(mask) + ")" if isinstance(mask, list) else _value(mask)

@@ -14,10 +14,11 @@ never leaks to the default route.
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.desired.globalnet import globalnet_mode, routed_cidrs
 from magw.desired.ids import group_ids, nexthop_id
 from magw.desired.roles import NodeRole, active_endpoints
 from magw.desired.state import MAIN_TABLE, GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop, Rule
@@ -27,6 +28,7 @@ from magw.model import Cluster, Snapshot, Strategy
 GATEWAY_TABLE = 100
 GATEWAY_RULE_PRIORITY = 100
 ROUTE_METRIC = 100
+RETURN_METRIC = 98  # Globalnet /32 return routes (the seed's metric; a /32 wins by length anyway)
 
 
 @attrs.frozen(kw_only=True)
@@ -113,9 +115,15 @@ def _groups(snapshot: Snapshot, paths: tuple[ClusterPaths, ...]) -> dict[str, Ne
 
 
 def _routes(
-    p: ClusterPaths, *, table: int, src: IPv4Address, groups: dict[str, NexthopGroup], inline: bool
+    p: ClusterPaths,
+    *,
+    table: int,
+    src: IPv4Address,
+    groups: dict[str, NexthopGroup],
+    inline: bool,
+    globalnet: bool,
 ) -> tuple[Route, ...]:
-    dsts = p.cluster.cidrs
+    dsts = routed_cidrs(p.cluster, globalnet)
     if not p.usable:
         return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, type="unreachable") for dst in dsts)
     if inline:
@@ -125,19 +133,59 @@ def _routes(
     return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nhid=nhid) for dst in dsts)
 
 
+def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...], *, inline: bool) -> list[Route]:
+    """Globalnet, gateways only: a /32 (table 100, metric 98) for each egress address a gateway publishes.
+
+    A remote gateway's addresses go to that gateway, so a reply returns to the gateway that holds the
+    conntrack entry of its translation. A local gateway's go to it over ``vx-submariner``: a reply that
+    reached this gateway instead (a remote route not yet updated) still gets home. A gateway that is not
+    usable gets no route: its addresses, and only its, are unreachable until it is back.
+    """
+    routes: dict[IPv4Address, Route] = {}  # by address: an address published twice (bad input) routes once
+    src = role.node.cni_ip
+    for p in paths:
+        usable = {h.hostname: h for h in p.usable}
+        for endpoint in snapshot.endpoints_of(p.cluster.id):
+            hop = usable.get(endpoint.hostname)
+            if hop is None:
+                continue
+            for ip in endpoint.allocated_ips:
+                dst = IPv4Network(ip)
+                if inline:
+                    hops = (RouteNexthop(via=hop.via, dev=hop.dev),)
+                    route = Route(table=GATEWAY_TABLE, dst=dst, metric=RETURN_METRIC, src=src, nexthops=hops)
+                else:
+                    route = Route(table=GATEWAY_TABLE, dst=dst, metric=RETURN_METRIC, src=src, nhid=hop.nexthop_id)
+                routes.setdefault(ip, route)
+    for endpoint in role.local_gateways:
+        if not snapshot.health.usable(endpoint.hostname):
+            continue
+        hop = _hop(endpoint.hostname, endpoint.private_ip, inter_cluster=False)
+        hops = (RouteNexthop(via=hop.via, dev=hop.dev),)
+        for ip in endpoint.allocated_ips:
+            route = Route(table=GATEWAY_TABLE, dst=IPv4Network(ip), metric=RETURN_METRIC, src=src, nexthops=hops)
+            routes.setdefault(ip, route)
+    return list(routes.values())
+
+
 def plan_routing(snapshot: Snapshot, role: NodeRole) -> RoutingObjects:
     """Nexthops, groups, routes and rules of the node, per ``config.strategy``."""
+    globalnet = globalnet_mode(snapshot)
     paths = tuple(cluster_paths(snapshot, role, c) for c in snapshot.remote_clusters)
     table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
     rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
     inline = snapshot.config.strategy is Strategy.MULTIPATH
     groups = {} if inline else _groups(snapshot, paths)
-    routes = tuple(
-        r for p in paths for r in _routes(p, table=table, src=role.node.cni_ip, groups=groups, inline=inline)
-    )
+    routes = [
+        r
+        for p in paths
+        for r in _routes(p, table=table, src=role.node.cni_ip, groups=groups, inline=inline, globalnet=globalnet)
+    ]
+    if globalnet and role.gateway:
+        routes += _return_routes(snapshot, role, paths, inline=inline)
     return RoutingObjects(
         nexthops=() if inline else _nexthops(paths),
         groups=tuple(groups.values()),
-        routes=routes,
+        routes=tuple(routes),
         rules=rules,
     )

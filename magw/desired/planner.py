@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
+from magw.desired.globalnet import globalnet_mode
 from magw.desired.nftplan import plan_nft
 from magw.desired.paths import plan_routing
 from magw.desired.roles import node_role
@@ -25,25 +26,33 @@ MIN_LINK_MTU = 68  # the IPv4 minimum; the kernel refuses a smaller MTU on a vxl
 def check_cidrs(snapshot: Snapshot) -> None:
     """Reject CIDRs of two clusters that overlap: routes and nft sets would be ambiguous.
 
+    With Globalnet, pod and service CIDRs may be shared between clusters (that is what Globalnet is for);
+    global CIDRs then must overlap nothing, neither each other nor any pod or service CIDR.
+
     One sweep over the prefixes sorted by start: two CIDRs overlap only when one
     contains the other, so each prefix need only be checked against the widest
     one still open. The sweep runs on ``(start, prefixlen, end)`` integers (issue 10:
     sorting ``IPv4Network`` objects was a profile hot spot); the order is the one
     ``IPv4Network`` objects sort in.
     """
+    globalnet = globalnet_mode(snapshot)
+    owners: list[tuple[IPv4Network, str, str]] = []  # (network, owner used for the conflict, text for errors)
+    for c in snapshot.clusters:
+        if globalnet:
+            owners += [(net, "local addresses", f"cluster {c.id!r}") for net in (*c.pod_cidrs, *c.service_cidrs)]
+            owners += [(net, c.id, f"cluster {c.id!r} (global)") for net in c.global_cidrs]
+        else:
+            owners += [(net, c.id, f"cluster {c.id!r}") for net in c.cidrs]
     owned = sorted(
-        (start, plen, start + (1 << (32 - plen)) - 1, c.id, net)
-        for c in snapshot.clusters
-        for net in c.cidrs
-        for start, plen in (net_key(net),)
+        (*net_key(net), net_key(net)[0] + (1 << (32 - net.prefixlen)) - 1, net, o, t) for net, o, t in owners
     )
-    cover: tuple[int, IPv4Network, str] | None = None  # (last address, network, cluster id)
-    for _, _, last, cid, net in owned:
+    cover: tuple[int, IPv4Network, str, str] | None = None  # (last address, network, owner, text)
+    for _, _, last, net, owner, text in owned:
         if cover is not None and last <= cover[0]:  # starts inside the cover, so it lies inside it
-            if cid != cover[2]:
-                raise ValueError(f"clusters: {net} of cluster {cid!r} overlaps {cover[1]} of cluster {cover[2]!r}")
+            if owner != cover[2]:
+                raise ValueError(f"clusters: {net} of {text} overlaps {cover[1]} of {cover[3]}")
             continue
-        cover = (last, net, cid)
+        cover = (last, net, owner, text)
 
 
 def check_snapshot(snapshot: Snapshot) -> None:

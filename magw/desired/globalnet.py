@@ -1,0 +1,127 @@
+"""Globalnet on one node: which addresses its datapath translates, from the controller's statuses (pure).
+
+The Globalnet controller (``magw-globalnet``, issue 11) decides every address and writes it into statuses;
+this module only reads them. For a gateway node it gives:
+
+- ``cluster_egress``: the node's own cluster egress IPs (its ``<node>-cluster-egress.submariner.io``
+  block). Many-to-one: the source of every flow that has no more specific address leaves as one of them.
+- ``egress``: pod IP -> this gateway's address of the pod's ``GlobalEgressIP`` (precedence levels 1 and 3,
+  docs/globalnet.md). Many-to-one and per gateway, like the cluster egress IPs. A pod is pinned to one of the
+  object's addresses (the pod IP modulo their count), so its source is the same for every flow.
+- ``one_to_one``: local address -> global IP of every ``GlobalIngressIP`` (exported ClusterIP services,
+  headless pods, headless endpoint addresses). These belong to no gateway: every gateway holds the same
+  two-way mapping and rewrites them statelessly, so a packet or reply is translated the same whichever
+  gateway it reaches (docs/globalnet.md, "How replies find their gateway").
+
+A clusterset is Globalnet as a whole or not at all: ``globalnet_mode`` refuses a mixed one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from ipaddress import IPv4Address, IPv4Network
+
+import attrs
+
+from magw.ipam.globalnet import gateway_egress_name
+from magw.ipam.precedence import Level, resolve_egress
+from magw.model import Cluster, Snapshot
+from magw.model.globalnet import (
+    CLUSTER_GLOBAL_EGRESS_IP,
+    GLOBAL_INGRESS_IP,
+    GlobalIPStatus,
+    Globalnet,
+    ObjectRef,
+    PodPhase,
+)
+
+
+def globalnet_mode(snapshot: Snapshot) -> bool:
+    """True when every cluster has a global CIDR, False when none has; ValueError (one line) when mixed."""
+    with_global = [c.id for c in snapshot.clusters if c.global_cidrs]
+    if not with_global:
+        return False
+    if len(with_global) == len(snapshot.clusters):
+        return True
+    without = [c.id for c in snapshot.clusters if not c.global_cidrs]
+    raise ValueError(
+        f"clusters: a clusterset is Globalnet as a whole or not at all: {', '.join(with_global)} "
+        f"{'has' if len(with_global) == 1 else 'have'} global_cidrs, {', '.join(without)} "
+        f"{'has' if len(without) == 1 else 'have'} none"
+    )
+
+
+@attrs.frozen(kw_only=True)
+class GatewayTranslations:
+    """What one gateway translates; pairs are (from, to) as dotted strings, sorted, keys unique."""
+
+    cluster_egress: tuple[IPv4Address, ...] = ()
+    egress: tuple[tuple[str, str], ...] = ()
+    one_to_one: tuple[tuple[str, str], ...] = ()
+
+
+def _gateway_block(status: GlobalIPStatus | None, node: str) -> tuple[IPv4Address, ...]:
+    if status is None:
+        return ()
+    return next((block.ips for block in status.gateways if block.node == node), ())
+
+
+def cluster_egress_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
+    """The addresses of ``node``'s own ClusterGlobalEgressIP, empty until the controller wrote them."""
+    ref = ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(node))
+    return _gateway_block(globalnet.status_of(ref), node)
+
+
+def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, str]]:
+    """(pod IP as int, pod IP, global IP) for pods at precedence levels 1 and 3 that have addresses here."""
+    pods = {(p.namespace, p.name): p for p in globalnet.pods}
+    for entry in resolve_egress(globalnet, globalnet.ingress_ips).egress:
+        if entry.level not in (Level.POD_SELECTOR, Level.NAMESPACE) or entry.source is None:
+            continue
+        pod = pods.get((entry.pod.namespace, entry.pod.name))
+        if pod is None or pod.ip is None or pod.host_network or pod.phase is not PodPhase.RUNNING:
+            continue
+        ips = _gateway_block(globalnet.status_of(entry.source), node)
+        if ips:
+            pod_int = int(pod.ip)
+            yield pod_int, str(pod.ip), str(ips[pod_int % len(ips)])
+
+
+def _one_to_one(globalnet: Globalnet) -> tuple[tuple[str, str], ...]:
+    """(local, global) for every GlobalIngressIP with an address and a target; each side used once.
+
+    A clash (two objects naming one local address or one global IP: only possible with bad input, since
+    the controller hands out each address once) goes to the first object in reference order.
+    """
+    out: dict[int, tuple[str, str]] = {}
+    used_global: set[int] = set()
+    for ing in globalnet.ingress_ips:  # sorted by (namespace, name)
+        status = globalnet.status_of(ObjectRef(GLOBAL_INGRESS_IP, ing.namespace, ing.name))
+        if status is None or not status.allocated_ips or ing.target_ip is None:
+            continue
+        local, global_ip = ing.target_ip, status.allocated_ips[0]
+        if int(local) in out or int(global_ip) in used_global:
+            continue
+        out[int(local)] = (str(local), str(global_ip))
+        used_global.add(int(global_ip))
+    return tuple(out[k] for k in sorted(out))
+
+
+def routed_cidrs(cluster: Cluster, globalnet: bool) -> tuple[IPv4Network, ...]:
+    """What is routed toward a remote cluster: its global CIDRs with Globalnet (its pod and service CIDRs may
+    be anyone's), every CIDR without."""
+    return cluster.global_cidrs if globalnet else cluster.cidrs
+
+
+def gateway_translations(snapshot: Snapshot, node: str) -> GatewayTranslations:
+    """The translations of gateway ``node`` (empty without Globalnet objects)."""
+    gn = snapshot.globalnet
+    one_to_one = _one_to_one(gn)
+    static = {local for local, _ in one_to_one}
+    # A one-to-one address is translated statelessly; it never also gets a many-to-one SNAT.
+    egress = sorted((i, pod, gip) for i, pod, gip in _egress_pairs(gn, node) if pod not in static)
+    return GatewayTranslations(
+        cluster_egress=cluster_egress_ips(gn, node),
+        egress=tuple((pod, gip) for _, pod, gip in egress),
+        one_to_one=one_to_one,
+    )
