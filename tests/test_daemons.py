@@ -272,10 +272,10 @@ def test_route_agent_follows_the_broker_and_stops_on_sigterm(tmp_path: Path, dae
 
 def test_gateway_publishes_republishes_and_withdraws(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:
     """The gateway writes its Endpoint from its Node document, writes it again when it disappears,
-    and removes it on SIGTERM (exit 0)."""
+    and with ``--withdraw-on-exit`` removes it on SIGTERM (exit 0)."""
     broker = make_broker(tmp_path / "broker", endpoints=(W_GW1,))
     path = endpoint_path(broker, "east", "e-gw1")
-    gw = daemons("gateway", *common(broker, node="e-gw1"))
+    gw = daemons("gateway", *common(broker, node="e-gw1"), "--withdraw-on-exit")
     wait_for(path.exists, "first publication")
     assert yaml.safe_load(path.read_text()) == {
         "kind": "Endpoint",
@@ -296,6 +296,28 @@ def test_gateway_publishes_republishes_and_withdraws(tmp_path: Path, daemons: Ca
     assert named(gw.stderr, "gateway.stopped") != []
 
 
+def test_gateway_keeps_its_endpoint_on_sigterm_by_default(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:
+    """A restart must change nothing (issue 12): without --withdraw-on-exit SIGTERM leaves the document
+    byte for byte, and the next start takes it over without re-publishing."""
+    broker = make_broker(tmp_path / "broker", endpoints=(W_GW1,))
+    path = endpoint_path(broker, "east", "e-gw1")
+    gw = daemons("gateway", *common(broker, node="e-gw1"))
+    wait_for(path.exists, "first publication")
+    before = path.read_text()
+    gw.signal(signal.SIGTERM)
+    assert gw.wait() == 0
+    assert path.read_text() == before
+    assert named(gw.stderr, "gateway.withdrawn") == []
+    assert named(gw.stderr, "gateway.kept") != []
+    again = daemons("gateway", *common(broker, node="e-gw1"))
+    wait_for(lambda: named(again.stderr, "gateway.started") != [], "second start")
+    time.sleep(0.5)
+    again.signal(signal.SIGTERM)
+    assert again.wait() == 0
+    assert named(again.stderr, "gateway.published") == []
+    assert path.read_text() == before
+
+
 def test_gateway_flags_override_and_a_restart_takes_over_after_sigkill(
     tmp_path: Path, daemons: Callable[..., Daemon]
 ) -> None:
@@ -309,12 +331,12 @@ def test_gateway_flags_override_and_a_restart_takes_over_after_sigkill(
     first.signal(signal.SIGKILL)
     assert first.wait() == -signal.SIGKILL
     assert path.read_text() == content
-    second = daemons("gateway", *common(broker, node="e-gw1"), "--public-ip", "203.0.113.6")
+    second = daemons("gateway", *common(broker, node="e-gw1"), "--public-ip", "203.0.113.6", "--withdraw-on-exit")
     wait_for(lambda: second.saw("filebroker.initial_sync"), "second gateway read the broker")
     second.signal(signal.SIGINT)
     assert second.wait() == 0
     assert named(second.stderr, "gateway.published") == []  # the file was already right
-    assert path.exists() is False
+    assert path.exists() is False  # --withdraw-on-exit: SIGINT removed it
 
 
 def test_gateway_waits_while_its_node_is_not_a_gateway(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:

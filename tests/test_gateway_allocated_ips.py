@@ -44,3 +44,29 @@ def test_no_globalnet_no_allocated_ips(tmp_path: Path) -> None:
     Gateway(broker=broker, node="gw1", resync_period=60).ensure("test")
     assert "allocated_ips" not in endpoint(d, "gw1")
     remove(d, "node-gw1")
+
+
+def test_publishes_its_blocks_of_global_egress_ips_too(tmp_path: Path) -> None:
+    """A GlobalEgressIP holds addresses per gateway: each gateway publishes its own block beside its cluster
+    egress addresses, so that replies to those sources are routed back to it (issue 12)."""
+    d = make_broker(tmp_path)
+    gateway(d, "gw1", 6)
+    gateway(d, "gw2", 7)
+    put(d, "tpl", "ClusterGlobalEgressIP", {"name": "cluster-egress.submariner.io", "numberOfIPs": 2})
+    put(d, "ns", "Namespace", {"name": "shop"})
+    put(d, "geip", "GlobalEgressIP", {"namespace": "shop", "name": "all", "numberOfIPs": 1})
+    converge(controller(d))
+    broker = FileBroker(d, local_cluster="east")
+    broker.scan()
+    published = {}
+    for node in ("gw1", "gw2"):
+        Gateway(broker=broker, node=node, resync_period=60).ensure("test")
+        published[node] = set(endpoint(d, node)["allocated_ips"])  # type: ignore[arg-type]
+    # 2 cluster egress addresses each plus 1 of the GlobalEgressIP each, and no address published twice
+    assert [len(v) for v in published.values()] == [3, 3]
+    assert published["gw1"].isdisjoint(published["gw2"])
+    snapshot = broker.snapshot
+    assert snapshot is not None
+    (status,) = [s for r, s in snapshot.globalnet.statuses if r.kind == "GlobalEgressIP"]
+    for block in status.gateways:
+        assert {str(ip) for ip in block.ips} <= published[block.node]

@@ -5,8 +5,12 @@ from the node's Node document (``ip`` -> private IP, optional ``public_ip``)
 and the flags that override them, and the file is compared with it on every
 broker change, every 100 ms (is it still there?) and every resync period
 (is it still right?). A missing or different file is re-published atomically.
-SIGTERM/SIGINT withdraw it (remove the file) and exit 0; after a SIGKILL the
-file stays and the next start takes it over. Every ``heartbeat`` seconds the
+SIGTERM/SIGINT exit 0 and leave the file in place, so a restart (a rolling update,
+``systemctl restart``) changes nothing anyone planned: the next start takes the file
+over, as after a SIGKILL. A gateway that stays away is dropped by the route agents
+when its file is older than their ``--endpoint-ttl``, and by health probing at once.
+``--withdraw-on-exit`` removes the file on SIGTERM/SIGINT instead, to drain a
+gateway before maintenance (every flow through it moves at once). Every ``heartbeat`` seconds the
 file is touched: route agents treat a document older than their
 ``--endpoint-ttl`` as gone, so a dead gateway leaves every snapshot.
 """
@@ -30,7 +34,7 @@ from magw.agent.runner import run_until_signalled, start_metrics
 from magw.ipam.globalnet import gateway_egress_name
 from magw.logsetup import configure_logging
 from magw.model import Endpoint, Snapshot
-from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, ObjectRef
+from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, ObjectRef
 from magw.sources.filebroker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 
 log = structlog.get_logger(__name__)
@@ -68,6 +72,7 @@ class Gateway:
     # in one process must not collide with the first (prometheus refuses duplicate timeseries).
     registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
     heartbeat: float = DEFAULT_HEARTBEAT
+    withdraw_on_exit: bool = False
     waiting: str | None = attrs.field(init=False, default=None)
     _metrics: _Metrics = attrs.field(init=False)
 
@@ -111,13 +116,18 @@ class Gateway:
         )
 
     def _allocated_ips(self, snapshot: Snapshot) -> tuple[IPv4Address, ...]:
-        """Globalnet: the addresses of this gateway's own ClusterGlobalEgressIP status (docs/globalnet.md),
-        published so that remote gateways route replies to them back here. Empty without Globalnet."""
-        ref = ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(self.node))
-        status = snapshot.globalnet.status_of(ref)
-        if status is None:
-            return ()
-        return tuple(ip for block in status.gateways if block.node == self.node for ip in block.ips)
+        """Globalnet: every many-to-one address this gateway SNATs to, published so that remote gateways route
+        replies to them back here (docs/globalnet.md): its own ClusterGlobalEgressIP block and its block of
+        every GlobalEgressIP. Empty without Globalnet."""
+        gn = snapshot.globalnet
+        refs = [ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(self.node))]
+        refs += [ObjectRef(GLOBAL_EGRESS_IP, obj.namespace, obj.name) for obj in gn.egress_ips]
+        ips: set[IPv4Address] = set()
+        for ref in refs:
+            status = gn.status_of(ref)
+            if status is not None:
+                ips.update(ip for block in status.gateways if block.node == self.node for ip in block.ips)
+        return tuple(sorted(ips))
 
     def ensure(self, reason: str) -> None:
         """Publish the document if it is missing or differs from what it should be."""
@@ -169,7 +179,7 @@ class Gateway:
         log.info("gateway.withdrawn", node=self.node, path=self.path, existed=existed)
 
     async def serve(self, stop: asyncio.Event) -> int:
-        """Publish and keep publishing until ``stop``; then withdraw."""
+        """Publish and keep publishing until ``stop``; then withdraw if ``withdraw_on_exit``."""
         self.broker.scan()
         broker_task = asyncio.create_task(self.broker.run(), name="broker")
         loop = asyncio.get_running_loop()
@@ -194,7 +204,10 @@ class Gateway:
         finally:
             self.broker.stop()
             await asyncio.gather(broker_task, return_exceptions=True)
-            self.withdraw()
+            if self.withdraw_on_exit:
+                self.withdraw()
+            else:
+                log.info("gateway.kept", node=self.node, path=self.path, reason="a restart must change nothing")
         if broker_task.done() and not stop.is_set():
             log.error("gateway.crashed", task="broker", error=repr(broker_task.exception()))
             return EXIT_FAILURE
@@ -211,6 +224,12 @@ def build_parser() -> OneLineParser:
         help="address other clusters tunnel to (default: the Node document's public_ip, else the private IP)",
     )
     add_heartbeat_argument(p)
+    p.add_argument(
+        "--withdraw-on-exit",
+        action="store_true",
+        help="remove the Endpoint document on SIGTERM/SIGINT (drain before maintenance; default: keep it, "
+        "so a restart moves no flow)",
+    )
     return p
 
 
@@ -222,6 +241,7 @@ async def _run(args: argparse.Namespace) -> int:
         private_ip=args.private_ip,
         public_ip=args.public_ip,
         heartbeat=args.heartbeat,
+        withdraw_on_exit=args.withdraw_on_exit,
         registry=REGISTRY,
     )
     log.info("gateway.started", node=args.node, cluster=args.cluster, path=gateway.path)
