@@ -89,7 +89,8 @@ def resolve_egress(globalnet: Globalnet, ingress_ips: Iterable[GlobalIngressIP])
     overridden: dict[ObjectRef, list[tuple[ObjectRef, ObjectRef]]] = {}
     egress = [_pod_egress(pod, by_namespace.get(pod.namespace, ()), headless, overridden) for pod in globalnet.pods]
     return Precedence(
-        egress=tuple(sorted(egress, key=lambda e: e.pod)),
+        # A tuple key, not the attrs ObjectRef: its __lt__ is Python code and was most of a 100k-pod plan (issue 12).
+        egress=tuple(sorted(egress, key=lambda e: (e.pod.kind, e.pod.namespace, e.pod.name))),
         overridden={loser: tuple(sorted(pairs)) for loser, pairs in sorted(overridden.items())},
     )
 
