@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import structlog
 
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
@@ -67,6 +68,21 @@ def _set_text(table: NftTable, s: NftSet, *, checked: bool) -> str:
         elem = elements.many_to_json_text(s.elements, s.type, interval="interval" in s.flags, checked=checked)
         body = f'{body[:-1]}, "elem": {elem}}}'
     return f'{{"add": {{"set": {body}}}}}'
+
+
+def _map_text(table: NftTable, m: NftMap, *, checked: bool) -> str:
+    """``json.dumps(_map_json(table, m))``; a checked ``ipv4_addr : ipv4_addr`` map's elements written as text.
+
+    Shaped for speed (issue 12): a Globalnet gateway's maps hold an element per pod, and converting 100k
+    pairs one by one through ``elements.to_json`` was most of the apply. Canonical plain addresses (the
+    preflight checked them) are their own JSON strings.
+    """
+    plain = checked and m.type == "ipv4_addr" and m.map == "ipv4_addr" and "interval" not in m.flags
+    if not plain or not m.elements:
+        return json.dumps(_map_json(table, m))
+    body = json.dumps(_map_json(table, attrs.evolve(m, elements=()))["add"]["map"])
+    elem = "[" + ", ".join(f'["{k}", "{v}"]' for k, v in m.elements) + "]"
+    return f'{{"add": {{"map": {body[:-1]}, "elem": {elem}}}}}}}'
 
 
 def _map_json(table: NftTable, m: NftMap) -> dict[str, Any]:
@@ -127,10 +143,8 @@ def replace_document_text(table: NftTable, *, checked: bool = False) -> str:
     ]
     parts = [json.dumps(c) for c in [*head, *(_chain_json(table, c) for c in table.chains)]]
     parts += [_set_text(table, s, checked=checked) for s in table.sets]
-    parts += [
-        json.dumps(c)
-        for c in [*(_map_json(table, m) for m in table.maps), *(_rule_json(table, r) for r in table.rules)]
-    ]
+    parts += [_map_text(table, m, checked=checked) for m in table.maps]
+    parts += [json.dumps(_rule_json(table, r)) for r in table.rules]
     return '{"nftables": [' + ", ".join(parts) + "]}"
 
 
