@@ -9,6 +9,7 @@ import attrs
 
 from magw.desired.nft import NftTable
 from magw.desired.state import NetObject
+from magw.reconcile.nftdelta import NftElementDelta
 
 Verb = Literal["create", "replace", "delete"]
 
@@ -51,11 +52,25 @@ class Op:
 
 @attrs.frozen(kw_only=True)
 class NftChange:
-    """Replace our table with ``table`` (None: delete ``family``/``name``). One transaction."""
+    """Make our table ``table`` (None: delete ``family``/``name``). One transaction.
+
+    ``elements`` set: the kernel's table differs from ``table`` only in these set/map elements, and the
+    transaction carries only them (never a table, chain or rule command); ``table`` is still the table
+    after the change, so the known state and the retry book need not know how it was done.
+    """
 
     family: str
     name: str
     table: NftTable | None
+    elements: NftElementDelta | None = None
+
+    def describe(self) -> str:
+        """``replace nft table ip magw``, or ``nft ip magw: +3 -1 elements (gn_egress +2 -1, gn_in +1)``."""
+        if self.table is None:
+            return f"delete nft table {self.family} {self.name}"
+        if self.elements is None:
+            return f"replace nft table {self.family} {self.name}"
+        return f"nft {self.family} {self.name}: {self.elements.describe()}"
 
 
 @attrs.frozen(kw_only=True)

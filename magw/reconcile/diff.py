@@ -65,9 +65,11 @@ A link replace of mutable fields only (mtu, mac, up) keeps every dependent. Sett
 a link down makes the kernel flush nexthops on it; a desired state with a down link
 cannot hold nexthops through it anyway, so nothing is re-emitted for that.
 
-nftables: our table is compared as a whole; a difference is one ``NftChange``
-replacing the whole table in one transaction; a table no longer desired is one
-``NftChange(table=None)``.
+nftables: when desired and observed differ only in set/map elements (same key,
+sets, maps, chains and rules), the difference is one ``NftChange`` carrying an
+element delta (``magw.reconcile.nftdelta``): the driver sends only the changed
+elements. Any other difference is one ``NftChange`` replacing the whole table in
+one transaction; a table no longer desired is one ``NftChange(table=None)``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from collections.abc import Hashable, Iterator
 from magw.desired.nft import NftTable
 from magw.desired.state import KINDS, DesiredState, Link, Neighbor, NetObject, NexthopGroup, Route
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
+from magw.reconcile.nftdelta import element_delta
 
 # Link fields that change only by deleting and recreating the link.
 LINK_FIXED_FIELDS: tuple[str, ...] = ("vni", "port", "local", "learning")
@@ -98,9 +101,14 @@ def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
 
 
 def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[NftChange, ...]:
-    """One whole-table change per table that differs; the new table comes before the old one's removal."""
+    """One change per table that differs: the changed elements only when nothing else differs, else the whole
+    table; the new table comes before the old one's removal."""
     if desired == observed:
         return ()
+    if desired is not None and observed is not None:
+        delta = element_delta(desired, observed)
+        if delta is not None:
+            return (NftChange(family=desired.family, name=desired.name, table=desired, elements=delta),)
     changes: list[NftChange] = []
     if desired is not None:
         changes.append(NftChange(family=desired.family, name=desired.name, table=desired))

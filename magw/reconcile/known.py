@@ -24,7 +24,7 @@ def carry_out(state: DesiredState, applied: Iterable[Op | NftChange]) -> Desired
     nft = state.nft
     for op in applied:
         if isinstance(op, NftChange):
-            nft = op.table
+            nft = op.table  # the table after the change, also when only its elements were sent
             continue
         objs = by_kind.get(op.kind)
         if objs is None:
