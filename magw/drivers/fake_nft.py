@@ -5,7 +5,10 @@ State is a dict of whole ``NftTable`` values, ours and foreign ones. Each
 checked completely (``preflight`` like the real driver, then ``kernel_checks``
 and ``fake_nft_checks``, the fake's model of what nft 1.0.6 and the kernel
 refuse), and committed only if every check passes. A refused change leaves the
-old table exactly as it was. The same suite (tests/test_nft_contract.py) runs
+old table exactly as it was. An element change is carried out on the STORED
+table (``fake_nft_elements``: deletes, then adds, refusing a missing element or a
+map key with another value), not copied from ``change.table``: like the kernel,
+the fake does not know what the reconciler believed it held. The same suite (tests/test_nft_contract.py) runs
 against this fake and the real driver in a throwaway namespace.
 
 Not modelled, on purpose (``NOT_MODELLED``; tests/test_fake_nft.py pins the list):
@@ -22,7 +25,8 @@ import structlog
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.nfttext import rule_text
 from magw.drivers import fake_nft_checks
-from magw.drivers.nft import kernel_checks, preflight
+from magw.drivers.fake_nft_elements import ElementRefused, with_elements
+from magw.drivers.nft import elemcmds, kernel_checks, preflight
 from magw.drivers.nft.preflight import TableKey, change_refusal
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.driver import ApplyResult, Failure
@@ -79,10 +83,19 @@ class FakeNft:
         if change.table is None:
             self._state.pop((change.family, change.name), None)
             return None
-        errors = _table_errors(change.table)
+        table = change.table
+        if change.elements is not None:
+            delta_errors = elemcmds.delta_errors(change.elements)  # what the real driver checks before sending
+            if delta_errors or not change.elements:
+                return "; ".join(delta_errors) or None
+            try:
+                table = with_elements(self._state.get(table.key), change.family, change.name, change.elements)
+            except ElementRefused as exc:
+                return str(exc)
+        errors = _table_errors(table)
         if errors:
             return "; ".join(errors)
-        self._state[change.table.key] = change.table
+        self._state[table.key] = table
         return None
 
     def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
@@ -93,7 +106,7 @@ class FakeNft:
             error = self._transaction(change)
             if error is None:
                 applied.append(change)
-                log.debug("fake_nft.applied", family=change.family, table=change.name, delete=change.table is None)
+                log.debug("fake_nft.applied", change=change.describe())
             else:
                 failed.append(Failure(op=change, error=error))
                 log.info("fake_nft.apply_failed", family=change.family, table=change.name, error=error)

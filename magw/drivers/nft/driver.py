@@ -5,7 +5,8 @@
   ``json.dumps(expr, sort_keys=True)`` with counters zeroed, comments apart.
 - ``apply(changes)``: each ``NftChange`` is one JSON document, one netlink batch,
   all or nothing (see ``codec`` for its shape). ``table=None`` deletes the table,
-  and deleting a missing table succeeds.
+  and deleting a missing table succeeds. A change with ``elements`` sends only
+  ``delete element``/``add element`` commands (``elemcmds``), an empty one nothing.
 - Only the tables named in ``tables`` are ever touched: never ``flush ruleset``,
   never another table. A change for any other table is refused.
 """
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Sequence
 import structlog
 
 from magw.desired.nft import NftTable
-from magw.drivers.nft import codec, preflight
+from magw.drivers.nft import codec, elemcmds, preflight
 from magw.drivers.nft.libnft import Nft, NftError
 from magw.drivers.nft.preflight import TableKey, change_refusal
 from magw.reconcile.changeset import NftChange
@@ -31,19 +32,26 @@ log = structlog.get_logger(__name__)
 
 
 def transaction(change: NftChange) -> dict[str, object]:
-    """The libnftables JSON document that carries out ``change`` (one kernel transaction)."""
+    """The libnftables JSON document that carries out ``change`` (one kernel transaction).
+
+    An element change is element commands only (``elemcmds``): never ``add``/``delete table`` or a rule.
+    """
     if change.table is None:
         return codec.document(codec.delete_commands(change.family, change.name))
+    if change.elements is not None:
+        return codec.document(elemcmds.element_commands(change.family, change.name, change.elements))
     return codec.document(codec.replace_commands(change.table))
 
 
 def transaction_text(change: NftChange, *, checked: bool = False) -> str:
     """``transaction(change)`` as JSON text, built without a dict per set element (what the driver sends).
 
-    ``checked``: the table passed ``preflight.table_errors``, so its elements need no second reading.
+    ``checked``: the table (or the delta's elements) passed preflight, so elements need no second reading.
     """
-    if change.table is None:
+    if change.table is None or (change.elements is not None and not checked):
         return json.dumps(transaction(change))
+    if change.elements is not None:
+        return elemcmds.element_document_text(change.family, change.name, change.elements)
     return codec.replace_document_text(change.table, checked=checked)
 
 
@@ -114,7 +122,12 @@ class NftDriver:
 
     def _transaction(self, change: NftChange) -> str | None:
         reason = change_refusal(change, self.tables)
-        if reason is None and change.table is not None:
+        if reason is None and change.elements is not None:
+            errors = elemcmds.delta_errors(change.elements)  # the changed elements only: the rest is in the kernel
+            reason = "; ".join(errors) if errors else None
+            if reason is None and not change.elements:
+                return None  # nothing to send (nft refuses an empty element list)
+        elif reason is None and change.table is not None:
             errors = preflight.table_errors(change.table)
             reason = "; ".join(errors) if errors else None
         if reason is not None:
@@ -141,7 +154,8 @@ class NftDriver:
                     family=change.family,
                     table=change.name,
                     delete=change.table is None,
-                    rules=0 if change.table is None else len(change.table.rules),
+                    rules=0 if change.table is None or change.elements is not None else len(change.table.rules),
+                    elements=None if change.elements is None else change.elements.describe(),
                     took_ms=took_ms,
                 )
             else:

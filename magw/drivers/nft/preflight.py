@@ -167,4 +167,23 @@ def change_refusal(change: NftChange, owned: Iterable[TableKey]) -> str | None:
     if change.table is not None and change.table.key != key:
         family, name = change.table.key
         return f"table: {family} {name} does not match the change's table {change.family} {change.name}"
+    if change.elements is not None:
+        return _delta_refusal(change)
+    return None
+
+
+def _delta_refusal(change: NftChange) -> str | None:
+    """An element change must name the sets and maps of its table, with their types (it is sent as they are)."""
+    if change.elements is None:
+        return None
+    if change.table is None:
+        return f"elements: table {change.family} {change.name} is deleted by the same change"
+    sets = {s.name: (s.type, "interval" in s.flags) for s in change.table.sets}
+    maps = {m.name: (m.type, m.map, "interval" in m.flags) for m in change.table.maps}
+    for d in change.elements.sets:
+        if sets.get(d.name) != (d.type, d.interval):
+            return f"elements: set {d.name} ({d.type}) is not a set of table {change.family} {change.name} as given"
+    for m in change.elements.maps:
+        if maps.get(m.name) != (m.type, m.map, m.interval):
+            return f"elements: map {m.name} ({m.type} : {m.map}) is not a map of table {change.family} {change.name}"
     return None
