@@ -11,7 +11,8 @@ Run as ``ip netns exec POD python -m magw.lab.traffic ...``:
 - ``flows --target IP:PORT [--flows 64] [--packets 10] [--timeout S]``: UDP
   from ``flows`` sockets (distinct source ports, so distinct 5-tuples),
   ``packets`` requests each; prints one JSON object with what was sent and
-  received per flow and the servers that answered.
+  received per flow, the source addresses each flow's server saw (with
+  Globalnet: which gateway's egress address it left by) and the servers that answered.
 
 Every loop is bounded in count and time.
 """
@@ -175,9 +176,13 @@ def _send_rounds(socks: list[socket.socket], packets: int) -> int:
     return sent
 
 
-def _collect(socks: list[socket.socket], expected: int, timeout: float) -> tuple[list[int], dict[str, int]]:
+def _collect(
+    socks: list[socket.socket], expected: int, timeout: float
+) -> tuple[list[int], dict[str, int], list[list[str]]]:
+    """Replies per flow, per server, and the source addresses each flow's server saw (Globalnet: per gateway)."""
     received = [0] * len(socks)
     servers: dict[str, int] = {}
+    seen: list[set[str]] = [set() for _ in socks]
     index = {s.fileno(): i for i, s in enumerate(socks)}
     deadline = time.monotonic() + timeout
     while sum(received) < expected and (left := deadline - time.monotonic()) > 0:
@@ -190,7 +195,8 @@ def _collect(socks: list[socket.socket], expected: int, timeout: float) -> tuple
             received[index[sock.fileno()]] += 1
             server = str(doc.get("server"))
             servers[server] = servers.get(server, 0) + 1
-    return received, servers
+            seen[index[sock.fileno()]].add(str(doc.get("seen_ip")))
+    return received, servers, [sorted(s) for s in seen]
 
 
 def flows(target: str, n_flows: int, packets: int, timeout: float) -> int:
@@ -205,13 +211,13 @@ def flows(target: str, n_flows: int, packets: int, timeout: float) -> int:
             socks.append(sock)
         sports = [s.getsockname()[1] for s in socks]
         sent = _send_rounds(socks, packets)
-        received, servers = _collect(socks, sent, timeout)
+        received, servers, seen = _collect(socks, sent, timeout)
     finally:
         for sock in socks:
             sock.close()
+    per_flow = [{"sport": p, "received": r, "seen_ips": s} for p, r, s in zip(sports, received, seen, strict=True)]
     doc = {"target": target, "flows": n_flows, "sent": sent, "received": sum(received),
-           "per_flow": [{"sport": p, "received": r} for p, r in zip(sports, received, strict=True)],
-           "servers": servers}  # fmt: skip
+           "per_flow": per_flow, "servers": servers}  # fmt: skip
     print(json.dumps(doc), flush=True)
     return 0 if sum(received) == sent else 1
 
