@@ -17,8 +17,10 @@ from typing import Any
 import attrs
 import yaml
 
+from magw.lab import topology_globalnet as gn
 from magw.lab.errors import LabInputError
 from magw.lab.naming import CLUSTER_ID_RE
+from magw.lab.topology_globalnet import GlobalEgressSpec, Labels, PodSpec
 from magw.model import Strategy
 from magw.yamlstrict import StrictLoader
 
@@ -33,7 +35,9 @@ RATE_RE = re.compile(r"^[1-9][0-9]*(kbit|mbit|gbit)$")
 RESERVED: tuple[tuple[str, IPv4Network], ...] = (
     ("the lab underlays", IPv4Network("172.16.0.0/12")),
     ("the lab WAN", IPv4Network("198.18.0.0/24")),
-    ("the VTEP ranges", IPv4Network("240.0.0.0/4")),
+    # The VTEPs are 240/8 (inside a cluster) and 241/8 (between clusters), magw.desired.vtep: only those two /8s
+    # are taken, so Globalnet's customary 242.x.0.0/16 global CIDRs stay legal (240/4 would swallow them).
+    ("the VTEP ranges", IPv4Network("240.0.0.0/7")),
     ("loopback", IPv4Network("127.0.0.0/8")),
     ("link-local", IPv4Network("169.254.0.0/16")),
 )
@@ -41,11 +45,17 @@ RESERVED: tuple[tuple[str, IPv4Network], ...] = (
 
 @attrs.frozen(kw_only=True)
 class ServiceSpec:
-    """A ClusterIP service; ``backends`` are pod short names (``w1-p1``). Empty means p1 of every node."""
+    """A service. Its backends are the pods its ``selector`` picks (labels, in its namespace) or, without one,
+    ``backends`` (pod short names like ``w1-p1``, or extra pod names); neither means p1 of every node.
+    ``headless``: no ClusterIP (and no kube-proxy rule); ``export``: a ServiceExport (Globalnet)."""
 
     name: str
     port: int = DEFAULT_SERVICE_PORT
     backends: tuple[str, ...] = ()
+    namespace: str = gn.DEFAULT_NAMESPACE
+    selector: Labels | None = None
+    headless: bool = False
+    export: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -57,6 +67,21 @@ class ClusterSpec:
     workers: int = 2
     pods_per_node: int = 2
     services: tuple[ServiceSpec, ...] = (ServiceSpec(name="echo"),)
+    pods: tuple[PodSpec, ...] = ()
+    # Globalnet only (None / defaults otherwise):
+    global_cidr: IPv4Network | None = None
+    cluster_egress_ips: int = gn.DEFAULT_CLUSTER_EGRESS_IPS
+    global_egress_ips: tuple[GlobalEgressSpec, ...] = ()
+
+    @property
+    def node_shorts(self) -> tuple[str, ...]:
+        """The nodes' short names, gateways first: ``gw1``, ``gw2``, ``w1``."""
+        return (*(f"gw{k}" for k in range(1, self.gateways + 1)), *(f"w{k}" for k in range(1, self.workers + 1)))
+
+    @property
+    def default_pods(self) -> tuple[str, ...]:
+        """The short names of the ``pods_per_node`` pods: ``gw1-p1``, ..."""
+        return tuple(f"{n}-p{i}" for n in self.node_shorts for i in range(1, self.pods_per_node + 1))
 
 
 @attrs.frozen(kw_only=True)
@@ -66,10 +91,11 @@ class Topology:
     strategy: Strategy = Strategy.RESILIENT
     underlay_mtu: int = 1500
     wan_rate: str | None = None
+    globalnet: bool = False
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
-        return {
+        doc: dict[str, Any] = {
             "multi_active": self.multi_active,
             "strategy": self.strategy.value,
             "underlay_mtu": self.underlay_mtu,
@@ -82,11 +108,18 @@ class Topology:
                     "gateways": c.gateways,
                     "workers": c.workers,
                     "pods_per_node": c.pods_per_node,
-                    "services": [{"name": s.name, "port": s.port, "backends": list(s.backends)} for s in c.services],
+                    "services": [
+                        {"name": s.name, "port": s.port, "backends": list(s.backends), **gn.service_doc_extras(s)}
+                        for s in c.services
+                    ],
+                    **gn.cluster_doc_extras(c, self.globalnet),
                 }
                 for c in self.clusters
             ],
         }
+        if self.globalnet:
+            doc["globalnet"] = True
+        return doc
 
 
 def default_topology() -> Topology:
@@ -114,15 +147,21 @@ def load_topology(path: str | Path) -> Topology:
 def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
     """Validate a topology document (already parsed YAML) into a Topology."""
     p = _Parser(source)
-    top = p.mapping(doc, "", {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate"})
+    # An unknown key's error lists the Globalnet keys only in a Globalnet topology: a plain lab's schema, and its
+    # messages, stay what they were before Globalnet (docs/lab.md lists every key).
+    flag = doc.get("globalnet") is True if isinstance(doc, Mapping) else False
+    hide = frozenset() if flag else gn.GLOBALNET_TOP_KEYS
+    top = p.mapping(doc, "", {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "globalnet"}, hide)
+    globalnet = p.boolean(top.get("globalnet", False), "globalnet")
     clusters_doc = p.sequence(top.get("clusters"), "clusters", min_len=1, max_len=MAX_CLUSTERS)
-    clusters = tuple(p.cluster(c, f"clusters[{i}]", i) for i, c in enumerate(clusters_doc))
+    clusters = tuple(p.cluster(c, f"clusters[{i}]", i, globalnet) for i, c in enumerate(clusters_doc))
     topo = Topology(
         clusters=clusters,
         multi_active=p.boolean(top.get("multi_active", True), "multi_active"),
         strategy=p.strategy(top.get("strategy", "resilient"), "strategy"),
         underlay_mtu=p.integer(top.get("underlay_mtu", 1500), "underlay_mtu", 1280, 9000),
         wan_rate=p.rate(top.get("wan_rate"), "wan_rate"),
+        globalnet=globalnet,
     )
     _check_clusterset(p, topo)
     return topo
@@ -138,13 +177,17 @@ class _Parser:
         where = f"{path}: " if path else ""
         return LabInputError(f"{self.source}: {where}{reason}")
 
-    def mapping(self, value: object, path: str, allowed: set[str]) -> Mapping[str, Any]:
+    def mapping(
+        self, value: object, path: str, allowed: set[str], unlisted: frozenset[str] = frozenset()
+    ) -> Mapping[str, Any]:
+        """``value`` as a mapping of ``allowed`` keys; the error for an unknown key lists them but ``unlisted``."""
         if not isinstance(value, Mapping):
             raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
         for key in value:
             if key not in allowed:
                 prefix = f"{path}." if path else ""
-                raise self.fail(f"{prefix}{key}", f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+                listed = ", ".join(sorted(allowed - unlisted))
+                raise self.fail(f"{prefix}{key}", f"unknown key (expected one of: {listed})")
         return value
 
     def sequence(self, value: object, path: str, *, min_len: int, max_len: int) -> list[Any]:
@@ -196,9 +239,11 @@ class _Parser:
         except ValueError:
             raise self.fail(path, f"{value!r} has host bits set (did you mean {loose}?)") from None
 
-    def cluster(self, value: object, path: str, index: int) -> ClusterSpec:
-        keys = {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services"}
-        doc = self.mapping(value, path, keys)
+    def cluster(self, value: object, path: str, index: int, globalnet: bool) -> ClusterSpec:
+        keys = {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", "pods"}
+        hide = frozenset() if globalnet else gn.GLOBALNET_LISTED_CLUSTER_KEYS
+        doc = self.mapping(value, path, keys | set(gn.GLOBALNET_CLUSTER_KEYS), hide)
+        gn.check_globalnet_keys(self, doc, path, globalnet)
         if "id" not in doc:
             raise self.fail(f"{path}.id", "is required")
         cid = self.string(doc["id"], f"{path}.id", CLUSTER_ID_RE, "a cluster id (a-z then a-z0-9, 1-10 chars)")
@@ -211,29 +256,43 @@ class _Parser:
             gateways=self.integer(doc.get("gateways", 2), f"{path}.gateways", 1, MAX_GATEWAYS),
             workers=self.integer(doc.get("workers", 2), f"{path}.workers", 0, MAX_WORKERS),
             pods_per_node=self.integer(doc.get("pods_per_node", 2), f"{path}.pods_per_node", 1, MAX_PODS_PER_NODE),
-            services=self.services(doc.get("services", [{"name": "echo"}]), f"{path}.services"),
+            services=self.services(doc.get("services", [{"name": "echo"}]), f"{path}.services", globalnet),
         )
+        extras: dict[str, Any] = {"pods": gn.pods(self, doc.get("pods", []), f"{path}.pods", spec.node_shorts,
+                                                  set(spec.default_pods))}  # fmt: skip
+        if globalnet:
+            gcidr = doc.get("global_cidr", gn.default_global_cidr(index))
+            extras["global_cidr"] = self.cidr(gcidr, f"{path}.global_cidr")
+            ips = doc.get("cluster_egress_ips", gn.DEFAULT_CLUSTER_EGRESS_IPS)
+            extras["cluster_egress_ips"] = self.integer(ips, f"{path}.cluster_egress_ips", 1, gn.MAX_IPS)
+            egress = doc.get("global_egress_ips", [])
+            extras["global_egress_ips"] = gn.global_egress_ips(self, egress, f"{path}.global_egress_ips")
+        spec = attrs.evolve(spec, **extras)
         self.check_cluster_ranges(spec, path)
+        self.check_pods_per_node(spec, path)
         self.check_backends(spec, path)
         return spec
 
-    def services(self, value: object, path: str) -> tuple[ServiceSpec, ...]:
+    def services(self, value: object, path: str, globalnet: bool) -> tuple[ServiceSpec, ...]:
         items = self.sequence(value, path, min_len=0, max_len=32)
         out: list[ServiceSpec] = []
         for i, item in enumerate(items):
             spath = f"{path}[{i}]"
-            doc = self.mapping(item, spath, {"name", "port", "backends"})
+            keys = {"name", "port", "backends", "namespace", "selector", "headless", "export"}
+            doc = self.mapping(item, spath, keys)
             if "name" not in doc:
                 raise self.fail(f"{spath}.name", "is required")
             name = self.string(doc["name"], f"{spath}.name", re.compile(r"^[a-z][a-z0-9-]{0,30}$"), "a service name")
-            if any(s.name == name for s in out):
-                raise self.fail(f"{spath}.name", f"duplicate service {name!r}")
+            extras = gn.service_extras(self, doc, spath, globalnet)
+            if any((s.namespace, s.name) == (extras["namespace"], name) for s in out):
+                what = name if extras["namespace"] == gn.DEFAULT_NAMESPACE else f"{extras['namespace']}/{name}"
+                raise self.fail(f"{spath}.name", f"duplicate service {what!r}")
             backends = self.sequence(doc.get("backends", []), f"{spath}.backends", min_len=0, max_len=256)
             for j, b in enumerate(backends):
                 if not isinstance(b, str):
                     raise self.fail(f"{spath}.backends[{j}]", f"{b!r} is not a pod name like w1-p1")
             port = self.integer(doc.get("port", DEFAULT_SERVICE_PORT), f"{spath}.port", 1, 65535)
-            out.append(ServiceSpec(name=name, port=port, backends=tuple(backends)))
+            out.append(ServiceSpec(name=name, port=port, backends=tuple(backends), **extras))
         return tuple(out)
 
     def check_cluster_ranges(self, spec: ClusterSpec, path: str) -> None:
@@ -251,9 +310,14 @@ class _Parser:
         if spec.pod_cidr.overlaps(spec.service_cidr):
             raise self.fail(f"{path}.service_cidr", f"{spec.service_cidr} overlaps pod_cidr {spec.pod_cidr}")
 
+    def check_pods_per_node(self, spec: ClusterSpec, path: str) -> None:
+        for i, pod in enumerate(spec.pods):
+            on_node = spec.pods_per_node + sum(1 for o in spec.pods[: i + 1] if o.node == pod.node)
+            if on_node > MAX_PODS_PER_NODE:
+                raise self.fail(f"{path}.pods[{i}].node", f"more than {MAX_PODS_PER_NODE} pods on {pod.node}")
+
     def check_backends(self, spec: ClusterSpec, path: str) -> None:
-        shorts = [f"gw{k}" for k in range(1, spec.gateways + 1)] + [f"w{k}" for k in range(1, spec.workers + 1)]
-        pods = {f"{n}-p{i}" for n in shorts for i in range(1, spec.pods_per_node + 1)}
+        pods = {*spec.default_pods, *(p.name for p in spec.pods)}
         for i, svc in enumerate(spec.services):
             for j, b in enumerate(svc.backends):
                 if b not in pods:
@@ -266,6 +330,9 @@ def _check_clusterset(p: _Parser, topo: Topology) -> None:
         if c.id in seen:
             raise p.fail(f"clusters[{i}].id", f"duplicate cluster id {c.id!r} (also clusters[{seen[c.id]}])")
         seen[c.id] = i
+    if topo.globalnet:  # clusters may share pod and service CIDRs: their traffic uses the global CIDRs
+        gn.check_global_cidrs(p, topo, RESERVED)
+        return
     for i, c in enumerate(topo.clusters):
         for j in range(i):
             other = topo.clusters[j]
