@@ -120,18 +120,19 @@ class KernelBackend:
         self.nft = RecordingNft(ns)
         self.driver = NftDriver(ns, nft=self.nft)
 
-    def _nft(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def nft_cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """The nft command in the namespace: a checker independent of our binding."""
         cmd = ["ip", "netns", "exec", self.ns, "nft", *args]
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=30, check=False)
 
     def install_foreign(self, table: NftTable) -> None:
         from magw.drivers.nft.codec import document, replace_commands
 
-        done = self._nft("-j", "-f", "-", stdin=json.dumps(document(replace_commands(table))))
+        done = self.nft_cli("-j", "-f", "-", stdin=json.dumps(document(replace_commands(table))))
         assert done.returncode == 0, done.stderr
 
     def listing(self, family: str, name: str) -> dict[str, Any] | None:
-        done = self._nft("-j", "list", "table", family, name)
+        done = self.nft_cli("-j", "list", "table", family, name)
         if done.returncode != 0:
             assert "No such file or directory" in done.stderr
             return None
