@@ -7,7 +7,11 @@ Pure and deterministic. Cluster ``i`` (0-based, in topology order):
 - node ``j`` (gateways first, then workers, from 0) owns the ``(j+1)``-th /24 of the pod CIDR; its ``cni0``
   has ``.1`` (the node's CNI IP), its pods ``.2``, ``.3``, ...
 - gateway ``k`` has the public (WAN) IP ``198.18.0.(10*(i+1)+k)/24``.
-- service ``s`` has the ClusterIP ``<service network> + 10 + s``.
+- service ``s`` has the ClusterIP ``<service network> + 10 + s``; a headless service has none (``cluster_ip`` is
+  None) but keeps its slot in ``ip``, so the ClusterIPs of the services after it do not move.
+- a node's extra pods (topology ``pods:``) come after its ``pods_per_node`` pods: the next index, so the next
+  address, namespace and host interface. The default pods are labelled ``app: echo`` and ``pod: <short name>``
+  and live in Kubernetes namespace ``default``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import Literal
 import attrs
 
 from magw.lab import naming
-from magw.lab.topology import ClusterSpec, Topology
+from magw.lab.topology import ClusterSpec, ServiceSpec, Topology
+from magw.lab.topology_globalnet import DEFAULT_NAMESPACE, GlobalEgressSpec, Labels, PodSpec
 
 WAN_SUBNET = IPv4Network("198.18.0.0/24")
 ECHO_PORT = 8080
@@ -45,6 +50,10 @@ class NodeLayout:
 
 @attrs.frozen(kw_only=True)
 class PodLayout:
+    """A pod. ``name`` is unique in the clusterset (``east-w1-p1``, ``east-db-0``), ``short`` in its cluster: it
+    is the Kubernetes pod name (``w1-p1``, ``db-0``). ``namespace`` is the NETWORK namespace (as for every lab
+    layout value); ``kube_namespace`` the Kubernetes one."""
+
     name: str
     short: str
     cluster: str
@@ -52,16 +61,33 @@ class PodLayout:
     namespace: str
     host_if: str
     ip: IPv4Address
+    kube_namespace: str = DEFAULT_NAMESPACE
+    labels: Labels = ()
+
+    def matches(self, selector: Labels) -> bool:
+        """True when the pod's labels include every pair of ``selector`` (a Service's selector)."""
+        return set(selector) <= set(self.labels)
 
 
 @attrs.frozen(kw_only=True)
 class ServiceLayout:
+    """A service. ``ip`` is its slot's address; only ``cluster_ip`` says whether it has one (not when headless).
+    ``selector`` None: the backends were named (or defaulted), and the Service has no selector."""
+
     name: str
     cluster: str
     ip: IPv4Address
     port: int
     target_port: int
     backends: tuple[IPv4Address, ...]
+    namespace: str = DEFAULT_NAMESPACE
+    selector: Labels | None = None
+    headless: bool = False
+    export: bool = False
+
+    @property
+    def cluster_ip(self) -> IPv4Address | None:
+        return None if self.headless else self.ip
 
 
 @attrs.frozen(kw_only=True)
@@ -75,6 +101,10 @@ class ClusterLayout:
     nodes: tuple[NodeLayout, ...]
     pods: tuple[PodLayout, ...]
     services: tuple[ServiceLayout, ...]
+    # Globalnet only (None / defaults otherwise):
+    global_cidr: IPv4Network | None = None
+    cluster_egress_ips: int = 8
+    global_egress_ips: tuple[GlobalEgressSpec, ...] = ()
 
     @property
     def gateways(self) -> tuple[NodeLayout, ...]:
@@ -154,6 +184,8 @@ def _cluster(lab: str, index: int, spec: ClusterSpec) -> ClusterLayout:
         )
         nodes.append(node)
         pods += [_pod(lab, spec.id, node, p) for p in range(1, spec.pods_per_node + 1)]
+        extra = [x for x in spec.pods if x.node == short]
+        pods += [_extra_pod(lab, spec.id, node, spec.pods_per_node + 1 + j, x) for j, x in enumerate(extra)]
     return ClusterLayout(
         id=spec.id,
         index=index,
@@ -164,27 +196,51 @@ def _cluster(lab: str, index: int, spec: ClusterSpec) -> ClusterLayout:
         nodes=tuple(nodes),
         pods=tuple(pods),
         services=_services(spec, pods),
+        global_cidr=spec.global_cidr,
+        cluster_egress_ips=spec.cluster_egress_ips,
+        global_egress_ips=spec.global_egress_ips,
     )
 
 
 def _pod(lab: str, cluster: str, node: NodeLayout, index: int) -> PodLayout:
+    short = naming.pod_short(node.short, index)
     return PodLayout(
         name=naming.pod_name(cluster, node.short, index),
-        short=naming.pod_short(node.short, index),
+        short=short,
         cluster=cluster,
         node=node.name,
         namespace=naming.pod_ns(lab, cluster, node.short, index),
         host_if=naming.pod_host_if(index),
         ip=node.pod_subnet.network_address + 1 + index,
+        labels=(("app", "echo"), ("pod", short)),
     )
 
 
+def _extra_pod(lab: str, cluster: str, node: NodeLayout, index: int, spec: PodSpec) -> PodLayout:
+    """A topology ``pods:`` entry: the node's ``index``-th pod, with its own name, namespace and labels."""
+    return attrs.evolve(
+        _pod(lab, cluster, node, index),
+        name=f"{cluster}-{spec.name}",  # cluster ids have no '-': unique across the clusterset
+        short=spec.name,
+        kube_namespace=spec.namespace,
+        labels=spec.labels,
+    )
+
+
+def _backends(svc: ServiceSpec, pods: list[PodLayout], p1: set[str]) -> tuple[IPv4Address, ...]:
+    """By selector: the pods of the service's namespace that it matches; else the named pods; else every p1."""
+    if svc.selector is not None:
+        return tuple(p.ip for p in pods if p.kube_namespace == svc.namespace and p.matches(svc.selector))
+    if svc.backends:
+        by_short = {p.short: p for p in pods}
+        return tuple(by_short[b].ip for b in svc.backends)
+    return tuple(p.ip for p in pods if p.short in p1)
+
+
 def _services(spec: ClusterSpec, pods: list[PodLayout]) -> tuple[ServiceLayout, ...]:
-    by_short = {p.short: p for p in pods}
-    default = tuple(p.ip for p in pods if p.short.endswith("-p1"))
+    p1 = {naming.pod_short(n, 1) for n in spec.node_shorts}  # an extra pod cannot have such a name (topology)
     out = []
     for s, svc in enumerate(spec.services):
-        backends = tuple(by_short[b].ip for b in svc.backends) if svc.backends else default
         out.append(
             ServiceLayout(
                 name=svc.name,
@@ -192,7 +248,11 @@ def _services(spec: ClusterSpec, pods: list[PodLayout]) -> tuple[ServiceLayout, 
                 ip=spec.service_cidr.network_address + 10 + s,
                 port=svc.port,
                 target_port=ECHO_PORT,
-                backends=backends,
+                backends=_backends(svc, pods, p1),
+                namespace=svc.namespace,
+                selector=svc.selector,
+                headless=svc.headless,
+                export=svc.export,
             )
         )
     return tuple(out)

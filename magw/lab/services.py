@@ -8,6 +8,7 @@ Both are plain nft scripts, loaded once per node when the lab comes up:
   prerouting (traffic from pods and from other nodes) and output (traffic from
   the node itself). Hairpin traffic (a pod that picked itself) is marked and
   masqueraded, and cni0's ports are in hairpin mode, as kubelet sets them.
+  A headless service has no ClusterIP, so no rule (clients use its pods' IPs).
 - ``table ip lab-cni``: like flannel's ip-masq or Calico's natOutgoing, pod
   traffic to anything outside the cluster's own CIDRs is masqueraded when it
   leaves the node (any interface but ``cni0``), at postrouting priority srcnat.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from magw.lab.layout import ClusterLayout, ServiceLayout
 from magw.lab.naming import CNI_BRIDGE
+from magw.lab.topology_globalnet import DEFAULT_NAMESPACE
 
 KUBE_TABLE = "lab-kube"
 CNI_TABLE = "lab-cni"
@@ -38,14 +40,20 @@ def _chain(name: str, rules: list[str], base: str | None = None) -> str:
     return f"\tchain {name} {{\n{head}{body}\t}}\n"
 
 
+def _chain_id(svc: ServiceLayout) -> str:
+    """The service's part of its chain names: ``echo``, or ``shop.web`` outside namespace ``default`` ('.' is
+    in no service or namespace name, so two services never share chains)."""
+    return svc.name if svc.namespace == DEFAULT_NAMESPACE else f"{svc.namespace}.{svc.name}"
+
+
 def _service_chains(svc: ServiceLayout) -> tuple[str, str]:
     """(the dispatch rule in ``services``, the service's own chains): one chain per endpoint, like kube-proxy."""
     match = f"ip daddr {svc.ip} meta l4proto {{ tcp, udp }} th dport {svc.port}"
-    comment = f'comment "service {svc.name}"'
+    comment = f'comment "service {_chain_id(svc).replace(".", "/")}"'
     if not svc.backends:
         return f"{match} reject {comment}", ""
-    svc_chain = f"svc-{svc.name}"
-    eps = [f"ep-{svc.name}-{i}" for i in range(len(svc.backends))]
+    svc_chain = f"svc-{_chain_id(svc)}"
+    eps = [f"ep-{_chain_id(svc)}-{i}" for i in range(len(svc.backends))]
     vmap = ", ".join(f"{i} : goto {ep}" for i, ep in enumerate(eps))
     chains = _chain(svc_chain, [f"numgen random mod {len(eps)} vmap {{ {vmap} }}"])
     for ep, ip in zip(eps, svc.backends, strict=True):
@@ -56,7 +64,7 @@ def _service_chains(svc: ServiceLayout) -> tuple[str, str]:
 
 def kube_proxy_script(cluster: ClusterLayout) -> str:
     """The ``lab-kube`` table of every node of ``cluster``."""
-    pairs = [_service_chains(s) for s in cluster.services]
+    pairs = [_service_chains(s) for s in cluster.services if s.cluster_ip is not None]
     return (
         f"table ip {KUBE_TABLE} {{\n"
         + _chain("services", [dispatch for dispatch, _ in pairs])
