@@ -219,3 +219,14 @@ def test_bad_globalnet_topology_is_one_line_naming_the_field(doc: object, messag
     with pytest.raises(LabInputError) as err:
         parse_topology(doc, source="t.yaml")
     assert str(err.value) == message
+
+
+def test_the_globalnet_demo_topology_is_the_example_file() -> None:
+    """``magw lab demo --globalnet`` runs examples/globalnet-lab.yaml (kept as one topology in two places)."""
+    from pathlib import Path
+
+    from magw.lab.gndemo import demo_topology
+    from magw.lab.topology import load_topology
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "globalnet-lab.yaml"
+    assert demo_topology() == load_topology(example)

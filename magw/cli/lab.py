@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--keep", action="store_true", help="leave the lab running afterwards")
     demo.add_argument("--flows", type=int, choices=range(1, 1025), default=64, metavar="N",
                       help="UDP flows for the spread measurement (1-1024, default 64)")  # fmt: skip
+    demo.add_argument("--globalnet", action="store_true",
+                      help="three clusters with identical CIDRs (or --topology with globalnet: true): which source "
+                           "IP each server saw, and why")  # fmt: skip
     demo.set_defaults(lab_run=_demo)
 
     fail = verbs.add_parser("fail", help="power loss of a node: its links down, its daemons SIGKILLed")
@@ -205,6 +208,13 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.globalnet:
+        from magw.lab.gndemo import demo_topology, run_globalnet_demo
+
+        topo = load_topology(args.topology) if args.topology else demo_topology()
+        if not topo.globalnet:
+            raise LabInputError(f"{args.topology}: --globalnet needs a topology with globalnet: true")
+        return run_globalnet_demo(topo, name=args.name, keep=args.keep, out=_out)
     from magw.lab.demo import run_demo
 
     return run_demo(_load(args), name=args.name, keep=args.keep, out=_out, flows=args.flows)
