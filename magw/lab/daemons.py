@@ -21,6 +21,7 @@ import yaml
 
 from magw.lab import procs
 from magw.lab.errors import LabError
+from magw.lab.globalnet_docs import globalnet_documents
 from magw.lab.layout import LabLayout, NodeLayout
 from magw.lab.ready import wait_remote
 from magw.lab.state import LabState
@@ -49,7 +50,8 @@ def daemons_installed() -> bool:
 
 
 def broker_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
-    """File name -> document: every Cluster, the Config, and every Node (gateways with their public IP)."""
+    """File name -> document: every Cluster, the Config, and every Node (gateways with their public IP); with
+    Globalnet also each cluster's global CIDR and Kubernetes objects (``magw.lab.globalnet_docs``)."""
     topo = lab.topology
     docs: dict[str, dict[str, Any]] = {
         "config.yaml": {
@@ -66,9 +68,11 @@ def broker_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
             "pod_cidrs": [str(c.pod_cidr)],
             "service_cidrs": [str(c.service_cidr)],
         }
+        if c.global_cidr is not None:
+            docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
         for n in c.nodes:
             docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n)
-    return docs
+    return docs | globalnet_documents(lab)
 
 
 def _node_doc(node: NodeLayout) -> dict[str, Any]:
