@@ -21,7 +21,7 @@ from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.state import DesiredState
 from magw.drivers.fake_netlink import FakeNetlink
 from magw.drivers.nft import NftDriver
-from magw.drivers.nft.driver import transaction
+from magw.drivers.nft.driver import transaction, transaction_text
 from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.diff import nft_changes
@@ -169,6 +169,20 @@ def test_a_map_delete_names_the_key_only_and_an_add_the_new_pair() -> None:
             },
         ]
     }
+
+
+def test_the_text_the_driver_sends_is_the_transaction() -> None:
+    """``transaction_text`` (what is sent, built without a dict per element) parses to ``transaction``."""
+    desired = _elements(
+        TABLE,
+        gn_in=("10.1.0.6", "10.1.0.8"),
+        cidrs=("10.0.0.0/17", "10.0.128.0/17", "10.9.0.1-10.9.0.7"),
+        ns_egress=(("10.2.0.0/16", "169.254.2.9"),),
+        dispatch=(("10.3.0.1", "jump sub2"), ("10.3.0.2", "drop")),
+    )
+    change = _element_change(desired, TABLE)
+    for checked in (False, True):
+        assert json.loads(transaction_text(change, checked=checked)) == transaction(change)
 
 
 # ---- the contract ------------------------------------------------------------------------------------------
