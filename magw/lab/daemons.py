@@ -3,7 +3,9 @@
 The lab writes the Cluster, Config and Node documents of the file broker
 (docs/filebroker.md); each gateway's ``magw-gateway`` publishes its own
 Endpoint document. ``magw-route-agent`` runs in every node namespace and
-programs that node's whole plan there.
+programs that node's whole plan there. With Globalnet, one ``magw-globalnet``
+controller per cluster (in the cluster's underlay namespace: it needs no
+network, and nothing of it may listen on the host) allocates the global IPs.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ import yaml
 from magw.lab import procs
 from magw.lab.errors import LabError
 from magw.lab.globalnet_docs import globalnet_documents
-from magw.lab.layout import LabLayout, NodeLayout
+from magw.lab.globalview import ClusterView, read_cluster
+from magw.lab.layout import ClusterLayout, LabLayout, NodeLayout
 from magw.lab.ready import wait_remote
 from magw.lab.state import LabState
 from magw.sources.filebroker import endpoint_path
 
 ROUTE_AGENT = "magw-route-agent"
 GATEWAY = "magw-gateway"
+GLOBALNET = "magw-globalnet"
 # Each node namespace has its own 127.0.0.1, so every daemon can use the same port.
 ROUTE_AGENT_METRICS_PORT = 9101
 GATEWAY_METRICS_PORT = 9102
@@ -45,8 +49,8 @@ def script(name: str) -> Path:
 
 
 def daemons_installed() -> bool:
-    """True when both daemon console scripts are installed next to the interpreter."""
-    return all(os.access(Path(sys.executable).parent / n, os.X_OK) for n in (ROUTE_AGENT, GATEWAY))
+    """True when the daemon console scripts are installed next to the interpreter."""
+    return all(os.access(Path(sys.executable).parent / n, os.X_OK) for n in (ROUTE_AGENT, GATEWAY, GLOBALNET))
 
 
 def broker_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
@@ -134,12 +138,27 @@ def gateway_argv(st: LabState, node: NodeLayout) -> list[str]:
     return argv
 
 
+def globalnet_argv(st: LabState, cluster: ClusterLayout) -> list[str]:
+    """The cluster's Globalnet controller: it has no metrics port (nothing listens), only the broker."""
+    return [str(script(GLOBALNET)), "--broker-dir", str(st.broker_dir), "--cluster", cluster.id,
+            "--log-format", "json", "--log-level", "info"]  # fmt: skip
+
+
 def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
-    """Write the broker documents, then start a route agent on every node and a gateway daemon on each gateway."""
+    """Write the broker documents, then start a route agent on every node and a gateway daemon on each gateway;
+    with Globalnet first a controller per cluster (the gateways publish the addresses it allocates)."""
     write_broker(lab, st.broker_dir)
     (st.dir / "status").mkdir(exist_ok=True)
     step(f"broker: {len(broker_documents(lab))} documents in {st.broker_dir}")
     records = list(st.processes)
+    if lab.topology.globalnet:
+        for c in lab.clusters:
+            log_path = st.logs_dir / f"globalnet-{c.id}.log"
+            argv = globalnet_argv(st, c)
+            records.append(
+                procs.start(kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path)
+            )
+        step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
     for node in lab.nodes:
         records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
         if node.gateway:
@@ -154,13 +173,57 @@ def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> procs.
     return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path)
 
 
-def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float) -> None:
-    """Wait (bounded) until every gateway has published its Endpoint and pods reach the other clusters."""
+def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, remote: bool = True) -> None:
+    """Wait (bounded) until every gateway has published its Endpoint, (Globalnet) the controllers allocated every
+    gateway's and exported service's addresses, every route agent converged, and (``remote``) pods reach the
+    other clusters: by pod IP, or with Globalnet every exported ClusterIP service by its global IP."""
     deadline = time.monotonic() + timeout
     _wait_endpoints(lab, st, step, deadline)
+    views = _wait_globalnet(lab, st, step, deadline) if lab.topology.globalnet else None
     _wait_converged(lab, st, step, deadline)
-    wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0))
+    if remote:
+        wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0), views=views)
+    else:
+        step("inter-cluster connectivity: not waited for")
     _check_alive(st)
+
+
+def read_views(lab: LabLayout, st: LabState) -> dict[str, ClusterView]:
+    """Every cluster's Globalnet allocations, from the controllers' statuses in the broker."""
+    return {c.id: read_cluster(st.broker_dir, c.id, tuple(g.name for g in c.gateways)) for c in lab.clusters}
+
+
+def globalnet_missing(lab: LabLayout, views: dict[str, ClusterView]) -> list[str]:
+    """What the controllers have not allocated yet: a gateway's cluster egress IPs, an exported ClusterIP
+    service's global IP, a global IP for each backend of an exported headless service."""
+    missing = []
+    for c in lab.clusters:
+        view = views[c.id]
+        missing += [f"{g.name} cluster egress IPs" for g in c.gateways if g.name not in view.gateway_egress]
+        for s in c.services:
+            if not s.export:
+                continue
+            if s.cluster_ip is not None and view.service_ip(s.namespace, s.name) is None:
+                missing.append(f"{c.id} service {s.namespace}/{s.name} global IP")
+            if s.cluster_ip is None and set(view.backend_ips(s.namespace, s.name)) != set(s.backends):
+                missing.append(f"{c.id} headless service {s.namespace}/{s.name} backend global IPs")
+    return missing
+
+
+def _wait_globalnet(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> dict[str, ClusterView]:
+    last = -1
+    while True:
+        views = read_views(lab, st)
+        missing = globalnet_missing(lab, views)
+        if len(missing) != last:
+            step(f"globalnet: {len(missing)} allocations missing")
+            last = len(missing)
+        if not missing:
+            return views
+        _check_alive(st)
+        if time.monotonic() >= deadline:
+            raise LabError(f"globalnet: not allocated: {', '.join(missing[:5])} (see {st.logs_dir})")
+        time.sleep(0.2)
 
 
 def _wait_endpoints(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:

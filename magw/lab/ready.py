@@ -8,10 +8,11 @@ say how many probes answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from magw.lab.connectivity import Target, probe_many
 from magw.lab.errors import LabError
+from magw.lab.globalview import ClusterView
 from magw.lab.layout import ECHO_PORT, LabLayout
 
 ROUND_PAUSE = 0.3
@@ -23,20 +24,37 @@ def local_plan(lab: LabLayout) -> dict[str, list[Target]]:
     plan: dict[str, list[Target]] = {}
     for c in lab.clusters:
         targets = [Target(proto="tcp", ip=p.ip, port=ECHO_PORT) for p in c.pods]
-        targets += [Target(proto="tcp", ip=s.ip, port=s.port) for s in c.services if s.backends]
+        targets += [Target(proto="tcp", ip=s.ip, port=s.port) for s in c.services if s.backends and not s.headless]
         plan[c.pods[0].namespace] = targets
     return plan
 
 
-def remote_plan(lab: LabLayout) -> dict[str, list[Target]]:
-    """From the first pod of every node: the first pod of every other cluster."""
+def remote_plan(lab: LabLayout, views: Mapping[str, ClusterView] | None = None) -> dict[str, list[Target]]:
+    """From the first pod of every node: the first pod of every other cluster; with Globalnet (``views``: the
+    controllers' allocations) every exported ClusterIP service of every other cluster by its global IP, over
+    TCP and UDP (pod IPs overlap between clusters and mean nothing outside their own)."""
     plan: dict[str, list[Target]] = {}
     for c in lab.clusters:
-        remote = [Target(proto="tcp", ip=o.pods[0].ip, port=ECHO_PORT) for o in lab.clusters if o.id != c.id]
+        if views is None:
+            remote = [Target(proto="tcp", ip=o.pods[0].ip, port=ECHO_PORT) for o in lab.clusters if o.id != c.id]
+        else:
+            remote = _global_targets(lab, views, c.id)
         for node in c.nodes:
             if remote:
                 plan[c.pods_of(node.name)[0].namespace] = remote
     return plan
+
+
+def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str) -> list[Target]:
+    out = []
+    for o in lab.clusters:
+        if o.id == local:
+            continue
+        for s in o.services:
+            gip = views[o.id].service_ip(s.namespace, s.name) if s.export and s.cluster_ip is not None else None
+            if gip is not None and s.backends:
+                out += [Target(proto=proto, ip=gip, port=s.port) for proto in ("tcp", "udp")]
+    return out
 
 
 def wait_for(what: str, plan: dict[str, list[Target]], step: Progress, *, timeout: float) -> None:
@@ -65,5 +83,7 @@ def wait_local(lab: LabLayout, step: Progress, *, timeout: float) -> None:
     wait_for("cluster-local connectivity", local_plan(lab), step, timeout=timeout)
 
 
-def wait_remote(lab: LabLayout, step: Progress, *, timeout: float) -> None:
-    wait_for("inter-cluster connectivity", remote_plan(lab), step, timeout=timeout)
+def wait_remote(
+    lab: LabLayout, step: Progress, *, timeout: float, views: Mapping[str, ClusterView] | None = None
+) -> None:
+    wait_for("inter-cluster connectivity", remote_plan(lab, views), step, timeout=timeout)

@@ -1,18 +1,27 @@
-"""``magw lab status``: what a lab is made of and whether its processes run, as JSON or text."""
+"""``magw lab status``: what a lab is made of and whether its processes run, as JSON or text.
+
+With Globalnet a cluster also shows what its controller allocated (read from the broker, ``globalview``):
+pods show their Kubernetes ``namespace`` (and ``netns``, the network namespace), ``labels``; exported
+services their ``global_ip``; global egress objects their addresses per gateway; gateways their cluster
+egress IPs. Without Globalnet the document is what it always was.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from ipaddress import IPv4Address
 from typing import Any
 
 from magw.lab import netns, procs
-from magw.lab.daemons import agent_status
+from magw.lab.daemons import agent_status, read_views
+from magw.lab.globalview import ClusterView
 from magw.lab.healthview import health_doc, health_text
 from magw.lab.layout import ClusterLayout, LabLayout, layout
 from magw.lab.state import LabState
 
 
-def _cluster_doc(c: ClusterLayout) -> dict[str, Any]:
-    return {
+def _cluster_doc(c: ClusterLayout, view: ClusterView | None) -> dict[str, Any]:
+    doc = {
         "id": c.id,
         "pod_cidr": str(c.pod_cidr),
         "service_cidr": str(c.service_cidr),
@@ -29,7 +38,7 @@ def _cluster_doc(c: ClusterLayout) -> dict[str, Any]:
         ],
         "pods": [{"name": p.name, "namespace": p.namespace, "ip": str(p.ip), "node": p.node} for p in c.pods],
         "services": [
-            {"name": s.name, "ip": str(s.ip), "port": s.port, "backends": [str(b) for b in s.backends]}
+            {"name": s.name, "ip": _opt(s.cluster_ip), "port": s.port, "backends": [str(b) for b in s.backends]}
             for s in c.services
         ],
         "gateways": [
@@ -37,6 +46,48 @@ def _cluster_doc(c: ClusterLayout) -> dict[str, Any]:
             for g in c.gateways
         ],
     }
+    if view is not None:
+        _add_globalnet(doc, c, view)
+    return doc
+
+
+def _ips(ips: Iterable[IPv4Address]) -> list[str]:
+    return [str(ip) for ip in ips]
+
+
+def _add_globalnet(doc: dict[str, Any], c: ClusterLayout, view: ClusterView) -> None:
+    """The Globalnet fields of a cluster's document (docs/lab.md lists them)."""
+    doc["global_cidr"] = str(c.global_cidr)
+    doc["pods"] = [
+        {"name": p.name, "namespace": p.kube_namespace, "netns": p.namespace, "ip": str(p.ip), "node": p.node,
+         "labels": dict(p.labels), "global_ip": _opt(view.pod_ip(p.kube_namespace, p.ip))}
+        for p in c.pods
+    ]  # fmt: skip
+    for sdoc, s in zip(doc["services"], c.services, strict=True):
+        sdoc.update(namespace=s.namespace, headless=s.headless, export=s.export, ip=_opt(s.cluster_ip))
+        if s.export and s.cluster_ip is not None:
+            sdoc["global_ip"] = _opt(view.service_ip(s.namespace, s.name))
+        elif s.export:
+            sdoc["global_ips"] = {str(b): str(g) for b, g in view.backend_ips(s.namespace, s.name).items()}
+    for gdoc in doc["gateways"]:
+        gdoc["cluster_egress_ips"] = _ips(view.gateway_egress.get(gdoc["name"], ()))
+    doc["global_egress_ips"] = []
+    for e in c.global_egress_ips:
+        owners = view.egress_objects.get((e.namespace, e.name), {})
+        doc["global_egress_ips"].append(
+            {
+                "name": e.name,
+                "namespace": e.namespace,
+                "number_of_ips": e.number_of_ips,
+                "pod_selector": None if e.pod_selector is None else {"matchLabels": dict(e.pod_selector)},
+                "addresses": _ips(sorted(ip for ips in owners.values() for ip in ips)),
+                "owners": {node: _ips(ips) for node, ips in sorted(owners.items())},
+            }
+        )
+
+
+def _opt(ip: IPv4Address | None) -> str | None:
+    return None if ip is None else str(ip)
 
 
 def _daemon_doc(st: LabState, lab: LabLayout, rec: procs.ProcRecord) -> dict[str, Any]:
@@ -48,9 +99,16 @@ def _daemon_doc(st: LabState, lab: LabLayout, rec: procs.ProcRecord) -> dict[str
     return doc
 
 
+def _view(st: LabState, c: ClusterLayout, views: dict[str, ClusterView]) -> ClusterView | None:
+    if not st.topology.globalnet:
+        return None
+    return views.get(c.id) or ClusterView(cluster=c.id)
+
+
 def status_doc(st: LabState) -> dict[str, Any]:
     """The status document (see docs/lab.md): layout, namespaces present, processes alive."""
     lab = layout(st.name, st.topology)
+    views = read_views(lab, st) if st.topology.globalnet and st.broker_dir.is_dir() else {}
     present = set(netns.list_namespaces())
     return {
         "name": st.name,
@@ -59,7 +117,8 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "strategy": st.topology.strategy.value,
         "wan_rate": st.topology.wan_rate,
         "state_dir": str(st.dir),
-        "clusters": [_cluster_doc(c) for c in lab.clusters],
+        "globalnet": st.topology.globalnet,
+        "clusters": [_cluster_doc(c, _view(st, c, views)) for c in lab.clusters],
         "namespaces": {"expected": len(st.namespaces), "present": sum(1 for ns in st.namespaces if ns in present)},
         "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind != "echo"],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
@@ -75,13 +134,21 @@ def status_text(doc: dict[str, Any]) -> str:
         f"namespaces {doc['namespaces']['present']}/{doc['namespaces']['expected']}"
     ]
     for c in doc["clusters"]:
-        lines.append(f"cluster {c['id']}: pods {c['pod_cidr']}, services {c['service_cidr']}, underlay {c['underlay']}")
+        gcidr = f", global {c['global_cidr']}" if "global_cidr" in c else ""
+        lines.append(
+            f"cluster {c['id']}: pods {c['pod_cidr']}, services {c['service_cidr']}{gcidr}, underlay {c['underlay']}"
+        )
         for n in c["nodes"]:
             public = next((g["public_ip"] for g in c["gateways"] if g["name"] == n["name"]), None)
             wan = f"  wan {public}" if public else ""
             lines.append(f"  {n['role']:<7} {n['name']:<14} node {n['node_ip']:<14} cni {n['cni_ip']:<12}{wan}")
         for s in c["services"]:
-            lines.append(f"  service {s['name']} {s['ip']}:{s['port']} -> {', '.join(s['backends']) or 'no backends'}")
+            name = s["name"] if s.get("namespace", "default") == "default" else f"{s['namespace']}/{s['name']}"
+            lines.append(f"  service {name} {s['ip']}:{s['port']} -> {', '.join(s['backends']) or 'no backends'}")
+            if "global_ip" in s or "global_ips" in s:
+                gips = s.get("global_ip") or ", ".join(f"{g} -> {b}" for b, g in s["global_ips"].items())
+                lines.append(f"    exported: global {gips or 'not allocated yet'}")
+        lines += _globalnet_text(c)
     alive = sum(1 for s in doc["servers"] if s["alive"])
     lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
     for d in doc["daemons"]:
@@ -92,3 +159,15 @@ def status_text(doc: dict[str, Any]) -> str:
     if doc["daemons"]:
         lines += health_text(doc["health"])
     return "\n".join(lines)
+
+
+def _globalnet_text(c: dict[str, Any]) -> list[str]:
+    lines = [
+        f"  egress {g['name']}: {', '.join(g['cluster_egress_ips']) or 'not allocated yet'}"
+        for g in c["gateways"]
+        if "cluster_egress_ips" in g
+    ]
+    for e in c.get("global_egress_ips", ()):
+        owners = "; ".join(f"{n} {', '.join(ips)}" for n, ips in e["owners"].items()) or "not allocated yet"
+        lines.append(f"  GlobalEgressIP {e['namespace']}/{e['name']}: {owners}")
+    return lines
