@@ -78,8 +78,13 @@ def up(
     daemons: bool = True,
     wait_timeout: float = 60.0,
     progress: Progress = _quiet,
+    remote_wait: bool = True,
 ) -> LabState:
-    """Build lab ``name``; on any failure remove what was built and re-raise."""
+    """Build lab ``name``; on any failure remove what was built and re-raise.
+
+    ``remote_wait=False`` skips only the last wait, until pods reach the other clusters (everything the daemons
+    must have published and allocated is still waited for): for labs whose inter-cluster datapath is under test.
+    """
     lab = layout(name, topology)
     check_free(name)
     _claim_state_dir(name)
@@ -102,7 +107,7 @@ def up(
         if daemons:
             st = lab_daemons.start_all(lab, st, step)
             state.write(st)
-            lab_daemons.wait_ready(lab, st, step, timeout=wait_timeout)
+            lab_daemons.wait_ready(lab, st, step, timeout=wait_timeout, remote=remote_wait)
         else:
             wait_local(lab, step, timeout=wait_timeout)
         st = attrs.evolve(st, phase="up")

@@ -24,7 +24,7 @@ import yaml
 from magw.lab import procs
 from magw.lab.errors import LabError
 from magw.lab.globalnet_docs import globalnet_documents
-from magw.lab.globalview import ClusterView, read_cluster
+from magw.lab.globalview import ClusterView, Reader
 from magw.lab.layout import ClusterLayout, LabLayout, NodeLayout
 from magw.lab.ready import wait_remote
 from magw.lab.state import LabState
@@ -188,9 +188,13 @@ def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, 
     _check_alive(st)
 
 
+def views_reader(lab: LabLayout, st: LabState) -> Reader:
+    """Reads every cluster's Globalnet allocations from the controllers' statuses in the broker."""
+    return Reader(st.broker_dir, {c.id: tuple(g.name for g in c.gateways) for c in lab.clusters})
+
+
 def read_views(lab: LabLayout, st: LabState) -> dict[str, ClusterView]:
-    """Every cluster's Globalnet allocations, from the controllers' statuses in the broker."""
-    return {c.id: read_cluster(st.broker_dir, c.id, tuple(g.name for g in c.gateways)) for c in lab.clusters}
+    return views_reader(lab, st).read()
 
 
 def globalnet_missing(lab: LabLayout, views: dict[str, ClusterView]) -> list[str]:
@@ -212,8 +216,9 @@ def globalnet_missing(lab: LabLayout, views: dict[str, ClusterView]) -> list[str
 
 def _wait_globalnet(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> dict[str, ClusterView]:
     last = -1
+    reader = views_reader(lab, st)
     while True:
-        views = read_views(lab, st)
+        views = reader.read()
         missing = globalnet_missing(lab, views)
         if len(missing) != last:
             step(f"globalnet: {len(missing)} allocations missing")

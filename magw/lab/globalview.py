@@ -90,10 +90,29 @@ def _ingress(obj: GlobalIngressIP, status: GlobalIPStatus | None) -> IngressAddr
     )
 
 
+class Reader:
+    """Reads every cluster's view again and again (a wait polls it): one ``FileBroker`` per cluster, kept, so a
+    read rescans only changed files and logs the broker's initial sync once."""
+
+    def __init__(self, broker_dir: Path, gateways: Mapping[str, tuple[str, ...]]) -> None:
+        self._brokers = {cid: FileBroker(broker_dir, local_cluster=cid) for cid in gateways}
+        self._gateways = dict(gateways)
+
+    def read(self) -> dict[str, ClusterView]:
+        """Cluster id -> its view (``gateways``: cluster id -> its gateway node names)."""
+        out = {}
+        for cid, broker in self._brokers.items():
+            broker.scan()
+            out[cid] = _view(broker, cid, self._gateways[cid])
+        return out
+
+
 def read_cluster(broker_dir: Path, cluster: str, gateways: tuple[str, ...]) -> ClusterView:
     """The allocations of ``cluster`` (``gateways``: its gateway node names); an empty view when unreadable."""
-    broker = FileBroker(broker_dir, local_cluster=cluster)
-    broker.scan()
+    return Reader(broker_dir, {cluster: gateways}).read()[cluster]
+
+
+def _view(broker: FileBroker, cluster: str, gateways: tuple[str, ...]) -> ClusterView:
     snap = broker.snapshot
     if snap is None:
         return ClusterView(cluster=cluster)
