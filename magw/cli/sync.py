@@ -41,8 +41,7 @@ def object_text(op: Op) -> str:
 
 def change_text(change: Op | NftChange) -> str:
     if isinstance(change, NftChange):
-        verb = "delete" if change.table is None else "replace"
-        return f"{verb} nft table {change.family} {change.name}"
+        return change.describe()
     return f"{change.verb} {object_text(change)}"
 
 

@@ -18,7 +18,7 @@ class Failure:
     error: str
 
     def describe(self) -> str:
-        what = self.op.describe() if isinstance(self.op, Op) else f"nft table {self.op.family} {self.op.name}"
+        what = self.op.describe()
         return f"{what}: {self.error}"
 
 
