@@ -15,7 +15,7 @@ from magw.lab.topology import default_topology, load_topology
 from magw.model.globalnet import Globalnet, PodPhase
 from magw.sources.filebroker import FileBroker
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "globalnet-lab.yaml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 
 
 @pytest.fixture

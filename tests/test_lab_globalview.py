@@ -22,7 +22,7 @@ from magw.lab.topology import load_topology
 from magw.sources.filebroker import FileBroker
 from magw.sources.globalnet_store import GlobalnetStore
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "globalnet-lab.yaml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 
 
 def allocate(directory: Path, cluster: str) -> None:

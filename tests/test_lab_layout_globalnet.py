@@ -9,7 +9,7 @@ from magw.lab.layout import layout
 from magw.lab.services import kube_proxy_script
 from magw.lab.topology import load_topology, parse_topology
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "globalnet-lab.yaml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 
 
 def ip(text: str) -> IPv4Address:

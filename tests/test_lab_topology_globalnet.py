@@ -12,7 +12,7 @@ from magw.lab.errors import LabInputError
 from magw.lab.topology import load_topology, parse_topology
 from magw.lab.topology_globalnet import GlobalEgressSpec, PodSpec
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "globalnet-lab.yaml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16"}
 
 
@@ -117,7 +117,7 @@ def test_globalnet_topology_round_trips() -> None:
 
 
 def test_example_globalnet_lab() -> None:
-    """examples/globalnet-lab.yaml: 3 clusters with identical CIDRs, east with 3 gateways and the shop namespace."""
+    """examples/lab-globalnet.yaml: 3 clusters with identical CIDRs, east with 3 gateways and the shop namespace."""
     topo = load_topology(EXAMPLE)
     assert [(c.id, c.gateways, c.workers) for c in topo.clusters] == [("east", 3, 1), ("west", 2, 1), ("north", 2, 1)]
     assert {(str(c.pod_cidr), str(c.service_cidr)) for c in topo.clusters} == {("10.0.0.0/16", "100.0.0.0/16")}
@@ -222,11 +222,11 @@ def test_bad_globalnet_topology_is_one_line_naming_the_field(doc: object, messag
 
 
 def test_the_globalnet_demo_topology_is_the_example_file() -> None:
-    """``magw lab demo --globalnet`` runs examples/globalnet-lab.yaml (kept as one topology in two places)."""
+    """``magw lab demo --globalnet`` runs examples/lab-globalnet.yaml (kept as one topology in two places)."""
     from pathlib import Path
 
     from magw.lab.gndemo import demo_topology
     from magw.lab.topology import load_topology
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "globalnet-lab.yaml"
+    example = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
     assert demo_topology() == load_topology(example)
