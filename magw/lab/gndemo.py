@@ -30,7 +30,8 @@ HOST = "(host network)"
 
 _SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16", "workers": 1, "pods_per_node": 1}
 _ECHO = {"name": "echo", "selector": {"app": "echo"}, "export": True}
-# The demo's clusterset; examples/globalnet-lab.yaml is the same topology as a file (a test keeps them equal).
+_DIRECT = {"name": "direct", "selector": {"app": "echo"}, "headless": True, "export": True}
+# The demo's clusterset; examples/lab-globalnet.yaml is the same topology as a file (a test keeps them equal).
 DEMO = {
     "globalnet": True,
     "clusters": [
@@ -51,8 +52,8 @@ DEMO = {
                 {"name": "all", "namespace": "shop", "number_of_ips": 2},
             ],
         },
-        {"id": "west", **_SAME, "gateways": 2, "cluster_egress_ips": 2, "services": [_ECHO]},
-        {"id": "north", **_SAME, "gateways": 2, "cluster_egress_ips": 2, "services": [_ECHO]},
+        {"id": "west", **_SAME, "gateways": 2, "cluster_egress_ips": 2, "services": [_ECHO, _DIRECT]},
+        {"id": "north", **_SAME, "gateways": 2, "cluster_egress_ips": 2, "services": [_ECHO, _DIRECT]},
     ],
 }  # fmt: skip
 

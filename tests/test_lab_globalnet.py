@@ -1,0 +1,292 @@
+"""End to end, Globalnet (issue 12, item 5): three clusters with IDENTICAL pod and service CIDRs, real daemons.
+
+east has 3 gateways, west and north 2; every cluster has one worker and one default pod per node, and exports
+a ClusterIP service ``echo``; east also has namespace ``shop`` with pods ``db-0`` (role: db), ``web-0`` (backs
+the exported headless service ``web``) and ``batch-1``, a pod-selector GlobalEgressIP ``db`` and a namespace
+GlobalEgressIP ``all``. The expected addresses are read from the controllers' statuses in the broker (plain
+``FileBroker`` reads), never from the planner. Each case runs over TCP and UDP. The last tests fail a gateway;
+the lab is removed afterwards in every case.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from ipaddress import IPv4Address
+from pathlib import Path
+
+import attrs
+import pytest
+
+from magw.lab import failure, procs
+from magw.lab import state as lab_state
+from magw.lab.connectivity import Target, probe, udp_flows
+from magw.lab.daemons import daemons_installed
+from magw.lab.layout import ECHO_PORT, LabLayout
+from magw.lab.state import LabState
+from magw.lab.topology import Topology, parse_topology
+from magw.model.globalnet import GlobalIPStatus, ObjectRef
+from magw.sources.filebroker import FileBroker
+from tests import netns as checker
+from tests.labkit import running_lab
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.skipif(not daemons_installed(), reason="magw-route-agent / magw-gateway are not installed (pip -e .)"),
+]
+
+MAGW = [sys.executable, "-m", "magw.cli.main"]
+WAIT = 30.0
+PROTOS = ("tcp", "udp")
+SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16", "workers": 1, "pods_per_node": 1}
+ECHO = {"name": "echo", "selector": {"app": "echo"}, "export": True}
+# Every default pod also backs an exported headless service, so it has a global IP of its own: traffic to it is
+# translated statelessly at both ends and the server sees the client's global source (behind a ClusterIP
+# service on another node it sees the ingress gateway's address, see docs/globalnet.md).
+DIRECT = {"name": "direct", "selector": {"app": "echo"}, "headless": True, "export": True}
+
+
+def topology() -> Topology:
+    east = {
+        "id": "east",
+        **SAME,
+        "gateways": 3,
+        "cluster_egress_ips": 2,
+        "pods": [
+            {"name": "db-0", "namespace": "shop", "node": "w1", "labels": {"role": "db"}},
+            {"name": "web-0", "namespace": "shop", "node": "gw1", "labels": {"app": "web"}},
+            {"name": "batch-1", "namespace": "shop", "node": "w1"},
+        ],
+        "services": [
+            ECHO,
+            {"name": "web", "namespace": "shop", "selector": {"app": "web"}, "headless": True, "export": True},
+        ],
+        "global_egress_ips": [
+            {"name": "db", "namespace": "shop", "number_of_ips": 1, "pod_selector": {"matchLabels": {"role": "db"}}},
+            {"name": "all", "namespace": "shop", "number_of_ips": 2},
+        ],
+    }
+    others = [
+        {"id": cid, **SAME, "gateways": 2, "cluster_egress_ips": 2, "services": [ECHO, DIRECT]}
+        for cid in ("west", "north")
+    ]
+    return parse_topology({"globalnet": True, "clusters": [east, *others]})
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[tuple[LabLayout, LabState]]:
+    with running_lab(topology(), daemons=True) as built:
+        yield built
+
+
+# ---- what the controllers wrote, read from the broker -------------------------------------------------------
+
+
+def statuses(st: LabState, cluster: str) -> dict[ObjectRef, GlobalIPStatus]:
+    broker = FileBroker(st.broker_dir, local_cluster=cluster)
+    broker.scan()
+    assert broker.snapshot is not None
+    return dict(broker.snapshot.globalnet.statuses)
+
+
+def status(st: LabState, cluster: str, kind: str, namespace: str, name: str) -> GlobalIPStatus:
+    found = statuses(st, cluster).get(ObjectRef(kind, namespace, name))
+    assert found is not None and found.allocated_ips, f"no addresses for {kind} {namespace}/{name} in {cluster}"
+    return found
+
+
+def ingress_ip(st: LabState, cluster: str, namespace: str, name: str) -> IPv4Address:
+    """The global IP of GlobalIngressIP ``namespace/name`` (``svc-echo``, ``pod-web-0``)."""
+    return status(st, cluster, "GlobalIngressIP", namespace, name).allocated_ips[0]
+
+
+def egress_owner(st: LabState, cluster: str) -> dict[str, str]:
+    """address -> the gateway node whose block holds it, over every many-to-one object of ``cluster``."""
+    owner = {}
+    for ref, s in statuses(st, cluster).items():
+        if ref.kind in ("ClusterGlobalEgressIP", "GlobalEgressIP"):
+            for block in s.gateways:
+                owner.update({str(ip): f"{ref.kind}/{ref.name}@{block.node}" for ip in block.ips})
+    return owner
+
+
+def pod_ns(lab: LabLayout, cluster: str, name: str) -> str:
+    """The network namespace of pod ``name`` (a default pod's short name like ``w1-p1`` or an extra pod's name)."""
+    for p in lab.cluster(cluster).pods:
+        if name in (p.name, p.short) or p.name.endswith(f"-{name}"):
+            return p.namespace
+    raise KeyError(name)
+
+
+def direct(st: LabState, cluster: str = "west") -> IPv4Address:
+    """The global IP of ``cluster``'s pod w1-p1 (a backend of the exported headless service ``direct``)."""
+    return ingress_ip(st, cluster, "default", "pod-w1-p1")
+
+
+def seen(ns: str, ip: IPv4Address, proto: str) -> str:
+    (result,) = probe(ns, [Target(proto=proto, ip=ip, port=ECHO_PORT)], timeout=2.0, attempts=3)
+    assert result.ok, f"{ns} -> {proto}:{ip}: {result.error}"
+    assert result.seen_ip is not None
+    return result.seen_ip
+
+
+# ---- reachability and source addresses ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("proto", PROTOS)
+def test_every_exported_service_is_reachable_by_its_global_ip(lab: tuple[LabLayout, LabState], proto: str) -> None:
+    layout_, st = lab
+    failures = []
+    for src in layout_.clusters:
+        client = src.pods[0].namespace
+        for dst in layout_.clusters:
+            if dst.id == src.id:
+                continue
+            gip = ingress_ip(st, dst.id, "default", "svc-echo")
+            (r,) = probe(client, [Target(proto=proto, ip=gip, port=ECHO_PORT)], timeout=2.0, attempts=3)
+            if not r.ok or not (r.server or "").startswith(f"{dst.id}-"):
+                failures.append(f"{src.id} -> {dst.id} {gip}: ok={r.ok} server={r.server} error={r.error}")
+    assert failures == []
+
+
+@pytest.mark.parametrize("proto", PROTOS)
+def test_the_server_sees_the_global_ip_of_each_precedence_level(lab: tuple[LabLayout, LabState], proto: str) -> None:
+    layout_, st = lab
+    target = direct(st)
+    owner = egress_owner(st, "east")
+    cluster_ips = {ip for ip, o in owner.items() if o.startswith("ClusterGlobalEgressIP/")}
+    db = {str(ip) for ip in status(st, "east", "GlobalEgressIP", "shop", "db").allocated_ips}
+    all_ = {str(ip) for ip in status(st, "east", "GlobalEgressIP", "shop", "all").allocated_ips}
+    web = str(ingress_ip(st, "east", "shop", "pod-web-0"))
+    assert seen(pod_ns(layout_, "east", "w1-p1"), target, proto) in cluster_ips  # level 4: cluster
+    assert seen(pod_ns(layout_, "east", "batch-1"), target, proto) in all_  # level 3: namespace
+    assert seen(pod_ns(layout_, "east", "db-0"), target, proto) in db  # level 1: pod selector
+    assert seen(pod_ns(layout_, "east", "web-0"), target, proto) == web  # level 2: headless pod, its own IP
+    host = seen(layout_.node("east-w1").namespace, target, proto)  # host network of the worker
+    assert host in cluster_ips
+    assert len({owner[host]}) == 1 and owner[host].endswith(
+        tuple(f"@{g.name}" for g in layout_.cluster("east").gateways)
+    )
+
+
+@pytest.mark.parametrize("proto", PROTOS)
+def test_a_headless_pod_is_reachable_by_its_global_ip(lab: tuple[LabLayout, LabState], proto: str) -> None:
+    layout_, st = lab
+    web = ingress_ip(st, "east", "shop", "pod-web-0")
+    for cluster in ("west", "north"):
+        client = layout_.cluster(cluster).pods[0]
+        (r,) = probe(client.namespace, [Target(proto=proto, ip=web, port=ECHO_PORT)], timeout=2.0, attempts=3)
+        assert r.ok, f"{cluster} -> web-0 {web}: {r.error}"
+        assert r.server is not None and r.server.endswith("web-0")
+        # the client is itself a headless pod (service "direct"): web-0 sees the client's own global IP
+        assert r.seen_ip == str(ingress_ip(st, cluster, "default", f"pod-{client.short}"))
+
+
+def test_64_flows_spread_over_the_three_gateways_and_every_reply_arrives(lab: tuple[LabLayout, LabState]) -> None:
+    layout_, st = lab
+    target = direct(st)
+    doc = udp_flows(pod_ns(layout_, "east", "w1-p1"), target, ECHO_PORT, flows=64, packets=5)
+    assert doc["received"] == doc["sent"] == 64 * 5
+    owner = egress_owner(st, "east")
+    gateways = {owner[ip].rsplit("@", 1)[1] for f in doc["per_flow"] for ip in f["seen_ips"]}
+    assert gateways == {g.name for g in layout_.cluster("east").gateways}
+    assert all(len(f["seen_ips"]) == 1 for f in doc["per_flow"]), "a flow changed its source address"
+
+
+# ---- restarts and failure (these change the lab: keep them last) --------------------------------------------
+
+
+def _daemon(st: LabState, kind: str, owner: str) -> procs.ProcRecord:
+    (rec,) = [p for p in st.processes if p.kind == kind and p.owner == owner]
+    return rec
+
+
+def test_restarting_the_controller_and_a_gateway_daemon_loses_nothing(lab: tuple[LabLayout, LabState]) -> None:
+    """UDP flows keep flowing through east's gateways while east's controller and e-gw1's gateway daemon are
+    stopped (SIGTERM) and started again: every reply arrives and no address changes."""
+    layout_, st = lab
+    before = {c.id: statuses(st, c.id) for c in layout_.clusters}
+    target = ingress_ip(st, "west", "default", "svc-echo")
+    client = pod_ns(layout_, "east", "w1-p1")
+    results: list[dict[str, object]] = []
+
+    def traffic() -> None:
+        results.append(udp_flows(client, target, ECHO_PORT, flows=16, packets=600, timeout=10.0))
+
+    sender = threading.Thread(target=traffic)
+    sender.start()
+    try:
+        for kind, owner in (("globalnet", "east"), ("gateway", "east-gw1")):
+            rec = _daemon(st, kind, owner)
+            procs.stop((rec,), grace=5.0)
+            restarted = procs.start(
+                kind=rec.kind, owner=rec.owner, namespace=rec.namespace, argv=rec.argv, log_path=Path(rec.log)
+            )
+            st = _replace(st, rec, restarted)
+            time.sleep(0.5)
+    finally:
+        sender.join(timeout=60)
+    (doc,) = results
+    assert doc["received"] == doc["sent"], f"lost {doc['sent']} - {doc['received']} replies during the restarts"
+    time.sleep(1.0)
+    assert {c.id: statuses(st, c.id) for c in layout_.clusters} == before
+
+
+def _replace(st: LabState, old: procs.ProcRecord, new: procs.ProcRecord) -> LabState:
+    updated = attrs.evolve(st, processes=tuple(new if p == old else p for p in st.processes))
+    lab_state.write(updated)
+    return updated
+
+
+def test_a_failed_gateway_loses_only_its_flows_and_its_return_routes(lab: tuple[LabLayout, LabState]) -> None:
+    layout_, st = lab
+    dead = "east-gw3"
+    dead_ips = {ip for ip, o in egress_owner(st, "east").items() if o.endswith(f"@{dead}")}
+    assert dead_ips
+    remote_gws = [g for c in ("west", "north") for g in layout_.cluster(c).gateways]
+    assert all(dead_ips <= _table100(g.namespace) for g in remote_gws), "return routes in place before the failure"
+    target = direct(st)
+    client = pod_ns(layout_, "east", "w1-p1")
+    failure.fail(st.name, dead)
+    try:
+        poll(
+            "the dead gateway's /32s gone everywhere",
+            lambda: all(not (dead_ips & _table100(g.namespace)) for g in remote_gws),
+        )
+        for proto in PROTOS:
+            got = seen(client, target, proto)  # a new connection succeeds at once
+            assert got not in dead_ips
+        doc = udp_flows(client, target, ECHO_PORT, flows=64, packets=5)
+        assert doc["received"] == doc["sent"]
+    finally:
+        failure.recover(st.name, dead)
+
+
+def _table100(ns: str) -> set[str]:
+    """The /32 destinations of table 100 in ``ns``."""
+    return {r["dst"] for r in checker.ip_json(ns, "route", "show", "table", "100") if "/" not in r["dst"]}
+
+
+def poll(what: str, condition: Callable[[], bool], limit: float = WAIT) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what}: not reached within {limit:g} s")
+        time.sleep(0.1)
+
+
+def magw_lab(*args: str) -> str:
+    out = subprocess.run([*MAGW, "lab", *args], capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout
+
+
+def test_status_json_shows_the_globalnet_view(lab: tuple[LabLayout, LabState]) -> None:
+    _layout, st = lab
+    doc = json.loads(magw_lab("status", "--name", st.name, "--json"))
+    text = json.dumps(doc)
+    assert str(ingress_ip(st, "east", "default", "svc-echo")) in text
+    assert str(ingress_ip(st, "east", "shop", "pod-web-0")) in text
