@@ -26,6 +26,7 @@ from magw.lab import failure, procs
 from magw.lab import state as lab_state
 from magw.lab.connectivity import Target, probe, udp_flows
 from magw.lab.daemons import daemons_installed
+from magw.lab.gndemo import demo_topology, matrix_text, run_globalnet_matrix
 from magw.lab.layout import ECHO_PORT, LabLayout
 from magw.lab.state import LabState
 from magw.lab.topology import Topology, parse_topology
@@ -195,6 +196,18 @@ def test_64_flows_spread_over_the_three_gateways_and_every_reply_arrives(lab: tu
     gateways = {owner[ip].rsplit("@", 1)[1] for f in doc["per_flow"] for ip in f["seen_ips"]}
     assert gateways == {g.name for g in layout_.cluster("east").gateways}
     assert all(len(f["seen_ips"]) == 1 for f in doc["per_flow"]), "a flow changed its source address"
+
+
+def test_the_demo_matrix_explains_every_source(lab: tuple[LabLayout, LabState]) -> None:
+    """``magw lab demo --globalnet``'s matrix on this lab (the demo's own topology): every probe answered with
+    the source precedence expects, and each row says why."""
+    layout_, st = lab
+    assert topology() == demo_topology()
+    rows = run_globalnet_matrix(layout_, st)
+    assert len(rows) == 112  # 16 clients (13 pods, 3 host networks) x the global IPs of the other clusters
+    assert [f"{r.client.cluster} {r.client.name} -> {r.target}: {r.seen} {r.why}" for r in rows if not r.passed] == []
+    text = matrix_text(rows)
+    assert "GlobalEgressIP shop/db (via east-gw" in text and "ingress gateway west-gw" in text
 
 
 # ---- restarts and failure (these change the lab: keep them last) --------------------------------------------

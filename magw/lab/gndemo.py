@@ -6,7 +6,9 @@ the server that answered, the source address it saw, and what that address is in
 looked up in the controller's statuses: a gateway's cluster egress IP, a GlobalEgressIP's address on a
 gateway, or the pod's own GlobalIngressIP. A probe passes when it was answered and the address is the one
 precedence expects for the client (docs/globalnet.md): the object ``magw.ipam.precedence`` picks for the pod,
-or a cluster egress IP.
+or a cluster egress IP. Behind an exported ClusterIP service the server sees instead the address of the
+server cluster's gateway that took the connection in (its ``cni0`` address): kube-proxy's DNAT state lives on
+that gateway, so the replies must come back to it (docs/globalnet.md, "How replies find their gateway").
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class Client:
 @attrs.frozen(kw_only=True)
 class Row:
     client: Client
-    target: str  # "west svc-echo 242.2.0.3"
+    target: str  # "west default/svc-echo 242.2.0.3"
     ok: bool
     server: str | None
     seen: str | None
@@ -152,21 +154,20 @@ def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
     rows = []
     for c in all_clients:
         for label, r in zip(labels.get(c.netns, []), results.get(c.netns, []), strict=True):
-            owner = own[c.cluster].get(r.seen_ip or "")
-            if c.expected is not None:
-                right = owner is not None and owner[0] == c.expected
+            server_cluster = label.split(" ", 1)[0]
+            ingress = {str(g.cni_ip): g.name for g in lab.cluster(server_cluster).gateways}
+            if "/svc-" in label:  # an exported ClusterIP service: the ingress gateway's address
+                gw = ingress.get(r.seen_ip or "")
+                right, why = gw is not None, f"ingress gateway {gw} (return SNAT)" if gw else "not an ingress gateway"
             else:
-                right = owner is not None and owner[0].kind == "ClusterGlobalEgressIP"
+                owner = own[c.cluster].get(r.seen_ip or "")
+                if c.expected is not None:
+                    right = owner is not None and owner[0] == c.expected
+                else:
+                    right = owner is not None and owner[0].kind == "ClusterGlobalEgressIP"
+                why = _why(owner)
             rows.append(
-                Row(
-                    client=c,
-                    target=label,
-                    ok=r.ok,
-                    server=r.server,
-                    seen=r.seen_ip,
-                    why=_why(owner),
-                    passed=r.ok and right,
-                )
+                Row(client=c, target=label, ok=r.ok, server=r.server, seen=r.seen_ip, why=why, passed=r.ok and right)
             )
     return rows
 
