@@ -82,18 +82,21 @@ def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, s
     Shaped for speed (issue 12, 100k pods): one status lookup per egress object, not per pod, and addresses
     formatted from ints (``str(IPv4Address)`` was a third of the plan).
     """
-    pods = {(p.namespace, p.name): p for p in globalnet.pods}
-    blocks: dict[ObjectRef, tuple[str, ...]] = {}
-    for entry in resolve_egress(globalnet, globalnet.ingress_ips).egress:
-        if entry.level not in (Level.POD_SELECTOR, Level.NAMESPACE) or entry.source is None:
+    entries = resolve_egress(globalnet, globalnet.ingress_ips).egress
+    # Both are sorted by (namespace, name), so entry i is pod i (checked); no dict of 100k pods.
+    blocks: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    for pod, entry in zip(globalnet.pods, entries, strict=True):
+        if (entry.pod.namespace, entry.pod.name) != (pod.namespace, pod.name):
+            raise AssertionError(f"precedence out of step with the pods at {pod.namespace}/{pod.name}")
+        source = entry.source
+        if entry.level not in (Level.POD_SELECTOR, Level.NAMESPACE) or source is None:
             continue
-        pod = pods.get((entry.pod.namespace, entry.pod.name))
-        if pod is None or pod.ip is None or pod.host_network or pod.phase is not PodPhase.RUNNING:
+        if pod.ip is None or pod.host_network or pod.phase is not PodPhase.RUNNING:
             continue
-        ips = blocks.get(entry.source)
+        key = (source.kind, source.namespace, source.name)  # a tuple hashes in C, an attrs ObjectRef does not
+        ips = blocks.get(key)
         if ips is None:
-            ips = tuple(str(ip) for ip in _gateway_block(globalnet.status_of(entry.source), node))
-            blocks[entry.source] = ips
+            ips = blocks[key] = tuple(str(ip) for ip in _gateway_block(globalnet.status_of(source), node))
         if ips:
             pod_int = int(pod.ip)
             yield pod_int, _dotted(pod_int), ips[pod_int % len(ips)]
