@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from ipaddress import IPv4Address
 from typing import Any
 
 import attrs
@@ -111,9 +112,9 @@ def _start_reflectors(st: LabState, server: PodLayout, count: int) -> list[procs
 
 
 def _stream(
-    client: PodLayout, server: PodLayout, *, flows: int, rate: int, duration: float, base: int
+    client: PodLayout, target: IPv4Address, *, flows: int, rate: int, duration: float, base: int
 ) -> subprocess.Popen[str]:
-    args = ["stream", "--target", f"{server.ip}:{REFLECT_PORT}", "--flows", str(flows), "--rate", str(rate),
+    args = ["stream", "--target", f"{target}:{REFLECT_PORT}", "--flows", str(flows), "--rate", str(rate),
             "--duration", f"{duration:g}", "--base-port", str(base), "--drain", "1"]  # fmt: skip
     argv = _python_in(client.namespace, *args)
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -134,12 +135,16 @@ def run_streams(
     duration: float,
     senders: int,
     during: Callable[[], None] | None = None,
+    target_ip: IPv4Address | None = None,
 ) -> list[dict[str, object]]:
-    """Run the flows (split over ``senders`` processes); call ``during()`` while they run; per-flow reports."""
+    """Run the flows (split over ``senders`` processes); call ``during()`` while they run; per-flow reports.
+
+    ``target_ip``: where the client sends (default the server pod's IP; with Globalnet, its global IP)."""
     sizes = _split(flows, senders)
     bases = [BASE_PORT + sum(sizes[:i]) for i in range(len(sizes))]
+    target = target_ip if target_ip is not None else server.ip
     running = [
-        _stream(client, server, flows=n, rate=rate, duration=duration, base=b)
+        _stream(client, target, flows=n, rate=rate, duration=duration, base=b)
         for n, b in zip(sizes, bases, strict=True)
     ]
     reports: list[dict[str, object]] = []
@@ -173,6 +178,7 @@ def measure_event(
     duration: float = 6.0,
     event_at: float = 2.0,
     senders: int = 2,
+    target_ip: IPv4Address | None = None,
 ) -> FailoverResult:
     """Stream; at ``event_at`` s read the paths and call ``event()``; read the paths again near the end."""
     if not 0 < event_at < duration:
@@ -201,7 +207,14 @@ def measure_event(
             paths["after"] = flowwatch.read_paths(lab, sports)
 
         reports = run_streams(
-            client, server, flows=flows, rate=rate, duration=duration, senders=senders, during=act_and_watch
+            client,
+            server,
+            flows=flows,
+            rate=rate,
+            duration=duration,
+            senders=senders,
+            during=act_and_watch,
+            target_ip=target_ip,
         )
     finally:
         procs.stop(reflectors, grace=1.0)
