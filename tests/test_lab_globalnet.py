@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -30,11 +30,12 @@ from magw.lab.failover import measure_failover
 from magw.lab.gndemo import demo_topology, matrix_text, run_globalnet_matrix
 from magw.lab.layout import ECHO_PORT, LabLayout
 from magw.lab.state import LabState
-from magw.lab.topology import Topology, parse_topology
+from magw.lab.topology import Topology
 from magw.model.globalnet import GlobalIPStatus, ObjectRef
 from magw.sources.filebroker import FileBroker
 from tests import netns as checker
 from tests.labkit import running_lab
+from tests.test_lab_failover import poll
 
 pytestmark = [
     pytest.mark.kernel,
@@ -42,41 +43,17 @@ pytestmark = [
 ]
 
 MAGW = [sys.executable, "-m", "magw.cli.main"]
-WAIT = 30.0
 PROTOS = ("tcp", "udp")
-SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16", "workers": 1, "pods_per_node": 1}
-ECHO = {"name": "echo", "selector": {"app": "echo"}, "export": True}
-# Every default pod also backs an exported headless service, so it has a global IP of its own: traffic to it is
-# translated statelessly at both ends and the server sees the client's global source (behind a ClusterIP
-# service on another node it sees the ingress gateway's address, see docs/globalnet.md).
-DIRECT = {"name": "direct", "selector": {"app": "echo"}, "headless": True, "export": True}
 
 
 def topology() -> Topology:
-    east = {
-        "id": "east",
-        **SAME,
-        "gateways": 3,
-        "cluster_egress_ips": 2,
-        "pods": [
-            {"name": "db-0", "namespace": "shop", "node": "w1", "labels": {"role": "db"}},
-            {"name": "web-0", "namespace": "shop", "node": "gw1", "labels": {"app": "web"}},
-            {"name": "batch-1", "namespace": "shop", "node": "w1"},
-        ],
-        "services": [
-            ECHO,
-            {"name": "web", "namespace": "shop", "selector": {"app": "web"}, "headless": True, "export": True},
-        ],
-        "global_egress_ips": [
-            {"name": "db", "namespace": "shop", "number_of_ips": 1, "pod_selector": {"matchLabels": {"role": "db"}}},
-            {"name": "all", "namespace": "shop", "number_of_ips": 2},
-        ],
-    }
-    others = [
-        {"id": cid, **SAME, "gateways": 2, "cluster_egress_ips": 2, "services": [ECHO, DIRECT]}
-        for cid in ("west", "north")
-    ]
-    return parse_topology({"globalnet": True, "clusters": [east, *others]})
+    """``magw lab demo --globalnet``'s clusterset (examples/lab-globalnet.yaml): east with namespace ``shop``
+    (pods db-0, web-0, batch-1; GlobalEgressIPs ``db`` by pod selector and ``all`` for the namespace; the
+    exported headless service ``web``); west and north export a headless service ``direct`` over their default
+    pods, so each has a global IP of its own: traffic to it is translated statelessly at both ends and the
+    server sees the client's global source (behind a ClusterIP service on another node it sees the ingress
+    gateway's address, docs/globalnet.md)."""
+    return demo_topology()
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +180,6 @@ def test_the_demo_matrix_explains_every_source(lab: tuple[LabLayout, LabState]) 
     """``magw lab demo --globalnet``'s matrix on this lab (the demo's own topology): every probe answered with
     the source precedence expects, and each row says why."""
     layout_, st = lab
-    assert topology() == demo_topology()
     rows = run_globalnet_matrix(layout_, st)
     assert len(rows) == 112  # 16 clients (13 pods, 3 host networks) x the global IPs of the other clusters
     assert [f"{r.client.cluster} {r.client.name} -> {r.target}: {r.seen} {r.why}" for r in rows if not r.passed] == []
@@ -290,14 +266,6 @@ def test_a_failed_gateway_loses_only_its_flows_and_its_return_routes(lab: tuple[
 def _table100(ns: str) -> set[str]:
     """The /32 destinations of table 100 in ``ns``."""
     return {r["dst"] for r in checker.ip_json(ns, "route", "show", "table", "100") if "/" not in r["dst"]}
-
-
-def poll(what: str, condition: Callable[[], bool], limit: float = WAIT) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what}: not reached within {limit:g} s")
-        time.sleep(0.1)
 
 
 def magw_lab(*args: str) -> str:

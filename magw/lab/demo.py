@@ -31,9 +31,14 @@ def run_demo(
         out(f"\n== result: {'all OK' if ok else 'FAILURES in the matrix'}")
         return 0 if ok else 1
     finally:
-        if keep:
-            out(f"\nlab {name} kept; remove it with: magw lab down --name {name}")
-        else:
-            out(f"\n== removing lab {name}")
-            report = build.down(name)
-            out(f"removed {len(report.namespaces)} namespaces and {len(report.processes)} processes")
+        finish(name, keep=keep, out=out)
+
+
+def finish(name: str, *, keep: bool, out: Output) -> None:
+    """The end of a demo: keep the lab (and say how to remove it), or remove it and say what went."""
+    if keep:
+        out(f"\nlab {name} kept; remove it with: magw lab down --name {name}")
+    else:
+        out(f"\n== removing lab {name}")
+        report = build.down(name)
+        out(f"removed {len(report.namespaces)} namespaces and {len(report.processes)} processes")

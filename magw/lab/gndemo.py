@@ -21,6 +21,7 @@ import attrs
 from magw.ipam.precedence import Level, resolve_egress
 from magw.lab import build
 from magw.lab.connectivity import Target, probe_many
+from magw.lab.demo import finish
 from magw.lab.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.state import LabState
 from magw.lab.topology import Topology, parse_topology
@@ -196,9 +197,4 @@ def run_globalnet_demo(topology: Topology, *, name: str, keep: bool, out: Output
         out(f"\n== result: {'all OK' if ok else 'FAILURES in the matrix'} ({sum(r.passed for r in rows)}/{len(rows)})")
         return 0 if ok else 1
     finally:
-        if keep:
-            out(f"\nlab {name} kept; remove it with: magw lab down --name {name}")
-        else:
-            out(f"\n== removing lab {name}")
-            report = build.down(name)
-            out(f"removed {len(report.namespaces)} namespaces and {len(report.processes)} processes")
+        finish(name, keep=keep, out=out)
