@@ -55,7 +55,9 @@ def test_nothing_allocated_is_what_up_waits_for(lab_state: tuple[LabLayout, LabS
     assert "east-gw3 cluster egress IPs" in missing
     assert "east service default/echo global IP" in missing
     assert "east headless service shop/web backend global IPs" in missing
-    assert len(missing) == 7 + 3 + 1  # 7 gateways, 3 exported ClusterIP services, 1 exported headless service
+    assert "west headless service default/direct backend global IPs" in missing
+    # 7 gateways, 3 exported ClusterIP services, 3 exported headless services (east web, west and north direct)
+    assert len(missing) == 7 + 3 + 3
 
 
 def test_views_after_the_controllers_ran(lab_state: tuple[LabLayout, LabState]) -> None:
