@@ -172,3 +172,16 @@ def test_host_network_and_pending_pods_get_no_map_entry(snap: Snapshot) -> None:
     gn = attrs.evolve(snap.globalnet, pods=(*snap.globalnet.pods, *pods))
     keys = {k for k, _ in _elements(plan(attrs.evolve(snap, globalnet=gn), "e-gw1").nft, "gn_egress")}  # type: ignore[misc]
     assert keys == {"10.0.4.3", "10.0.4.4"}
+
+
+def test_a_pod_selector_beats_the_headless_address_for_egress_only(snap: Snapshot) -> None:
+    """web-0 backs an exported headless service (level 2); a GlobalEgressIP selecting it (level 1) wins its
+    egress: it leaves by the selector's address, while its global IP still reaches it (both one-to-one maps)."""
+    web = next(p for p in snap.globalnet.pods if p.name == "web-0")
+    relabelled = attrs.evolve(web, labels=(*web.labels, ("role", "db")))
+    pods = tuple(relabelled if p is web else p for p in snap.globalnet.pods)
+    table = plan(attrs.evolve(snap, globalnet=attrs.evolve(snap.globalnet, pods=pods)), "e-gw1").nft
+    assert ("10.0.1.2", "242.1.0.13") in _elements(table, "gn_egress")
+    assert "10.0.1.2" not in _elements(table, "gn_static")
+    assert ("242.1.0.17", "10.0.1.2") in _elements(table, "gn_in")
+    assert ("10.0.1.2", "242.1.0.17") in _elements(table, "gn_out")

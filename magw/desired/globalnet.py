@@ -58,6 +58,9 @@ class GatewayTranslations:
     cluster_egress: tuple[IPv4Address, ...] = ()
     egress: tuple[tuple[str, str], ...] = ()
     one_to_one: tuple[tuple[str, str], ...] = ()
+    # The one-to-one local addresses whose own connections keep their global IP (null SNAT, then the stateless
+    # rewrite): all but the headless pods a pod-selector GlobalEgressIP takes (level 1 beats level 2).
+    static: tuple[str, ...] = ()
 
 
 def _gateway_block(status: GlobalIPStatus | None, node: str) -> tuple[IPv4Address, ...]:
@@ -132,11 +135,12 @@ def gateway_translations(snapshot: Snapshot, node: str) -> GatewayTranslations:
     """The translations of gateway ``node`` (empty without Globalnet objects)."""
     gn = snapshot.globalnet
     one_to_one = _one_to_one(gn)
-    static = {local for local, _ in one_to_one}
-    # A one-to-one address is translated statelessly; it never also gets a many-to-one SNAT.
-    egress = sorted((i, pod, gip) for i, pod, gip in _egress_pairs(gn, node) if pod not in static)
+    # Levels 1 and 3 only: a headless pod (level 2) is yielded only when a pod selector (level 1) takes it.
+    egress = sorted(_egress_pairs(gn, node))
+    selected = {pod for _, pod, _ in egress}
     return GatewayTranslations(
         cluster_egress=cluster_egress_ips(gn, node),
         egress=tuple((pod, gip) for _, pod, gip in egress),
         one_to_one=one_to_one,
+        static=tuple(local for local, _ in one_to_one if local not in selected),
     )

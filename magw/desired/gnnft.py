@@ -140,7 +140,7 @@ def gateway_rules(remote_set: str) -> list[NftRule]:
 
 
 def gateway_sets(tr: GatewayTranslations) -> list[NftSet]:
-    return [NftSet(name=STATIC_SET, type="ipv4_addr", elements=tuple(local for local, _ in tr.one_to_one))]
+    return [NftSet(name=STATIC_SET, type="ipv4_addr", elements=tr.static)]
 
 
 def gateway_maps(tr: GatewayTranslations) -> list[NftMap]:
