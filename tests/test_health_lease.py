@@ -6,6 +6,7 @@ Kernel tests in two throwaway namespaces joined by a veth (240/8 addresses, as V
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import struct
@@ -18,7 +19,7 @@ import pytest
 
 from magw.drivers.netns import run_in_netns
 from magw.health.echoids import ALIVE_ID
-from magw.health.lease import TABLE, LeaseTable, refresh_text, table_text
+from magw.health.lease import TABLE, LeaseKeeper, LeaseTable, refresh_text, remove_lease_table, table_text
 from magw.health.params import LeaseParams
 from magw.health.probe import enable_ping_sockets
 from tests import netns as checker
@@ -134,6 +135,53 @@ def test_refreshed_lease_outlives_its_timeout(pair: tuple[str, str]) -> None:
         assert answered(a, ANSWERER, ALIVE_ID) is True
     finally:
         lease.close()
+
+
+def test_hold_for_outlives_the_lease_timeout(pair: tuple[str, str]) -> None:
+    """A clean exit renews the lease once for the exit hold: a 0.3 s lease held for 3 s still answers after
+    0.8 s without any refresh (a restarted agent takes it over meanwhile)."""
+    a, b = pair
+    lease = LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b)
+    try:
+        lease.install([ALIVE_ID])
+        lease.hold_for([ALIVE_ID], 3.0)
+        time.sleep(0.8)
+        assert lease_elements(b) == [ALIVE_ID]
+        assert answered(a, ANSWERER, ALIVE_ID) is True
+    finally:
+        lease.close()
+
+
+def test_a_restarted_keeper_adopts_the_held_lease_until_it_is_ready(pair: tuple[str, str]) -> None:
+    """A clean exit held the lease; the next run, before its first sync (provisional: nothing to lease yet),
+    adopts the table as it is, so the node keeps answering; its first ready hold then leases normally. With
+    no table left behind, the provisional hold installs an empty one: a fresh node does not answer early."""
+    a, b = pair
+    first = LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b)
+    first.install([ALIVE_ID])
+    first.hold_for([ALIVE_ID], 5.0)
+    first.close()
+
+    async def restart() -> tuple[list[int], bool, list[int]]:
+        keeper = LeaseKeeper(lambda: LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b), node="b")
+        await keeper.hold(frozenset(), provisional=True)
+        adopted = (lease_elements(b), answered(a, ANSWERER, ALIVE_ID))
+        await keeper.hold(frozenset({ALIVE_ID, 0x8001}))
+        ready = lease_elements(b)
+        await keeper.release()
+        return adopted[0], adopted[1], ready
+
+    assert asyncio.run(restart()) == ([ALIVE_ID], True, [ALIVE_ID, 0x8001])
+    assert remove_lease_table(b) is True
+
+    async def fresh() -> tuple[list[int], bool]:
+        keeper = LeaseKeeper(lambda: LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b), node="b")
+        await keeper.hold(frozenset(), provisional=True)
+        out = (lease_elements(b), answered(a, ANSWERER, ALIVE_ID))
+        await keeper.release()
+        return out
+
+    assert asyncio.run(fresh()) == ([], False)
 
 
 def test_withdraw_stops_answers_at_once_and_remove_deletes_the_table(pair: tuple[str, str]) -> None:

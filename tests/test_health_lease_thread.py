@@ -54,6 +54,7 @@ class SlowLease:
     ticker: Ticker
     calls: list[tuple[str, bool, bool]] = attrs.field(factory=list)
     leased: list[frozenset[int]] = attrs.field(factory=list)
+    held: list[tuple[frozenset[int], float]] = attrs.field(factory=list)
 
     def _note(self, what: str) -> None:
         self.calls.append((what, threading.current_thread() is not self.loop_thread, self.ticker.gate.wait(LIMIT)))
@@ -64,6 +65,14 @@ class SlowLease:
 
     def withdraw(self) -> None:
         self._note("withdraw")
+
+    def hold_for(self, ids: Iterable[int], seconds: float) -> None:
+        self._note("hold_for")
+        self.held.append((frozenset(ids), seconds))
+
+    def adopt(self) -> bool:
+        self._note("adopt")
+        return False
 
     def remove(self) -> bool:
         self._note("remove")
@@ -77,12 +86,11 @@ def no_socket(echo_id: int) -> EchoSocket:
     raise OSError(f"no probe sockets in this test (echo id {echo_id})")
 
 
-async def test_monitor_refreshes_and_withdraws_its_lease_off_the_loop() -> None:
-    """A gateway's monitor installs its lease (id 1 and west's id) and withdraws it on stop, both in a
-    worker thread while the loop keeps ticking; the table is closed at the end."""
+async def _run_until_leased(lease: LeaseParams) -> SlowLease:
+    """A gateway's monitor, stopped as soon as its first lease refresh returned; its lease table."""
     ticker = Ticker()
     table = SlowLease(loop_thread=threading.current_thread(), ticker=ticker)
-    mon = HealthMonitor("e-gw1", probe=ProbeParams(), lease=LeaseParams(), sockets=no_socket, lease_table=lambda: table)
+    mon = HealthMonitor("e-gw1", probe=ProbeParams(), lease=lease, sockets=no_socket, lease_table=lambda: table)
     mon.update(seed_east())
     stop = asyncio.Event()
     task = asyncio.create_task(mon.run(stop))
@@ -95,9 +103,25 @@ async def test_monitor_refreshes_and_withdraws_its_lease_off_the_loop() -> None:
         stop.set()
         await asyncio.wait_for(task, LIMIT)
         await ticker.stop()
+    return table
+
+
+async def test_monitor_refreshes_and_withdraws_its_lease_off_the_loop() -> None:
+    """A gateway's monitor installs its lease (id 1 and west's id) and, with exit hold 0, withdraws it on stop,
+    both in a worker thread while the loop keeps ticking; the table is closed at the end."""
+    table = await _run_until_leased(LeaseParams(exit_hold=0))
     assert table.leased[0] == {ALIVE_ID, WEST_ID}
     assert table.calls[0] == ("refresh", True, True)
     assert table.calls[-2:] == [("withdraw", True, True), ("close", True, True)]
+
+
+async def test_a_clean_stop_holds_the_lease_for_a_restart() -> None:
+    """By default a stop renews the last lease once for the exit hold (10 s) instead of withdrawing it: a
+    restarted agent takes it over before peers see a miss (issue 12: a restart moves no flow)."""
+    table = await _run_until_leased(LeaseParams())
+    assert table.held == [(frozenset({ALIVE_ID, WEST_ID}), 10.0)]
+    assert [c[0] for c in table.calls[-2:]] == ["hold_for", "close"]
+    assert "withdraw" not in [c[0] for c in table.calls]
 
 
 async def test_keeper_removes_the_table_off_the_loop_when_the_role_goes() -> None:

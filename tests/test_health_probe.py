@@ -100,16 +100,20 @@ async def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: 
     assert changes[-1] == seen[-1]
 
 
-async def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(pair: tuple[str, str]) -> None:
+@pytest.mark.parametrize(("exit_hold", "after_stop"), [(0.0, ([], False)), (10.0, ([ALIVE_ID, WEST_ID], True))])
+async def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(
+    pair: tuple[str, str], exit_hold: float, after_stop: tuple[list[int], bool]
+) -> None:
     """b's own monitor installs the lease table with id 1 and west's id (no evidence west is lost),
-    answers a's probes while it runs, and empties the set when it stops."""
+    answers a's probes while it runs, and when it stops empties the set (exit hold 0) or keeps answering
+    for the exit hold (the default: a restart takes the lease over)."""
     a, b = pair
     enable_ping_sockets(b)
     enable_ping_sockets(a)
     listed: list[list[int]] = []
     answers: list[bool] = []
 
-    mon = HealthMonitor("b", probe=ProbeParams(), lease=LeaseParams(), netns=b)
+    mon = HealthMonitor("b", probe=ProbeParams(), lease=LeaseParams(exit_hold=exit_hold), netns=b)
     mon.update(SNAPSHOT)
     stop = asyncio.Event()
     task = asyncio.create_task(mon.run(stop))
@@ -122,8 +126,8 @@ async def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(pair: tu
         await task
     listed.append(_elements(b))
     answers.append(answered(a, "240.66.0.2", ALIVE_ID))
-    assert listed == [[ALIVE_ID, WEST_ID], []]
-    assert answers == [True, False]
+    assert (listed[0], answers[0]) == ([ALIVE_ID, WEST_ID], True)
+    assert (listed[1], answers[1]) == after_stop
 
 
 def answered(ns: str, address: str, echo_id: int) -> bool:

@@ -195,9 +195,10 @@ def _daemon(st: LabState, kind: str, owner: str) -> procs.ProcRecord:
     return rec
 
 
-def test_restarting_the_controller_and_a_gateway_daemon_loses_nothing(lab: tuple[LabLayout, LabState]) -> None:
-    """UDP flows keep flowing through east's gateways while east's controller and e-gw1's gateway daemon are
-    stopped (SIGTERM) and started again: every reply arrives and no address changes."""
+def test_restarting_the_controller_and_a_gateways_daemons_loses_nothing(lab: tuple[LabLayout, LabState]) -> None:
+    """UDP flows keep flowing through east's gateways while east's controller, east-gw1's gateway daemon and
+    east-gw1's route agent are stopped (SIGTERM) and started again: every reply arrives and no address
+    changes (the agent holds its liveness lease over the restart, so no peer takes east-gw1 down)."""
     layout_, st = lab
     before = {c.id: statuses(st, c.id) for c in layout_.clusters}
     target = ingress_ip(st, "west", "default", "svc-echo")
@@ -205,12 +206,12 @@ def test_restarting_the_controller_and_a_gateway_daemon_loses_nothing(lab: tuple
     results: list[dict[str, object]] = []
 
     def traffic() -> None:
-        results.append(udp_flows(client, target, ECHO_PORT, flows=16, packets=600, timeout=10.0))
+        results.append(udp_flows(client, target, ECHO_PORT, flows=16, packets=1000, timeout=10.0))
 
     sender = threading.Thread(target=traffic)
     sender.start()
     try:
-        for kind, owner in (("globalnet", "east"), ("gateway", "east-gw1")):
+        for kind, owner in (("globalnet", "east"), ("gateway", "east-gw1"), ("route-agent", "east-gw1")):
             rec = _daemon(st, kind, owner)
             procs.stop((rec,), grace=5.0)
             restarted = procs.start(
@@ -222,8 +223,29 @@ def test_restarting_the_controller_and_a_gateway_daemon_loses_nothing(lab: tuple
         sender.join(timeout=60)
     (doc,) = results
     assert doc["received"] == doc["sent"], f"lost {doc['sent']} - {doc['received']} replies during the restarts"
+    # No peer took east-gw1 down while its route agent restarted (it held its lease over the restart).
+    downs = [
+        (rec.owner, event)
+        for rec in st.processes
+        if rec.kind == "route-agent"
+        for event in _events(Path(rec.log))
+        if event.get("event") == "health.state_changed" and event.get("peer") == "east-gw1"
+        and event.get("new") == "down"
+    ]  # fmt: skip
+    assert downs == []
     time.sleep(1.0)
     assert {c.id: statuses(st, c.id) for c in layout_.clusters} == before
+
+
+def _events(log: Path) -> list[dict[str, object]]:
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
 
 
 def _replace(st: LabState, old: procs.ProcRecord, new: procs.ProcRecord) -> LabState:

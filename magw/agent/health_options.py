@@ -49,6 +49,8 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
         ("--probe-jitter", _fraction, hp.DEFAULT_JITTER, "FRACTION", "each interval is shortened by up to FRACTION"),
         ("--lease-timeout", _seconds, hp.DEFAULT_LEASE_TIMEOUT, "SECONDS", "lifetime of this gateway's lease"),
         ("--lease-refresh", _seconds, hp.DEFAULT_LEASE_REFRESH, "SECONDS", "lease renewal period, <= timeout / 2"),
+        ("--lease-exit-hold", _seconds_or_off, hp.DEFAULT_LEASE_EXIT_HOLD, "SECONDS", "on SIGTERM/SIGINT the lease "
+         "is renewed once for SECONDS, so a restart moves no flow; 0: withdraw it at once (drain)"),
         ("--endpoint-ttl", _seconds_or_off, DEFAULT_ENDPOINT_TTL, "SECONDS", "Endpoint documents not touched for "
          "SECONDS are gone; 0: never"),
     ]  # fmt: skip
@@ -100,7 +102,7 @@ def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams
 
 def lease_params(parser: OneLineParser, args: argparse.Namespace) -> LeaseParams:
     try:
-        return LeaseParams(timeout=args.lease_timeout, refresh=args.lease_refresh)
+        return LeaseParams(timeout=args.lease_timeout, refresh=args.lease_refresh, exit_hold=args.lease_exit_hold)
     except ValueError as exc:
         _flag_error(parser, exc)
         raise  # not reached: parser.error exits

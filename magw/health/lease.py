@@ -120,6 +120,19 @@ class LeaseTable:
         if self._installed:
             self.refresh(())
 
+    def hold_for(self, ids: Iterable[int], seconds: float) -> None:
+        """Renew the lease of exactly ``ids`` once, for ``seconds`` (a clean exit before a restart)."""
+        if self._installed:
+            self._nft.run(refresh_text(ids, seconds))
+
+    def adopt(self) -> bool:
+        """Take over the table a previous run left (True), elements untouched: what it held before a clean
+        exit keeps answering until this run is ready and refreshes. False: there is none."""
+        if TABLE not in self._nft.table_names(FAMILY):
+            return False
+        self._installed = True
+        return True
+
     def remove(self) -> bool:
         """Delete the table if it exists; True if it did."""
         self._installed = False
@@ -136,6 +149,10 @@ class Lease(Protocol):
 
     def withdraw(self) -> None: ...
 
+    def hold_for(self, ids: Iterable[int], seconds: float) -> None: ...
+
+    def adopt(self) -> bool: ...
+
     def remove(self) -> bool: ...
 
     def close(self) -> None: ...
@@ -144,18 +161,26 @@ class Lease(Protocol):
 class LeaseKeeper:
     """Holds the lease for an asyncio caller; every call of the table runs in one worker thread (see above)."""
 
-    def __init__(self, factory: Callable[[], Lease], *, node: str) -> None:
+    def __init__(self, factory: Callable[[], Lease], *, node: str, exit_hold: float = 0.0) -> None:
         self._factory = factory
         self._node = node
+        self._exit_hold = exit_hold
+        self._ids: frozenset[int] = frozenset()
+        self._adopted = False  # holding a previous run's lease as it was, until the first ready hold
         self._table: Lease | None = None
         self._executor: ThreadPoolExecutor | None = None
 
-    async def hold(self, ids: frozenset[int] | None) -> None:
-        """Lease exactly ``ids`` (installing the table if needed); None: remove the table (no gateway role)."""
-        await self._run(self._hold, ids)
+    async def hold(self, ids: frozenset[int] | None, *, provisional: bool = False) -> None:
+        """Lease exactly ``ids`` (installing the table if needed); None: remove the table (no gateway role).
+
+        ``provisional``: ``ids`` are what this run may answer before its first sync (nothing). A table a
+        previous run left is then adopted as it is: after a clean exit it still holds that run's lease for
+        the exit hold, and a restart must not take the node down in between (issue 12)."""
+        await self._run(self._hold, ids, provisional)
 
     async def release(self) -> None:
-        """Withdraw every lease now (the node stops answering), close the table, end the worker thread."""
+        """A clean exit: hold the lease ``exit_hold`` seconds more (a restart takes it over), or with 0 withdraw
+        it now (the node stops answering); close the table, end the worker thread."""
         if self._executor is None:
             return
         try:
@@ -170,12 +195,19 @@ class LeaseKeeper:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"magw-lease-{self._node}")
         await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    def _hold(self, ids: frozenset[int] | None) -> None:
+    def _hold(self, ids: frozenset[int] | None, provisional: bool = False) -> None:
         try:
             if ids is not None:
                 if self._table is None:
                     self._table = self._factory()
+                    if provisional and self._table.adopt():
+                        self._adopted = True
+                        log.info("health.lease_adopted", node=self._node)
+                if provisional and self._adopted:
+                    return
+                self._adopted = False
                 self._table.refresh(ids)
+                self._ids = ids
             elif self._table is not None:
                 self._table.remove()
                 self._table.close()
@@ -187,7 +219,11 @@ class LeaseKeeper:
         if self._table is None:
             return
         try:
-            self._table.withdraw()
+            if self._exit_hold > 0 and self._ids:
+                self._table.hold_for(self._ids, self._exit_hold)
+                log.info("health.lease_kept", node=self._node, seconds=self._exit_hold, ids=sorted(self._ids))
+            else:
+                self._table.withdraw()
         except Exception as exc:  # the namespace may be going away; the lease expires anyway
             log.warning("health.withdraw_failed", node=self._node, error=repr(exc))
         self._table.close()

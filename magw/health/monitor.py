@@ -85,7 +85,9 @@ class HealthMonitor:
         self._clock = clock
         self._new_socket: SocketFactory = sockets or (lambda echo_id: EchoSocket(echo_id, netns=netns))
         new_lease: LeaseFactory = lease_table or (lambda: LeaseTable(lease, netns=netns))
-        self._lease = LeaseKeeper(new_lease, node=node)  # libnftables calls run in its own worker thread
+        self._lease = LeaseKeeper(
+            new_lease, node=node, exit_hold=lease.exit_hold
+        )  # libnftables calls run in its own worker thread
         self._snapshot: Snapshot | None = None
         self._plan: ProbePlan = NO_PLAN
         self._states: dict[StateKey, Liveness] = {}
@@ -95,6 +97,7 @@ class HealthMonitor:
         self._last_send: dict[IPv4Address, float] = {}
         self._health = Health()
         self._leases: frozenset[int] | None = None
+        self._leases_provisional = False
         self._lease_dirty = asyncio.Event()
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -203,6 +206,7 @@ class HealthMonitor:
         snapshot = None if self._snapshot is None else self._merged(self._snapshot)
         ready = not self._require_sync or (snapshot is not None and self._ready_role == published(snapshot, self.node))
         ids = None if snapshot is None else lease_ids(snapshot, self.node, snapshot.health, ready=ready)
+        self._leases_provisional = snapshot is not None and not ready
         if ids != self._leases:
             log.info("health.leases", node=self.node, echo_ids=None if ids is None else sorted(ids))
             self._leases = ids
@@ -381,7 +385,8 @@ class HealthMonitor:
     async def _lease_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self._lease_dirty.clear()
-            await self._lease.hold(self._leases)  # renew, install, or remove (None: no gateway role)
+            # renew, install, or remove (None: no gateway role); before the first sync, adopt a held lease
+            await self._lease.hold(self._leases, provisional=self._leases_provisional)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.lease_params.refresh):
                     await self._lease_dirty.wait()

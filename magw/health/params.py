@@ -13,6 +13,10 @@ DEFAULT_UP_AFTER = 3
 DEFAULT_JITTER = 0.2
 DEFAULT_LEASE_TIMEOUT = 1.0
 DEFAULT_LEASE_REFRESH = 0.25
+# On a clean exit (SIGTERM) the lease is renewed once for this long instead of withdrawn: a restarted agent
+# takes it over before it ends, so a restart moves no flow (issue 12). The kernel's datapath stays as the
+# agent left it meanwhile, so answering for it is true. 0: withdraw at once (drain).
+DEFAULT_LEASE_EXIT_HOLD = 10.0
 
 MAX_COUNT = 100
 
@@ -85,10 +89,12 @@ class ProbeParams:
 
 @attrs.frozen(kw_only=True)
 class LeaseParams:
-    """The liveness lease: each element lives ``timeout`` seconds and is renewed every ``refresh`` seconds."""
+    """The liveness lease: each element lives ``timeout`` seconds and is renewed every ``refresh`` seconds;
+    ``exit_hold``: on a clean exit it is renewed once for that long (0: withdrawn at once)."""
 
     timeout: float = DEFAULT_LEASE_TIMEOUT
     refresh: float = DEFAULT_LEASE_REFRESH
+    exit_hold: float = DEFAULT_LEASE_EXIT_HOLD
 
     def __attrs_post_init__(self) -> None:
         _positive("lease timeout", self.timeout)
@@ -99,3 +105,5 @@ class LeaseParams:
             )
         if self.timeout < 0.001:
             raise ValueError(f"lease timeout: must be at least 1 ms, got {self.timeout}")
+        if not 0 <= self.exit_hold <= 3600:
+            raise ValueError(f"lease exit hold: must be from 0 to 3600 seconds, got {self.exit_hold}")
