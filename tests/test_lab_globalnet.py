@@ -22,6 +22,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from magw.desired.vtep import vtep_ip
 from magw.lab import failure, procs
 from magw.lab import state as lab_state
 from magw.lab.connectivity import Target, probe, udp_flows
@@ -185,6 +186,57 @@ def test_the_demo_matrix_explains_every_source(lab: tuple[LabLayout, LabState]) 
     assert [f"{r.client.cluster} {r.client.name} -> {r.target}: {r.seen} {r.why}" for r in rows if not r.passed] == []
     text = matrix_text(rows)
     assert "GlobalEgressIP shop/db (via east-gw" in text and "ingress gateway west-gw" in text
+
+
+def test_a_reply_that_reaches_the_wrong_gateway_still_gets_home(lab: tuple[LabLayout, LabState]) -> None:
+    """east-gw1's own traffic leaves as its cluster egress IPs. Every west gateway is made to route those
+    addresses to east-gw2 instead (as a stale route would): the replies land on east-gw2, which has no
+    conntrack entry for them, and its /32 toward east-gw1 over vx-submariner brings them home. Without that
+    route on east-gw2 they are lost, which shows the replies really went through it."""
+    layout_, st = lab
+    gw1, gw2 = layout_.node("east-gw1"), layout_.node("east-gw2")
+    mine = sorted(ip for ip, o in egress_owner(st, "east").items() if o == f"{_cluster_egress('east-gw1')}@east-gw1")
+    assert mine
+    via_gw2 = str(vtep_ip(gw2.node_ip, inter_cluster=True))
+    west_gws = layout_.cluster("west").gateways
+    target = direct(st)
+    saved = {g.namespace: {ip: _route(g.namespace, ip) for ip in mine} for g in west_gws}
+    on_gw2 = {ip: _route(gw2.namespace, ip) for ip in mine}
+    assert all(on_gw2.values()), "east-gw2 routes east-gw1's addresses to it"
+    try:
+        for g in west_gws:
+            for ip in mine:
+                checker.run(g.namespace, "ip", "route", "replace", f"{ip}/32", "via", via_gw2, "dev", "vxlan-tunnel",
+                            "table", "100", "metric", "98", "proto", "157")  # fmt: skip
+        for proto in PROTOS:
+            assert seen(gw1.namespace, target, proto) in mine
+        for ip in mine:
+            checker.run(gw2.namespace, "ip", "route", "del", f"{ip}/32", "table", "100", "metric", "98")
+        (lost,) = probe(gw1.namespace, [Target(proto="udp", ip=target, port=ECHO_PORT)], timeout=1.0, attempts=2)
+        assert not lost.ok, "without east-gw2's /32 the replies that land there are lost"
+    finally:
+        for ns, routes in [*saved.items(), (gw2.namespace, on_gw2)]:
+            for route in routes.values():
+                if route:
+                    checker.run(ns, "ip", "route", "replace", *route)
+
+
+def _cluster_egress(node: str) -> str:
+    return f"ClusterGlobalEgressIP/{node}-cluster-egress.submariner.io"
+
+
+def _route(ns: str, ip: str) -> list[str]:
+    """``ip route replace`` arguments that put back the table-100 route of ``ip`` in ``ns`` ([] if none)."""
+    for r in checker.ip_json(ns, "route", "show", "table", "100", f"{ip}/32"):
+        args = [f"{ip}/32"]
+        if "nhid" in r:
+            args += ["nhid", str(r["nhid"])]
+        else:
+            args += ["via", r["gateway"], "dev", r["dev"]]
+        if "prefsrc" in r:
+            args += ["src", r["prefsrc"]]
+        return [*args, "table", "100", "metric", str(r.get("metric", 0)), "proto", str(r.get("protocol", "157"))]
+    return []
 
 
 # ---- restarts and failure (these change the lab: keep them last) --------------------------------------------
