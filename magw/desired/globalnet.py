@@ -25,7 +25,7 @@ import attrs
 
 from magw.ipam.globalnet import gateway_egress_name
 from magw.ipam.precedence import Level, resolve_egress
-from magw.model import Cluster, Snapshot
+from magw.model import Cluster, Snapshot, dotted
 from magw.model.globalnet import (
     CLUSTER_GLOBAL_EGRESS_IP,
     GLOBAL_INGRESS_IP,
@@ -75,10 +75,6 @@ def cluster_egress_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ..
     return _gateway_block(globalnet.status_of(ref), node)
 
 
-def _dotted(ip: int) -> str:
-    return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
-
-
 def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, str]]:
     """(pod IP as int, pod IP, global IP) for pods at precedence levels 1 and 3 that have addresses here.
 
@@ -102,7 +98,7 @@ def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, s
             ips = blocks[key] = tuple(str(ip) for ip in _gateway_block(globalnet.status_of(source), node))
         if ips:
             pod_int = int(pod.ip)
-            yield pod_int, _dotted(pod_int), ips[pod_int % len(ips)]
+            yield pod_int, dotted(pod_int), ips[pod_int % len(ips)]
 
 
 def _one_to_one(globalnet: Globalnet) -> tuple[tuple[str, str], ...]:

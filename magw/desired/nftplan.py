@@ -33,7 +33,7 @@ from magw.desired.globalnet import gateway_translations, globalnet_mode, routed_
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.roles import NodeRole
 from magw.desired.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
-from magw.model import Snapshot, net_key
+from magw.model import Snapshot, dotted, net_key
 
 TABLE_FAMILY = "ip"
 TABLE_NAME = "magw"
@@ -59,12 +59,7 @@ def set_elements(nets: Iterable[IPv4Network]) -> tuple[str, ...]:
         if start > kept_last:  # sorted by start: a prefix starting inside the last kept one lies inside it
             kept.append((start, plen))
             kept_last = start + (1 << (32 - plen)) - 1
-    return tuple(_dotted(start) if plen == 32 else f"{_dotted(start)}/{plen}" for start, plen in kept)
-
-
-def _dotted(ip: int) -> str:
-    """``a.b.c.d`` of an IPv4 address given as an int (what ``str(IPv4Address(ip))`` prints)."""
-    return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
+    return tuple(dotted(start) if plen == 32 else f"{dotted(start)}/{plen}" for start, plen in kept)
 
 
 def _cidr_set(name: str, nets: Iterable[IPv4Network]) -> NftSet:

@@ -38,6 +38,12 @@ def net_key(net: IPv4Network) -> tuple[int, int]:
     return (int(net.network_address), net.prefixlen)
 
 
+def dotted(ip: int) -> str:
+    """``a.b.c.d`` of an IPv4 address given as an int (what ``str(IPv4Address(ip))`` prints, in a fraction of
+    its time: shaped for speed, issues 10 and 12, where 100k addresses are formatted per plan)."""
+    return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
+
+
 def _nets(value: Iterable[IPv4Network]) -> tuple[IPv4Network, ...]:
     unique = {net_key(net): net for net in value}  # dedup on int keys: an equal key is an equal network
     return tuple(unique[key] for key in sorted(unique))

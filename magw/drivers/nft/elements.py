@@ -28,6 +28,8 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
+from magw.model import dotted
+
 SCALAR_TYPES = ("ipv4_addr", "ipv6_addr", "inet_service", "mark", "ifname", "ether_addr")
 VALUE_TYPES = (*SCALAR_TYPES, "verdict")
 _INT_BITS = {"inet_service": 16, "mark": 32}
@@ -122,13 +124,13 @@ def _v4_prefix_len(text: str, interval: bool) -> int | None:
 
 def _v4_text(lo: int, hi: int) -> str:
     """What the careful path prints for the IPv4 span lo..hi: an address, one aligned prefix, or a range."""
-    first = f"{lo >> 24}.{(lo >> 16) & 255}.{(lo >> 8) & 255}.{lo & 255}"
+    first = dotted(lo)
     size = hi - lo + 1
     if size == 1:
         return first
     if size & (size - 1) == 0 and lo & (size - 1) == 0:
         return f"{first}/{33 - size.bit_length()}"
-    return f"{first}-{hi >> 24}.{(hi >> 16) & 255}.{(hi >> 8) & 255}.{hi & 255}"
+    return f"{first}-{dotted(hi)}"
 
 
 def _ip_bounds(text: str, version: int, interval: bool) -> tuple[int, int]:
