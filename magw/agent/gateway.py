@@ -31,10 +31,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from magw.agent.health_options import DEFAULT_HEARTBEAT, add_heartbeat_argument
 from magw.agent.options import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse
 from magw.agent.runner import run_until_signalled, start_metrics
-from magw.ipam.globalnet import gateway_egress_name
+from magw.desired.globalnet import published_ips
 from magw.logsetup import configure_logging
-from magw.model import Endpoint, Snapshot
-from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, ObjectRef
+from magw.model import Endpoint
 from magw.sources.filebroker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 
 log = structlog.get_logger(__name__)
@@ -112,22 +111,8 @@ class Gateway:
             hostname=self.node,
             private_ip=self.private_ip if self.private_ip is not None else node.ip,
             public_ip=public,
-            allocated_ips=self._allocated_ips(snapshot),
+            allocated_ips=published_ips(snapshot.globalnet, self.node),  # Globalnet only: empty otherwise
         )
-
-    def _allocated_ips(self, snapshot: Snapshot) -> tuple[IPv4Address, ...]:
-        """Globalnet: every many-to-one address this gateway SNATs to, published so that remote gateways route
-        replies to them back here (docs/globalnet.md): its own ClusterGlobalEgressIP block and its block of
-        every GlobalEgressIP. Empty without Globalnet."""
-        gn = snapshot.globalnet
-        refs = [ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(self.node))]
-        refs += [ObjectRef(GLOBAL_EGRESS_IP, obj.namespace, obj.name) for obj in gn.egress_ips]
-        ips: set[IPv4Address] = set()
-        for ref in refs:
-            status = gn.status_of(ref)
-            if status is not None:
-                ips.update(ip for block in status.gateways if block.node == self.node for ip in block.ips)
-        return tuple(sorted(ips))
 
     def ensure(self, reason: str) -> None:
         """Publish the document if it is missing or differs from what it should be."""

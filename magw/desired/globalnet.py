@@ -24,7 +24,7 @@ from ipaddress import IPv4Address, IPv4Network
 import attrs
 
 from magw.ipam.globalnet import gateway_egress_name
-from magw.ipam.precedence import Level, resolve_egress
+from magw.ipam.precedence import Level, egress_ref, resolve_egress
 from magw.model import Cluster, Snapshot, dotted
 from magw.model.globalnet import (
     CLUSTER_GLOBAL_EGRESS_IP,
@@ -73,6 +73,15 @@ def cluster_egress_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ..
     """The addresses of ``node``'s own ClusterGlobalEgressIP, empty until the controller wrote them."""
     ref = ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(node))
     return _gateway_block(globalnet.status_of(ref), node)
+
+
+def published_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
+    """Every many-to-one address gateway ``node`` SNATs to: its cluster egress IPs and its block of every
+    GlobalEgressIP. ``magw-gateway`` publishes them (``Endpoint.allocated_ips``); every other gateway routes
+    each as a /32 back to it."""
+    blocks = [cluster_egress_ips(globalnet, node)]
+    blocks += [_gateway_block(globalnet.status_of(egress_ref(obj)), node) for obj in globalnet.egress_ips]
+    return tuple(sorted({ip for block in blocks for ip in block}))
 
 
 def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, str]]:

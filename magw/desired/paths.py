@@ -141,30 +141,30 @@ def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths
     reached this gateway instead (a remote route not yet updated) still gets home. A gateway that is not
     usable gets no route: its addresses, and only its, are unreachable until it is back.
     """
-    routes: dict[IPv4Address, Route] = {}  # by address: an address published twice (bad input) routes once
-    src = role.node.cni_ip
+    owners: list[tuple[tuple[IPv4Address, ...], Hop, bool]] = []  # (addresses, hop, through its nexthop object)
     for p in paths:
         usable = {h.hostname: h for h in p.usable}
-        for endpoint in snapshot.endpoints_of(p.cluster.id):
-            hop = usable.get(endpoint.hostname)
-            if hop is None:
-                continue
-            for ip in endpoint.allocated_ips:
-                dst = IPv4Network(ip)
-                if inline:
-                    hops = (RouteNexthop(via=hop.via, dev=hop.dev),)
-                    route = Route(table=GATEWAY_TABLE, dst=dst, metric=RETURN_METRIC, src=src, nexthops=hops)
-                else:
-                    route = Route(table=GATEWAY_TABLE, dst=dst, metric=RETURN_METRIC, src=src, nhid=hop.nexthop_id)
-                routes.setdefault(ip, route)
-    for endpoint in role.local_gateways:
-        if not snapshot.health.usable(endpoint.hostname):
-            continue
-        hop = _hop(endpoint.hostname, endpoint.private_ip, inter_cluster=False)
-        hops = (RouteNexthop(via=hop.via, dev=hop.dev),)
-        for ip in endpoint.allocated_ips:
-            route = Route(table=GATEWAY_TABLE, dst=IPv4Network(ip), metric=RETURN_METRIC, src=src, nexthops=hops)
-            routes.setdefault(ip, route)
+        owners += [
+            (e.allocated_ips, usable[e.hostname], not inline)
+            for e in snapshot.endpoints_of(p.cluster.id)
+            if e.hostname in usable
+        ]
+    # Local gateways: inline over vx-submariner (a gateway holds nexthop objects for remote gateways only).
+    owners += [
+        (e.allocated_ips, _hop(e.hostname, e.private_ip, inter_cluster=False), False)
+        for e in role.local_gateways
+        if snapshot.health.usable(e.hostname)
+    ]
+    routes: dict[IPv4Address, Route] = {}  # by address: an address published twice (bad input) routes once
+    src = role.node.cni_ip
+    for ips, hop, by_id in owners:
+        nhid = hop.nexthop_id if by_id else None
+        hops = () if by_id else (RouteNexthop(via=hop.via, dev=hop.dev),)
+        for ip in ips:
+            dst = IPv4Network(ip)
+            routes.setdefault(
+                ip, Route(table=GATEWAY_TABLE, dst=dst, metric=RETURN_METRIC, src=src, nhid=nhid, nexthops=hops)
+            )
     return list(routes.values())
 
 
