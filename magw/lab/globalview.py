@@ -22,6 +22,7 @@ from magw.model.globalnet import (
     SERVICE,
     GlobalIngressIP,
     GlobalIPStatus,
+    Globalnet,
     ObjectRef,
     TargetType,
 )
@@ -117,11 +118,6 @@ def _view(broker: FileBroker, cluster: str, gateways: tuple[str, ...]) -> Cluste
     if snap is None:
         return ClusterView(cluster=cluster)
     gn = snap.globalnet
-    ingress = []
-    for obj in gn.ingress_ips:
-        found = _ingress(obj, gn.status_of(ObjectRef(GLOBAL_INGRESS_IP, obj.namespace, obj.name)))
-        if found is not None:
-            ingress.append(found)
     egress: dict[str, Addresses] = {}
     for node in gateways:
         status = gn.status_of(ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(node)))
@@ -131,4 +127,12 @@ def _view(broker: FileBroker, cluster: str, gateways: tuple[str, ...]) -> Cluste
     for ref, status in gn.statuses:
         if ref.kind == GLOBAL_EGRESS_IP and status.allocated_ips:
             objects[(ref.namespace, ref.name)] = {b.node: b.ips for b in status.gateways if b.ips}
-    return ClusterView(cluster=cluster, ingress=tuple(ingress), gateway_egress=egress, egress_objects=objects)
+    return ClusterView(cluster=cluster, ingress=ingress_addresses(gn), gateway_egress=egress, egress_objects=objects)
+
+
+def ingress_addresses(gn: Globalnet) -> tuple[IngressAddress, ...]:
+    """Every GlobalIngressIP of ``gn`` that has its address."""
+    found = (
+        _ingress(obj, gn.status_of(ObjectRef(GLOBAL_INGRESS_IP, obj.namespace, obj.name))) for obj in gn.ingress_ips
+    )
+    return tuple(i for i in found if i is not None)

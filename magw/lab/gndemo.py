@@ -22,6 +22,7 @@ from magw.ipam.precedence import Level, resolve_egress
 from magw.lab import build
 from magw.lab.connectivity import Target, probe_many
 from magw.lab.demo import finish
+from magw.lab.globalview import ingress_addresses
 from magw.lab.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.state import LabState
 from magw.lab.topology import Topology, parse_topology
@@ -84,10 +85,14 @@ class Row:
     passed: bool
 
 
-def globalnet_of(st: LabState, cluster: str) -> Globalnet:
-    broker = FileBroker(st.broker_dir, local_cluster=cluster)
-    broker.scan()
-    return broker.snapshot.globalnet if broker.snapshot is not None else Globalnet()
+def globalnets(lab: LabLayout, st: LabState) -> dict[str, Globalnet]:
+    """Cluster id -> its Globalnet objects and statuses, read from the broker once per cluster."""
+    out = {}
+    for cluster in lab.clusters:
+        broker = FileBroker(st.broker_dir, local_cluster=cluster.id)
+        broker.scan()
+        out[cluster.id] = broker.snapshot.globalnet if broker.snapshot is not None else Globalnet()
+    return out
 
 
 def owners(gn: Globalnet) -> dict[str, tuple[ObjectRef, str]]:
@@ -109,10 +114,10 @@ def _why(owner: tuple[ObjectRef, str] | None) -> str:
     return f"{ref.kind} {where}" + (f" (via {gateway})" if gateway else "")
 
 
-def clients(lab: LabLayout, st: LabState) -> list[Client]:
+def clients(lab: LabLayout, gns: dict[str, Globalnet]) -> list[Client]:
     out = []
     for cluster in lab.clusters:
-        gn = globalnet_of(st, cluster.id)
+        gn = gns[cluster.id]
         precedence = {(e.pod.namespace, e.pod.name): e for e in resolve_egress(gn, gn.ingress_ips).egress}
         for pod in cluster.pods:
             entry = precedence.get((pod.kube_namespace, pod.short))
@@ -123,24 +128,22 @@ def clients(lab: LabLayout, st: LabState) -> list[Client]:
     return out
 
 
-def targets(lab: LabLayout, st: LabState) -> dict[str, list[tuple[str, IPv4Address]]]:
+def targets(gns: dict[str, Globalnet]) -> dict[str, list[tuple[str, IPv4Address]]]:
     """cluster -> [(label, global IP)] of every exported ClusterIP service and headless pod."""
-    out: dict[str, list[tuple[str, IPv4Address]]] = {}
-    for cluster in lab.clusters:
-        gn = globalnet_of(st, cluster.id)
-        statuses = dict(gn.statuses)
-        for ing in gn.ingress_ips:
-            if ing.target is TargetType.HEADLESS_SERVICE_ENDPOINTS:
-                continue
-            status = statuses.get(ObjectRef("GlobalIngressIP", ing.namespace, ing.name))
-            if status is not None and status.allocated_ips:
-                out.setdefault(cluster.id, []).append((f"{ing.namespace}/{ing.name}", status.allocated_ips[0]))
-    return out
+    return {
+        cid: [
+            (f"{i.namespace}/{i.name}", i.global_ip)
+            for i in ingress_addresses(gn)
+            if i.target is not TargetType.HEADLESS_SERVICE_ENDPOINTS
+        ]
+        for cid, gn in gns.items()
+    }
 
 
 def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
-    all_clients = clients(lab, st)
-    wanted = targets(lab, st)
+    gns = globalnets(lab, st)
+    all_clients = clients(lab, gns)
+    wanted = targets(gns)
     plan: dict[str, list[Target]] = {}
     labels: dict[str, list[str]] = {}
     for c in all_clients:
@@ -151,7 +154,7 @@ def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
                 plan.setdefault(c.netns, []).append(Target(proto="tcp", ip=ip, port=ECHO_PORT))
                 labels.setdefault(c.netns, []).append(f"{cid} {label} {ip}")
     results = probe_many(plan, timeout=2.0)
-    own = {cl.id: owners(globalnet_of(st, cl.id)) for cl in lab.clusters}
+    own = {cid: owners(gn) for cid, gn in gns.items()}
     rows = []
     for c in all_clients:
         for label, r in zip(labels.get(c.netns, []), results.get(c.netns, []), strict=True):
