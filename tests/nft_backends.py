@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from magw.desired.nft import NftTable
+from magw.desired.nft import NftChain, NftTable
 from magw.drivers.fake_nft import FakeNft
 from magw.drivers.nft import NftDriver
 from magw.drivers.nft.libnft import Nft
@@ -47,6 +47,11 @@ def in_set(left: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 ACCEPT = {"accept": None}
+
+# Base and regular chains the contract cases build their tables from.
+POST = NftChain(name="postrouting", type="nat", hook="postrouting", priority=90, policy="accept")
+FWD = NftChain(name="forward", type="filter", hook="forward", priority=0, policy="accept")
+SUB = NftChain(name="sub")
 
 
 # ---- the two backends --------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ from magw.reconcile.changeset import NftChange
 from tests.nft_backends import (
     ACCEPT,
     BACKENDS,
+    FWD,
+    POST,
+    SUB,
     Backend,
     apply_fails,
     apply_ok,
@@ -34,9 +37,6 @@ from tests.nft_backends import (
 
 # ---- tables used by the cases ------------------------------------------------------------------------------
 
-POST = NftChain(name="postrouting", type="nat", hook="postrouting", priority=90, policy="accept")
-FWD = NftChain(name="forward", type="filter", hook="forward", priority=0, policy="accept")
-SUB = NftChain(name="sub")
 LOCAL = NftSet(name="local_cidrs", type="ipv4_addr", flags=("interval",), elements=("10.1.0.0/16", "100.1.0.0/16"))
 REMOTE = NftSet(name="remote_cidrs", type="ipv4_addr", flags=("interval",), elements=("10.2.0.0/16",))
 NULL_SNAT = NftRule(

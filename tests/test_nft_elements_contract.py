@@ -29,6 +29,9 @@ from magw.reconcile.nftdelta import MapDelta, NftElementDelta, SetDelta
 from tests.nft_backends import (
     ACCEPT,
     BACKENDS,
+    FWD,
+    POST,
+    SUB,
     Backend,
     FakeBackend,
     KernelBackend,
@@ -44,9 +47,6 @@ from tests.nft_backends import (
     saddr,
 )
 
-FWD = NftChain(name="forward", type="filter", hook="forward", priority=0, policy="accept")
-POST = NftChain(name="postrouting", type="nat", hook="postrouting", priority=90, policy="accept")
-SUB = NftChain(name="sub")
 SUB2 = NftChain(name="sub2")
 PODS = NftSet(name="gn_in", type="ipv4_addr", elements=("10.1.0.5", "10.1.0.6", "10.1.0.7"))
 CIDRS = NftSet(name="cidrs", type="ipv4_addr", flags=("interval",), elements=("10.0.0.0/16", "192.168.1.1"))
