@@ -1,0 +1,203 @@
+"""List, then watch: one resource's objects kept in memory, as client-go's reflector does.
+
+The rules (issue 13; the API's "Efficient detection of changes"):
+
+- **List, then watch from the list's resourceVersion**, with ``allowWatchBookmarks``. A BOOKMARK only moves
+  our resourceVersion on; nothing else is done with it.
+- **410 Gone** (our resourceVersion was compacted away) means: list again. kubernetes_asyncio's ``Watch``
+  retries a 410 once by itself with the same resourceVersion, which fails the same way, but only for a watch
+  without ``timeout_seconds``; ours always passes ``timeout_seconds``, so the 410 reaches us at once and we
+  relist.
+- **A silent watch ends**: no event (bookmarks included) for ``inactivity`` seconds ends the watch, and a new
+  one starts from the last resourceVersion. A server-side ``timeoutSeconds`` ends it too, normally.
+- **One task per resource** handles its events one after the other, so events of one object are handled in
+  order.
+- **Nothing is pruned before a list completes.** The store is replaced only by a *complete* list (the old
+  view stays in use while a relist runs or fails), and ``synced`` turns True only after the first one. A
+  consumer that prunes only once every input is synced (the reconciler's ``inputs_synced``) therefore never
+  prunes on a partial view.
+- **Errors never end the loop**: a failed list or watch (API server down, connection dropped, 5xx) is
+  logged once per change of state and retried with capped exponential backoff (``BACKOFF_FIRST`` doubling to
+  ``BACKOFF_MAX``); the store keeps the last view meanwhile, so nothing is flushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+import attrs
+import structlog
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.watch import Watch
+
+log = structlog.get_logger(__name__)
+
+Obj = Mapping[str, Any]
+Key = tuple[str, str]  # namespace ("" if cluster-scoped), name
+ListFunction = Callable[..., Any]
+
+BACKOFF_FIRST = 0.2
+BACKOFF_MAX = 10.0
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    type: str  # ADDED, MODIFIED, DELETED, or SYNCED after a complete list
+    key: Key
+    obj: Obj | None
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+@attrs.define
+class Reflector:
+    """Keeps ``objects`` equal to the API's view of one resource.
+
+    ``list_fn`` is a kubernetes_asyncio list method (``CoreV1Api.list_node``,
+    ``CustomObjectsApi.list_namespaced_custom_object``...) and ``args``/``kwargs`` its arguments;
+    ``on_change(events)`` is called on the loop after each complete list (one ``SYNCED`` event) and after each
+    watch event.
+    """
+
+    kind: str
+    list_fn: ListFunction
+    on_change: Callable[[list[Event]], None]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+    watch_timeout: float = 300.0  # the server ends each watch after about this long (with jitter)
+    inactivity: float = 90.0  # no event, bookmark included, for this long: end the watch ourselves
+    request_timeout: float = 60.0  # a list that takes longer than this failed
+    objects: dict[Key, Obj] = attrs.field(init=False, factory=dict)
+    synced: bool = attrs.field(init=False, default=False)
+    resource_version: str = attrs.field(init=False, default="")
+    lists: int = attrs.field(init=False, default=0)
+    relists_after_gone: int = attrs.field(init=False, default=0)
+    _failing: str | None = attrs.field(init=False, default=None)
+    _stop: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _list(self) -> None:
+        response = await self.list_fn(
+            *self.args, **self.kwargs, _preload_content=False, _request_timeout=self.request_timeout
+        )
+        try:
+            body = json.loads(await response.read())
+        finally:
+            response.release()
+        items = body.get("items") or []
+        objects: dict[Key, Obj] = {}
+        for item in items:
+            objects[key_of(item)] = item
+        # Swapped in as a whole, only now: a list that failed half-way changed nothing.
+        self.objects = objects
+        self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        self.synced = True
+        self.lists += 1
+        self.on_change([Event(type="SYNCED", key=("", ""), obj=None)])
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = str(event.get("type"))
+        obj = event.get("raw_object") or event.get("object")
+        if not isinstance(obj, Mapping):
+            return
+        if kind == "BOOKMARK":
+            self.resource_version = resource_version(obj) or self.resource_version
+            return
+        key = key_of(obj)
+        if kind == "DELETED":
+            self.objects.pop(key, None)
+        elif kind in ("ADDED", "MODIFIED"):
+            self.objects[key] = obj
+        else:
+            log.warning("kube.watch_unknown_event", kind=self.kind, type=kind)
+            return
+        self.resource_version = resource_version(obj) or self.resource_version
+        self.on_change([Event(type=kind, key=key, obj=obj if kind != "DELETED" else None)])
+
+    async def _watch(self) -> None:
+        """One watch from ``resource_version`` until it ends (timeout, inactivity); raises Gone on 410."""
+        timeout = int(self.watch_timeout * random.uniform(0.8, 1.0)) or 1  # spread relists of many agents
+        watch = Watch(return_type="object")  # events as plain dicts, like the list's items
+        stream = watch.stream(
+            self.list_fn,
+            *self.args,
+            **self.kwargs,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+        )
+        try:
+            while not self._stop.is_set():
+                try:
+                    async with asyncio.timeout(self.inactivity):
+                        event = await stream.__anext__()
+                except StopAsyncIteration:
+                    return  # the server ended the watch (timeoutSeconds): watch again
+                except TimeoutError:
+                    log.info("kube.watch_inactive", kind=self.kind, seconds=self.inactivity)
+                    return
+                self._apply(event)
+                self._recovered()
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone(str(exc.reason)) from None
+            raise
+        finally:
+            await watch.close()
+
+    def _failed(self, what: str, exc: BaseException, retry_in: float) -> None:
+        state = f"{what}: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+        if state != self._failing:
+            log.warning("kube.api_error", kind=self.kind, error=state, retry_in=round(retry_in, 2), synced=self.synced)
+        self._failing = state
+
+    def _recovered(self) -> None:
+        if self._failing is not None:
+            log.info("kube.api_recovered", kind=self.kind, resource_version=self.resource_version)
+            self._failing = None
+
+    async def run(self) -> None:
+        """List and watch until ``stop()``; never raises for API errors."""
+        backoff = BACKOFF_FIRST
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    self._recovered()
+                await self._watch()
+                backoff = BACKOFF_FIRST
+            except Gone as exc:
+                self.relists_after_gone += 1
+                log.info("kube.relist", kind=self.kind, reason="410 Gone", detail=str(exc)[:200])
+                need_list = True
+            except (ApiException, aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+                self._failed("list" if need_list else "watch", exc, backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._stop.wait()
+        except TimeoutError:
+            pass

@@ -1,0 +1,314 @@
+"""The Kubernetes source: the same Snapshot as the file broker, from one cluster's API server.
+
+``KubeSource`` offers what the daemons use of ``FileBroker`` (``snapshot``, ``initial_sync_done``,
+``local_cluster``, ``local_node_document``, ``problem_files``, ``subscribe``, ``scan``, ``run``, ``stop``), so the
+route agent, the gateway and the Globalnet controller take either. Inside, one ``Reflector`` per resource
+(``magw.sources.kube.resources``) keeps the raw objects; each object is mapped into the file broker's
+documents as its event arrives (``magw.sources.kube.mapping``), and the documents are assembled into the
+Snapshot by the broker's own ``assemble()`` (bad documents left out, last good versions kept).
+
+``initial_sync_done`` turns True only once *every* reflector has completed its first list and the snapshot
+was assembled from all of them: until then the reconciler prunes nothing (``inputs_synced``). A relist (410,
+a restarted API server) replaces a reflector's objects only when it completes, so the snapshot never shows a
+half-listed resource; while the API server is unreachable the last snapshot stays as it is.
+
+Assembling parses the whole snapshot, as the file broker does; it runs in one worker thread, at most once per
+``coalesce`` seconds however many events arrive (a burst of pod events is one assembly), off the event loop
+that carries the health probes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import ApiClient
+
+from magw.model import Snapshot
+from magw.snapshot import SnapshotError, parse_snapshot
+from magw.sources.assemble import Ident, Parse, assemble
+from magw.sources.documents import Document
+from magw.sources.kube import mapping
+from magw.sources.kube.reflector import Event, Key, Obj, Reflector
+from magw.sources.kube.resources import Resource, resources
+
+log = structlog.get_logger(__name__)
+
+Listener = Callable[[Snapshot | None], None]
+
+_GLOBALNET_KINDS = ("ClusterGlobalEgressIP", "GlobalEgressIP", "GlobalIngressIP")
+
+
+class KubeSource:
+    """Follows one cluster's API server and keeps the Snapshot of ``local_cluster`` up to date."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        local_cluster: str,
+        namespace: str,
+        globalnet: bool = True,
+        parse: Parse = parse_snapshot,
+        coalesce: float = 0.02,
+        reflector_options: Mapping[str, float] | None = None,
+    ) -> None:
+        self.api = api
+        self.local_cluster = local_cluster
+        self.namespace = namespace
+        self.directory = f"the Kubernetes API (namespace {namespace})"  # what logs and waiting messages name
+        self._parse = parse
+        self.coalesce = coalesce
+        self.reflectors: dict[str, Reflector] = {}
+        for resource in resources(namespace, globalnet=globalnet):
+            self.reflectors[resource.kind] = self._reflector(resource, reflector_options or {})
+        self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
+        self._errors: dict[tuple[str, Key], str] = {}
+        self._logged_errors: dict[tuple[str, Key], str] = {}
+        self._logged_problems: set[tuple[str, str]] = set()
+        self._missing_logged: str | None = None
+        self._last_good: dict[Ident, Document] = {}
+        self._snapshot: Snapshot | None = None
+        self._accepted: tuple[Document, ...] = ()
+        self._problem_files: frozenset[str] = frozenset()
+        self._synced = False
+        self._listeners: list[Listener] = []
+        self._dirty = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._executor: ThreadPoolExecutor | None = None
+        self.assemblies = 0
+
+    def _reflector(self, resource: Resource, options: Mapping[str, float]) -> Reflector:
+        fn, args, kwargs = resource.call(self.api)
+        return Reflector(
+            kind=resource.kind,
+            list_fn=fn,
+            args=args,
+            kwargs=kwargs,
+            on_change=functools.partial(self._on_change, resource.kind),
+            **options,
+        )
+
+    # ----- what consumers read (the FileBroker interface) -----------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    @property
+    def initial_sync_done(self) -> bool:
+        return self._synced
+
+    @property
+    def inputs_listed(self) -> bool:
+        """Every reflector has completed at least one list."""
+        return all(r.synced for r in self.reflectors.values())
+
+    def objects(self, kind: str) -> Mapping[Key, Obj]:
+        """The raw objects of one resource as last listed and watched (empty if not watched)."""
+        reflector = self.reflectors.get(kind)
+        return reflector.objects if reflector is not None else {}
+
+    def local_node_document(self, name: str) -> Mapping[str, Any] | None:
+        for doc in self._accepted:
+            if doc.ident == ("Node", self.local_cluster, name):
+                return doc.fields
+        return None
+
+    def problem_files(self, prefix: str = "") -> frozenset[str]:
+        return frozenset(name for name in self._problem_files if name.startswith(prefix))
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # ----- mapping events into documents ----------------------------------------------------------------
+
+    def _map(self, kind: str, obj: Obj) -> tuple[Document, ...]:
+        cluster = self.local_cluster
+        if kind == "Node":
+            return mapping.node_docs(obj, cluster)
+        if kind == "Cluster":
+            return mapping.cluster_docs(obj)
+        if kind == "Endpoint":
+            return mapping.endpoint_docs(obj)
+        if kind == "Namespace":
+            return mapping.namespace_docs(obj, cluster)
+        if kind == "Pod":
+            return mapping.pod_docs(obj, cluster)
+        if kind == "Service":
+            return mapping.service_docs(obj, cluster, self._slices_of(obj))
+        if kind == "ServiceExport":
+            return mapping.service_export_docs(obj, cluster)
+        if kind in _GLOBALNET_KINDS:
+            return mapping.globalnet_docs(kind, obj, cluster)
+        return ()  # EndpointSlice, Submariner, ConfigMap: folded into Service and Config documents
+
+    def _slices_of(self, service: Obj) -> list[Obj]:
+        meta = service.get("metadata") or {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        return [
+            s
+            for (s_ns, _), s in self.objects("EndpointSlice").items()
+            if s_ns == ns and ((s.get("metadata") or {}).get("labels") or {}).get(mapping.SERVICE_NAME_LABEL) == name
+        ]
+
+    def _remap(self, kind: str, key: Key, obj: Obj | None) -> None:
+        slot = (kind, key)
+        if obj is None:
+            self._docs.pop(slot, None)
+            self._errors.pop(slot, None)
+            return
+        try:
+            self._docs[slot] = self._map(kind, obj)
+            self._errors.pop(slot, None)
+        except mapping.MappingError as exc:  # the object's last good documents stay in use
+            self._errors[slot] = str(exc)
+
+    def _on_change(self, kind: str, events: list[Event]) -> None:
+        for event in events:
+            if event.type == "SYNCED":  # a complete (re)list: map everything of this kind again
+                for slot in [s for s in self._docs if s[0] == kind] + [s for s in self._errors if s[0] == kind]:
+                    if slot[1] not in self.objects(kind):
+                        self._docs.pop(slot, None)
+                        self._errors.pop(slot, None)
+                for key, obj in self.objects(kind).items():
+                    self._remap(kind, key, obj)
+                if kind == "EndpointSlice":
+                    self._remap_services(None)
+            elif kind == "EndpointSlice":
+                self._remap_services(event.key[0])
+            else:
+                self._remap(kind, event.key, event.obj)
+        self._dirty.set()
+
+    def _remap_services(self, namespace: str | None) -> None:
+        for key, obj in self.objects("Service").items():
+            if namespace is None or key[0] == namespace:
+                self._remap("Service", key, obj)
+
+    # ----- assembling ---------------------------------------------------------------------------------
+
+    def _documents(self) -> list[Document]:
+        docs: list[Document] = []
+        for slot in sorted(self._docs):
+            docs.extend(self._docs[slot])
+        submariner = self.objects("Submariner").get((self.namespace, mapping.SUBMARINER))
+        config_map = self.objects("ConfigMap").get((self.namespace, mapping.CONFIG_MAP))
+        try:
+            docs.extend(mapping.config_docs(submariner, config_map))
+            self._errors.pop(("Config", ("", "")), None)
+        except mapping.MappingError as exc:
+            self._errors[("Config", ("", ""))] = str(exc)
+            docs.extend(d for d in self._last_good.values() if d.kind == "Config")
+        return docs
+
+    def _assemble(self, docs: list[Document], errors: Mapping[tuple[str, Key], str]) -> bool:
+        """Assemble ``docs``; True when the snapshot changed or this is the first complete one."""
+        try:
+            assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
+        except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug
+            log.error("kube.assemble_failed", cluster=self.local_cluster, error=str(exc))
+            return False
+        self.assemblies += 1
+        self._report(assembly.problems, assembly.missing, errors)
+        self._problem_files = frozenset(p.file for p in assembly.problems) | frozenset(
+            f"kube:{kind}/{'/'.join(p for p in key if p)}" for (kind, key) in errors
+        )
+        changed = assembly.snapshot != self._snapshot
+        if assembly.snapshot is not None:
+            self._last_good = {d.ident: d for d in assembly.accepted}
+        self._snapshot, self._accepted = assembly.snapshot, assembly.accepted
+        return changed
+
+    def _report(self, problems: Any, missing: str | None, errors: Mapping[tuple[str, Key], str]) -> None:
+        """Log each problem once, until it changes (as the file broker does)."""
+        for slot, error in errors.items():
+            if self._logged_errors.get(slot) != error:
+                log.warning("kube.bad_object", kind=slot[0], error=error, kept_last_good=slot in self._docs)
+        self._logged_errors = dict(errors)
+        current = {(p.file, p.error) for p in problems}
+        for p in problems:
+            if (p.file, p.error) not in self._logged_problems:
+                log.warning("kube.bad_document", file=p.file, error=p.error, kept_last_good=p.kept_last_good)
+        self._logged_problems = current
+        if missing is not None and missing != self._missing_logged:
+            log.info("kube.incomplete", cluster=self.local_cluster, missing=missing)
+        self._missing_logged = missing
+
+    def scan(self) -> bool:
+        """Assemble from what the reflectors hold now, here; True when the snapshot changed. Listeners are
+        called. Before every reflector has listed once this only reports that nothing is complete yet."""
+        changed = self._pass(self._documents(), dict(self._errors))
+        if changed:
+            self._notify()
+        return changed
+
+    def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], str]) -> bool:
+        if not self.inputs_listed:
+            return False
+        changed = self._assemble(docs, errors)
+        first = not self._synced
+        self._synced = True
+        if first:
+            log.info(
+                "kube.initial_sync",
+                cluster=self.local_cluster,
+                ready=self._snapshot is not None,
+                documents=len(self._accepted),
+                lists={k: r.lists for k, r in self.reflectors.items()},
+            )
+        return changed or first
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(self._snapshot)
+            except Exception as exc:  # a listener's bug must not stop the source
+                log.exception("kube.listener_failed", error=repr(exc))
+
+    async def run(self) -> None:
+        """Run the reflectors and re-assemble after changes until ``stop()``."""
+        self._stop.clear()
+        loop = asyncio.get_running_loop()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-kube")
+        tasks = [asyncio.create_task(r.run(), name=f"reflector-{k}") for k, r in self.reflectors.items()]
+        stopper = asyncio.create_task(self._stop.wait())
+        try:
+            while not self._stop.is_set():
+                dirty = asyncio.create_task(self._dirty.wait())
+                await asyncio.wait({dirty, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                dirty.cancel()
+                if self._stop.is_set():
+                    break
+                await asyncio.sleep(self.coalesce)  # let a burst of events land: one assembly for all of them
+                self._dirty.clear()
+                docs = self._documents()  # on the loop: the reflectors change their dicts here
+                if await loop.run_in_executor(self._executor, self._pass, docs, dict(self._errors)):
+                    self._notify()
+        finally:
+            for r in self.reflectors.values():
+                r.stop()
+            stopper.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, stopper, return_exceptions=True)
+            executor, self._executor = self._executor, None
+            if executor is not None:
+                executor.shutdown(wait=False)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait_synced(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the first complete snapshot (for ``--once`` and tests)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while not self._synced:
+                    await asyncio.sleep(0.02)
+        return self._synced
