@@ -57,6 +57,17 @@ class Condition:
     message: str = attrs.field(default="", converter=_clip)
     observed_generation: int | None = None
 
+    @classmethod
+    def from_dict(cls, cond: Mapping[str, Any]) -> Condition:
+        """A condition read back (its lastTransitionTime is for ``merge_conditions`` to decide)."""
+        return cls(
+            type=cond["type"],
+            status=cond["status"],
+            reason=cond["reason"],
+            message=cond.get("message") or "",
+            observed_generation=cond.get("observedGeneration"),
+        )
+
     def to_dict(self, last_transition: datetime | str) -> dict[str, Any]:
         when = last_transition if isinstance(last_transition, str) else rfc3339(last_transition)
         out: dict[str, Any] = {
@@ -95,6 +106,18 @@ def set_condition(
         placed = True
     if not placed:
         out.append(new.to_dict(stamp))
+    return out
+
+
+def merge_conditions(
+    existing: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """``set_condition`` of each of ``new`` (wire dicts, their own times ignored) onto ``existing``: a writer
+    merges what it computed onto what the server holds, so conditions of other types stay and unchanged
+    statuses keep their transition time."""
+    out = [dict(c) for c in existing]
+    for cond in new:
+        out = set_condition(out, Condition.from_dict(cond), now)
     return out
 
 
