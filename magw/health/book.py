@@ -44,6 +44,34 @@ def jittered(interval: float, jitter: float, u: float) -> float:
     return interval * (1.0 - jitter * u)
 
 
+@attrs.define
+class RttStats:
+    """Round-trip times of one key's replies since it was first answered (Welford's running mean and variance):
+    what the Gateway status shows per connection (``latencyRTT``: last, min, average, max, stdDev)."""
+
+    last: float = 0.0
+    low: float = float("inf")
+    high: float = 0.0
+    count: int = 0
+    mean: float = 0.0
+    _m2: float = 0.0
+
+    def add(self, rtt: float) -> None:
+        self.last, self.low, self.high = rtt, min(self.low, rtt), max(self.high, rtt)
+        self.count += 1
+        delta = rtt - self.mean
+        self.mean += delta / self.count
+        self._m2 += delta * (rtt - self.mean)
+
+    @property
+    def stddev(self) -> float:
+        return (self._m2 / self.count) ** 0.5 if self.count else 0.0
+
+    def as_json(self) -> dict[str, float]:
+        """Seconds: ``last``, ``min``, ``average``, ``max``, ``stdDev`` (the Gateway CRD's names)."""
+        return {"last": self.last, "min": self.low, "average": self.mean, "max": self.high, "stdDev": self.stddev}
+
+
 @attrs.frozen
 class _Probe:
     seq: int
@@ -61,6 +89,7 @@ class ProbeBook:
     _latest: dict[StateKey, _Probe] = attrs.field(factory=dict)
     _seq: dict[StateKey, int] = attrs.field(factory=dict)
     _srtt: dict[StateKey, float] = attrs.field(factory=dict)
+    _stats: dict[StateKey, RttStats] = attrs.field(factory=dict)
 
     def wait_for(self, key: StateKey) -> float:
         """How long a reply of ``key`` is waited for now."""
@@ -71,6 +100,9 @@ class ProbeBook:
 
     def srtt(self, key: StateKey) -> float | None:
         return self._srtt.get(key)
+
+    def rtt_stats(self, key: StateKey) -> RttStats | None:
+        return self._stats.get(key)
 
     def sent(self, key: StateKey, now: float) -> int:
         """Record a probe of ``key`` sent at ``now``; returns the sequence number to put in it."""
@@ -90,6 +122,7 @@ class ProbeBook:
         rtt = max(at - latest.sent, 0.0)
         old = self._srtt.get(key)
         self._srtt[key] = rtt if old is None else old + RTT_GAIN * (rtt - old)
+        self._stats.setdefault(key, RttStats()).add(rtt)
         pending = self._pending.get(key)
         if pending is None or pending.seq != seq or at > pending.deadline:
             return None
@@ -115,7 +148,7 @@ class ProbeBook:
 
     def forget(self, keep: frozenset[StateKey]) -> None:
         """Drop every key not in ``keep`` (peers no longer probed)."""
-        for table in (self._pending, self._latest, self._seq, self._srtt):
+        for table in (self._pending, self._latest, self._seq, self._srtt, self._stats):
             for key in [k for k in table if k not in keep]:
                 del table[key]
 

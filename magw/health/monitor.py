@@ -395,4 +395,9 @@ class HealthMonitor:
 
     def status_json(self) -> dict[str, Any]:
         """Targets with their states, as plain JSON (for the route agent's status file)."""
-        return status_document(self._plan, self._states, self._health, self._leases)
+        rtts = {}
+        for t in self._plan.targets:
+            stats = self._book.rtt_stats((t.address, ALIVE_ID))
+            if stats is not None:
+                rtts[(t.address, ALIVE_ID)] = stats.as_json()
+        return status_document(self._plan, self._states, self._health, self._leases, rtts)

@@ -81,9 +81,14 @@ def lease_ids(snapshot: Snapshot, node: str, health: Health, *, ready: bool = Tr
 
 
 def status_document(
-    plan: ProbePlan, states: Mapping[StateKey, Liveness], health: Health, leases: frozenset[int] | None
+    plan: ProbePlan,
+    states: Mapping[StateKey, Liveness],
+    health: Health,
+    leases: frozenset[int] | None,
+    rtts: Mapping[StateKey, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """Targets with their states, as plain JSON (the ``health`` part of the route agent's status file)."""
+    """Targets with their states, as plain JSON (the ``health`` part of the route agent's status file);
+    ``rtts``: the round-trip statistics of the alive probes (seconds), shown as each peer's ``rtt``."""
     peers = []
     for t in plan.targets:
         peer: dict[str, Any] = {
@@ -92,6 +97,9 @@ def status_document(
             "address": str(t.address),
             "state": states.get((t.address, ALIVE_ID), _UNKNOWN).state.value,
         }
+        rtt = (rtts or {}).get((t.address, ALIVE_ID))
+        if rtt is not None:
+            peer["rtt"] = dict(rtt)
         if plan.mode == "worker":
             peer["reach"] = {cid: states.get((t.address, i), _UNKNOWN).state.value for cid, i in plan.reach}
         peers.append(peer)
