@@ -65,6 +65,18 @@ def resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+@attrs.frozen(kw_only=True)
+class Timing:
+    """How long watches and lists may take (tests and the lab shorten them)."""
+
+    watch_timeout: float = 300.0  # the server ends each watch after about this long (with jitter)
+    inactivity: float = 90.0  # no event, bookmark included, for this long: end the watch ourselves
+    request_timeout: float = 60.0  # a list that takes longer than this failed
+
+
+DEFAULT_TIMING = Timing()
+
+
 @attrs.define
 class Reflector:
     """Keeps ``objects`` equal to the API's view of one resource.
@@ -80,9 +92,7 @@ class Reflector:
     on_change: Callable[[list[Event]], None]
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
-    watch_timeout: float = 300.0  # the server ends each watch after about this long (with jitter)
-    inactivity: float = 90.0  # no event, bookmark included, for this long: end the watch ourselves
-    request_timeout: float = 60.0  # a list that takes longer than this failed
+    timing: Timing = DEFAULT_TIMING
     objects: dict[Key, Obj] = attrs.field(init=False, factory=dict)
     synced: bool = attrs.field(init=False, default=False)
     resource_version: str = attrs.field(init=False, default="")
@@ -96,7 +106,7 @@ class Reflector:
 
     async def _list(self) -> None:
         response = await self.list_fn(
-            *self.args, **self.kwargs, _preload_content=False, _request_timeout=self.request_timeout
+            *self.args, **self.kwargs, _preload_content=False, _request_timeout=self.timing.request_timeout
         )
         try:
             body = json.loads(await response.read())
@@ -134,7 +144,7 @@ class Reflector:
 
     async def _watch(self) -> None:
         """One watch from ``resource_version`` until it ends (timeout, inactivity); raises Gone on 410."""
-        timeout = int(self.watch_timeout * random.uniform(0.8, 1.0)) or 1  # spread relists of many agents
+        timeout = int(self.timing.watch_timeout * random.uniform(0.8, 1.0)) or 1  # spread relists of many agents
         watch = Watch(return_type="object")  # events as plain dicts, like the list's items
         stream = watch.stream(
             self.list_fn,
@@ -147,12 +157,12 @@ class Reflector:
         try:
             while not self._stop.is_set():
                 try:
-                    async with asyncio.timeout(self.inactivity):
+                    async with asyncio.timeout(self.timing.inactivity):
                         event = await stream.__anext__()
                 except StopAsyncIteration:
                     return  # the server ended the watch (timeoutSeconds): watch again
                 except TimeoutError:
-                    log.info("kube.watch_inactive", kind=self.kind, seconds=self.inactivity)
+                    log.info("kube.watch_inactive", kind=self.kind, seconds=self.timing.inactivity)
                     return
                 self._apply(event)
                 self._recovered()

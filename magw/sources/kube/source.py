@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,7 +35,7 @@ from magw.snapshot import SnapshotError, parse_snapshot
 from magw.sources.assemble import Ident, Parse, assemble
 from magw.sources.documents import Document
 from magw.sources.kube import mapping
-from magw.sources.kube.reflector import Event, Key, Obj, Reflector
+from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing
 from magw.sources.kube.resources import Resource, resources
 
 log = structlog.get_logger(__name__)
@@ -42,6 +43,13 @@ log = structlog.get_logger(__name__)
 Listener = Callable[[Snapshot | None], None]
 
 _GLOBALNET_KINDS = ("ClusterGlobalEgressIP", "GlobalEgressIP", "GlobalIngressIP")
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 class KubeSource:
@@ -56,7 +64,7 @@ class KubeSource:
         globalnet: bool = True,
         parse: Parse = parse_snapshot,
         coalesce: float = 0.02,
-        reflector_options: Mapping[str, float] | None = None,
+        timing: Timing = DEFAULT_TIMING,
     ) -> None:
         self.api = api
         self.local_cluster = local_cluster
@@ -66,7 +74,7 @@ class KubeSource:
         self.coalesce = coalesce
         self.reflectors: dict[str, Reflector] = {}
         for resource in resources(namespace, globalnet=globalnet):
-            self.reflectors[resource.kind] = self._reflector(resource, reflector_options or {})
+            self.reflectors[resource.kind] = self._reflector(resource, timing)
         self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
         self._errors: dict[tuple[str, Key], str] = {}
         self._logged_errors: dict[tuple[str, Key], str] = {}
@@ -81,9 +89,11 @@ class KubeSource:
         self._dirty = asyncio.Event()
         self._stop = asyncio.Event()
         self._executor: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
         self.assemblies = 0
 
-    def _reflector(self, resource: Resource, options: Mapping[str, float]) -> Reflector:
+    def _reflector(self, resource: Resource, timing: Timing) -> Reflector:
         fn, args, kwargs = resource.call(self.api)
         return Reflector(
             kind=resource.kind,
@@ -91,7 +101,7 @@ class KubeSource:
             args=args,
             kwargs=kwargs,
             on_change=functools.partial(self._on_change, resource.kind),
-            **options,
+            timing=timing,
         )
 
     # ----- what consumers read (the FileBroker interface) -----------------------------------------------
@@ -242,19 +252,30 @@ class KubeSource:
         self._missing_logged = missing
 
     def scan(self) -> bool:
-        """Assemble from what the reflectors hold now, here; True when the snapshot changed. Listeners are
-        called. Before every reflector has listed once this only reports that nothing is complete yet."""
+        """Assemble from what the reflectors hold now; True when the snapshot changed. Listeners are called.
+        Before every reflector has listed once this only reports that nothing is complete yet.
+
+        Called from another thread than the running source's loop (the Globalnet controller's pass runs in a
+        worker thread), the pass runs on that loop, where the reflectors change their objects, and this
+        thread waits for it."""
+        loop = self._loop
+        if loop is not None and loop.is_running() and not _on_loop(loop):
+            return asyncio.run_coroutine_threadsafe(self._scan_on_loop(), loop).result()
         changed = self._pass(self._documents(), dict(self._errors))
         if changed:
             self._notify()
         return changed
 
+    async def _scan_on_loop(self) -> bool:
+        return self.scan()
+
     def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], str]) -> bool:
         if not self.inputs_listed:
             return False
-        changed = self._assemble(docs, errors)
-        first = not self._synced
-        self._synced = True
+        with self._lock:  # the worker's pass and a scan() never overlap
+            changed = self._assemble(docs, errors)
+            first = not self._synced
+            self._synced = True
         if first:
             log.info(
                 "kube.initial_sync",
@@ -275,7 +296,7 @@ class KubeSource:
     async def run(self) -> None:
         """Run the reflectors and re-assemble after changes until ``stop()``."""
         self._stop.clear()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-kube")
         tasks = [asyncio.create_task(r.run(), name=f"reflector-{k}") for k, r in self.reflectors.items()]
         stopper = asyncio.create_task(self._stop.wait())
