@@ -1,0 +1,156 @@
+"""``Emulator``: the API server emulator as an object tests and the lab start, fault, stop and start again.
+
+It serves on a unix socket (tests: nothing listens on the host's network) or on HOST:PORT (the lab runs it
+inside a lab network namespace). The state (the store: objects, resourceVersion counter, history) lives in the
+object, not in the server, so ``stop()`` then ``start()`` is a server restart that keeps etcd: open watches end,
+clients reconnect and continue from their resourceVersion.
+
+Fault API (see docs/kubeemu.md): ``compact()``, ``drop_watches()``, ``delay(seconds)``,
+``fail_requests(n, code)``, ``bookmark_interval``, ``stop()``/``start()``. ``stop()`` ends every watch (cleanly;
+after a grace period abruptly), closes every connection and leaves no task behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from magw.kubeemu.faults import Faults
+from magw.kubeemu.handlers import Api
+from magw.kubeemu.resources import DEFAULT_TYPES, Registry, ResourceType, from_crd
+from magw.kubeemu.store import Store
+from magw.kubeemu.watch import WatchHub
+
+
+class Emulator:
+    def __init__(
+        self,
+        *,
+        socket_path: str | os.PathLike[str] | None = None,
+        host: str | None = None,
+        port: int = 0,
+        types: Iterable[ResourceType] = DEFAULT_TYPES,
+        bookmark_interval: float = 60.0,
+        history_limit: int = 100_000,
+    ) -> None:
+        if (socket_path is None) == (host is None):
+            raise ValueError("Emulator: give exactly one of socket_path or host")
+        self.socket_path = os.fspath(socket_path) if socket_path is not None else None
+        self.host = host
+        self.port = port
+        self.store = Store(Registry(types), history_limit=history_limit)
+        self.hub = WatchHub(self.store, bookmark_interval=bookmark_interval)
+        self.faults = Faults()
+        self._runner: web.AppRunner | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def url(self) -> str:
+        """The ``server`` of a kubeconfig for this emulator (``unix:///abs.sock`` or ``http://host:port``)."""
+        if self.socket_path is not None:
+            return "unix://" + os.path.abspath(self.socket_path)
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        app = web.Application(middlewares=[self.faults.middleware], client_max_size=16 * 2**20)
+        app.router.add_route("*", "/{tail:.*}", Api(self.store, self.hub).handle)
+        runner = web.AppRunner(
+            app, handle_signals=False, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        try:
+            if self.socket_path is not None:
+                site: web.BaseSite = web.UnixSite(runner, self.socket_path)
+                await site.start()
+            else:
+                tcp = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+                await tcp.start()
+                sockets = getattr(tcp._server, "sockets", None) or ()
+                if self.port == 0 and sockets:
+                    self.port = int(sockets[0].getsockname()[1])
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+
+    async def stop(self) -> None:
+        """Stop serving, keeping the state: watches end, connections close, the socket file goes away."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self.hub.finish()
+        if not await self.hub.wait_idle(1.0):
+            self.hub.drop()
+            await self.hub.wait_idle(1.0)
+        await runner.cleanup()
+        if self.socket_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket_path)
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # --- types and state ---------------------------------------------------------------------------------------
+
+    def add_crd(self, doc: Mapping[str, Any]) -> tuple[ResourceType, ...]:
+        """Serve the kinds of a CRD manifest (as a dict) from now on."""
+        types = from_crd(doc)
+        for rt in types:
+            self.store.registry.add(rt)
+        return types
+
+    def load(self, objects: Iterable[Mapping[str, Any]]) -> int:
+        """Put objects in as they are, status included (see ``Store.load``); watchers see them as ADDED."""
+        return self.store.load(objects)
+
+    # --- faults ------------------------------------------------------------------------------------------------
+
+    @property
+    def bookmark_interval(self) -> float:
+        return self.hub.bookmark_interval
+
+    @bookmark_interval.setter
+    def bookmark_interval(self, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError("bookmark_interval must be positive")
+        self.hub.bookmark_interval = seconds
+
+    def compact(self) -> int:
+        """Forget the history before now: a watch or list from an older resourceVersion gets 410 Expired."""
+        return self.store.compact()
+
+    def drop_watches(self) -> int:
+        """Close every open watch connection abruptly (no final chunk); returns how many were open."""
+        return self.hub.drop()
+
+    def delay(self, seconds: float) -> None:
+        """Delay every response by ``seconds`` from now on (0 turns it off)."""
+        if seconds < 0:
+            raise ValueError("delay must be >= 0")
+        self.faults.delay = seconds
+
+    def fail_requests(self, n: int, code: int = 500) -> None:
+        """Answer the next ``n`` requests with an error Status of ``code`` instead of serving them."""
+        self.faults.fail(n, code)
+
+    @property
+    def watch_count(self) -> int:
+        return len(self.hub.active)
