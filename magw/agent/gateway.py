@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import socket
 from collections.abc import Sequence
 from ipaddress import IPv4Address
 
@@ -29,16 +30,46 @@ import structlog
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from magw.agent.health_options import DEFAULT_HEARTBEAT, add_heartbeat_argument
-from magw.agent.options import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse
+from magw.agent.options import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse, positive_seconds
 from magw.agent.runner import run_until_signalled, start_metrics
 from magw.desired.globalnet import published_ips
 from magw.logsetup import configure_logging
 from magw.model import Endpoint
+from magw.sources.base import StateSource
 from magw.sources.filebroker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 
 log = structlog.get_logger(__name__)
 
 PRESENCE_CHECK = 0.1  # seconds between checks that our document still exists
+
+
+def desired_endpoint(
+    source: StateSource, node_name: str, private_ip: IPv4Address | None, public_ip: IPv4Address | None
+) -> Endpoint | str:
+    """The Endpoint ``node_name`` should publish, or why it should publish none yet (one line).
+
+    Private IP: ``private_ip`` or the Node's ``ip``; public IP: ``public_ip``, or the Node's ``public_ip``
+    (broker field or Kubernetes annotation), or none (the private IP is used); ``allocated_ips``: this
+    gateway's Globalnet addresses (empty without Globalnet). The same for the file and Kubernetes sources."""
+    snapshot = source.snapshot
+    if snapshot is None:
+        return f"no snapshot of cluster {source.local_cluster} yet"
+    node = next((n for n in snapshot.nodes if n.name == node_name), None)
+    if node is None:
+        return f"no Node document for {node_name} in cluster {snapshot.local_cluster}"
+    if not node.gateway:
+        return f"Node {node_name} is not a gateway (gateway: false)"
+    doc = source.local_node_document(node_name) or {}
+    public = public_ip
+    if public is None and doc.get("public_ip") is not None:
+        public = IPv4Address(doc["public_ip"])
+    return Endpoint(
+        cluster=snapshot.local_cluster,
+        hostname=node_name,
+        private_ip=private_ip if private_ip is not None else node.ip,
+        public_ip=public,
+        allocated_ips=published_ips(snapshot.globalnet, node_name),  # Globalnet only: empty otherwise
+    )
 
 
 @attrs.define
@@ -90,29 +121,12 @@ class Gateway:
 
     def desired(self) -> Endpoint | None:
         """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
-        snapshot = self.broker.snapshot
-        if snapshot is None:
-            self._wait(f"no snapshot of cluster {self.broker.local_cluster} yet")
-            return None
-        node = next((n for n in snapshot.nodes if n.name == self.node), None)
-        if node is None:
-            self._wait(f"no Node document for {self.node} in cluster {snapshot.local_cluster}")
-            return None
-        if not node.gateway:
-            self._wait(f"Node {self.node} is not a gateway (gateway: false)")
+        want = desired_endpoint(self.broker, self.node, self.private_ip, self.public_ip)
+        if isinstance(want, str):
+            self._wait(want)
             return None
         self.waiting = None
-        doc = self.broker.local_node_document(self.node) or {}
-        public = self.public_ip
-        if public is None and doc.get("public_ip") is not None:
-            public = IPv4Address(doc["public_ip"])
-        return Endpoint(
-            cluster=snapshot.local_cluster,
-            hostname=self.node,
-            private_ip=self.private_ip if self.private_ip is not None else node.ip,
-            public_ip=public,
-            allocated_ips=published_ips(snapshot.globalnet, self.node),  # Globalnet only: empty otherwise
-        )
+        return want
 
     def ensure(self, reason: str) -> None:
         """Publish the document if it is missing or differs from what it should be."""
@@ -201,7 +215,9 @@ class Gateway:
 
 
 def build_parser() -> OneLineParser:
-    p = common_parser("magw-gateway", "Publish this gateway node's Endpoint document into the broker directory.")
+    p = common_parser(
+        "magw-gateway", "Publish this gateway node's Endpoint (file broker document or Kubernetes object).", broker=True
+    )
     p.add_argument("--private-ip", type=ipv4, help="address inside the cluster (default: the Node document's ip)")
     p.add_argument(
         "--public-ip",
@@ -215,10 +231,39 @@ def build_parser() -> OneLineParser:
         help="remove the Endpoint document on SIGTERM/SIGINT (drain before maintenance; default: keep it, "
         "so a restart moves no flow)",
     )
+    k = p.add_argument_group("--source kube")
+    k.add_argument(
+        "--lease-duration",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="the gateway Lease's duration (default 10); failover never waits for it, only the tidy-up does",
+    )
+    k.add_argument(
+        "--tidy-grace",
+        type=positive_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="delete a gateway's Endpoint once its Lease has been expired this long (default 30)",
+    )
+    k.add_argument(
+        "--health-status-file",
+        metavar="PATH",
+        help="the route agent's --status-file on this node: connection states and RTTs for the Gateway status",
+    )
+    k.add_argument(
+        "--identity",
+        default=f"{socket.gethostname()}-{os.getpid()}",
+        help="this process's name in the Lease (default HOSTNAME-PID)",
+    )
     return p
 
 
 async def _run(args: argparse.Namespace) -> int:
+    if args.source == "kube":
+        from magw.agent.kube_gateway_main import run_kube
+
+        return await run_kube(args)
     gateway = Gateway(
         broker=FileBroker(args.broker_dir, local_cluster=args.cluster),
         node=args.node,

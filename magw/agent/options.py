@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from magw.logsetup import FORMATS, LEVELS
 from magw.sources.documents import check_name
+from magw.sources.flags import add_source_arguments, check_source
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -59,10 +59,10 @@ def ipv4(text: str) -> ipaddress.IPv4Address:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
 
 
-def common_parser(prog: str, description: str) -> OneLineParser:
+def common_parser(prog: str, description: str, *, broker: bool = False) -> OneLineParser:
     """The flags both daemons take."""
     p = OneLineParser(prog=prog, description=description)
-    p.add_argument("--broker-dir", required=True, help="directory of the file broker's YAML documents (must exist)")
+    add_source_arguments(p, broker=broker)
     p.add_argument("--node", required=True, type=_name, help="this node's name (its Node document's name)")
     p.add_argument("--cluster", required=True, type=_name, help="this node's cluster id (the local cluster)")
     p.add_argument(
@@ -85,8 +85,7 @@ def common_parser(prog: str, description: str) -> OneLineParser:
 
 
 def parse(parser: OneLineParser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse and check what argparse cannot: the broker directory exists."""
+    """Parse and check what argparse cannot: the source's flags fit together (the broker directory exists...)."""
     args = parser.parse_args(argv)
-    if not os.path.isdir(args.broker_dir):
-        parser.error(f"--broker-dir: no such directory: {args.broker_dir}")
+    check_source(parser, args)
     return args

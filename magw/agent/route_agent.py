@@ -36,6 +36,7 @@ from magw.logsetup import configure_logging
 from magw.model import Strategy
 from magw.reconcile.driver import Driver
 from magw.reconcile.loop import Reconciler, SyncResult
+from magw.sources.base import StateSource
 from magw.sources.filebroker import FileBroker
 
 log = structlog.get_logger(__name__)
@@ -49,7 +50,7 @@ StrategyPicker = Callable[[Strategy], Strategy]
 class RouteAgent:
     """One node's reconciler fed by the file broker."""
 
-    broker: FileBroker
+    broker: StateSource  # the file broker or the Kubernetes source
     node: str
     driver: Driver
     resync_period: float
@@ -197,6 +198,12 @@ def build_parser() -> OneLineParser:
         action="store_true",
         help="allow programming the host's initial network namespace, or one we cannot tell apart (default: refuse)",
     )
+    p.add_argument(
+        "--cni-interface",
+        metavar="NAME",
+        help="--source kube: publish this interface's first IPv4 address as the node's CNI address (default: the "
+        "first local address inside the cluster's pod CIDRs)",
+    )
     add_health_arguments(p)
     return p
 
@@ -215,14 +222,44 @@ def _prepare_kernel() -> StrategyPicker:
 
 
 async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
+    driver, picker = await _driver(args)
+    if args.source == "kube":
+        from magw.agent.kube_route_agent import run_kube
+
+        return await run_kube(args, lambda source: _agent(args, health, source, driver, picker))
+    agent = _agent(
+        args,
+        health,
+        FileBroker(args.broker_dir, local_cluster=args.cluster, endpoint_ttl=endpoint_ttl(args)),
+        driver,
+        picker,
+    )
+    log.info("route_agent.started", node=args.node, cluster=args.cluster, fake=args.fake, once=args.once)
+    if args.once:
+        return await agent.once()
+    start_metrics(args.metrics_port, registry=REGISTRY)
+    return await run_until_signalled("route_agent", agent.serve)
+
+
+async def _driver(args: argparse.Namespace) -> tuple[Driver, StrategyPicker]:
     if args.fake:
         driver: Driver = LazyDriver(fake_driver, what="fake")
         picker: StrategyPicker = lambda requested: requested  # noqa: E731  # the fake supports every strategy
     else:
         picker = await asyncio.to_thread(_prepare_kernel)
         driver = LazyDriver(real_node_driver, what="kernel")
-    agent = RouteAgent(
-        broker=FileBroker(args.broker_dir, local_cluster=args.cluster, endpoint_ttl=endpoint_ttl(args)),
+    return driver, picker
+
+
+def _agent(
+    args: argparse.Namespace,
+    health: HealthSettings | None,
+    source: StateSource,
+    driver: Driver,
+    picker: StrategyPicker,
+) -> RouteAgent:
+    return RouteAgent(
+        broker=source,
         node=args.node,
         driver=driver,
         resync_period=args.resync_period,
@@ -231,11 +268,6 @@ async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
         health=build_monitor(args.node, health, allow_initial=args.allow_init_netns),
         registry=REGISTRY,
     )
-    log.info("route_agent.started", node=args.node, cluster=args.cluster, fake=args.fake, once=args.once)
-    if args.once:
-        return await agent.once()
-    start_metrics(args.metrics_port, registry=REGISTRY)
-    return await run_until_signalled("route_agent", agent.serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import attrs
 import structlog
@@ -36,8 +37,8 @@ from magw.model.globalnet import (
     Globalnet,
     ObjectRef,
 )
-from magw.sources.filebroker import FileBroker
-from magw.sources.globalnet_store import GlobalnetStore, status_prefix
+from magw.sources.base import StateSource
+from magw.sources.globalnet_store import status_prefix
 
 log = structlog.get_logger(__name__)
 
@@ -100,8 +101,8 @@ class GlobalnetController:
     def __init__(
         self,
         *,
-        broker: FileBroker,
-        store: GlobalnetStore,
+        broker: StateSource,
+        store: GlobalnetWriter,
         grace: timedelta,
         clock: Callable[[], float] = time.time,
         may_write: Callable[[], bool] = lambda: True,
@@ -221,6 +222,18 @@ def _ours(obj: Made) -> bool:
 def _reason(status: GlobalIPStatus) -> str:
     cond = status.condition("Allocated")
     return f"{cond.status.value}/{cond.reason}" if cond is not None else "-"
+
+
+class GlobalnetWriter(Protocol):
+    """Where a pass writes: ``GlobalnetStore`` (file broker) or ``KubeGlobalnetStore`` (status subresources)."""
+
+    def write_status(self, ref: ObjectRef, status: GlobalIPStatus) -> None: ...
+
+    def delete_status(self, ref: ObjectRef) -> bool: ...
+
+    def write_object(self, obj: ClusterGlobalEgressIP | GlobalIngressIP) -> None: ...
+
+    def delete_object(self, ref: ObjectRef) -> bool: ...
 
 
 class LeaseLost(RuntimeError):

@@ -30,6 +30,7 @@ from magw.controllers.globalnet.controller import GlobalnetController, LeaseLost
 from magw.logsetup import configure_logging
 from magw.sources.filebroker import FileBroker
 from magw.sources.filelease import FileLease
+from magw.sources.flags import add_source_arguments, check_source
 from magw.sources.globalnet_store import GlobalnetStore
 
 log = structlog.get_logger(__name__)
@@ -43,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
         description="The Globalnet controller: allocates global IPs and writes statuses into the file broker "
         "(docs/globalnet.md). One replica acts; others wait on the lease.",
     )
-    p.add_argument("--broker-dir", required=True, help="the file broker directory (read and written)")
+    add_source_arguments(p)
     p.add_argument("--cluster", required=True, help="the id of the local cluster (its Cluster document)")
     p.add_argument(
         "--identity",
@@ -73,19 +74,23 @@ def _positive(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 class Daemon:
+    """The controller's loop over the file broker; ``kube_daemon.KubeDaemon`` swaps the lease and the source."""
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.lease = FileLease(args.broker_dir, f"globalnet-{args.cluster}", args.identity, args.lease_duration)
         self.renewed_at = 0.0
         self.holding = False
-        broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
-        self.controller = GlobalnetController(
-            broker=broker,
+        self.controller = self._controller(args)
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-globalnet")
+
+    def _controller(self, args: argparse.Namespace) -> GlobalnetController:
+        self.lease = FileLease(args.broker_dir, f"globalnet-{args.cluster}", args.identity, args.lease_duration)
+        return GlobalnetController(
+            broker=FileBroker(args.broker_dir, local_cluster=args.cluster),
             store=GlobalnetStore(args.broker_dir, args.cluster),
             grace=timedelta(seconds=args.gateway_grace),
             may_write=self.lease_valid,
         )
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-globalnet")
 
     def lease_valid(self) -> bool:
         """Still ours with a margin: a write must land before another replica could take over."""
@@ -113,16 +118,13 @@ class Daemon:
         last_pass = 0.0
         waiting_logged = False
         while not stop.is_set():
-            now = time.time()
-            if not self.holding or now - self.renewed_at > self.args.lease_duration / 3:
-                if not await self._renew():
-                    if not waiting_logged:
-                        holder = self.lease.read()
-                        log.info("globalnet.lease_waiting", holder=holder.holder if holder else "")
-                        waiting_logged = True
-                    await _sleep(stop, self.args.lease_duration / 3)
-                    continue
-                waiting_logged = False
+            if not await self._ensure_lease():
+                if not waiting_logged:
+                    log.info("globalnet.lease_waiting", holder=await self._holder())
+                    waiting_logged = True
+                await _sleep(stop, self.args.lease_duration / 3)
+                continue
+            waiting_logged = False
             try:
                 result: PassResult = await loop.run_in_executor(self.executor, self.controller.reconcile)
             except LeaseLost as exc:
@@ -145,12 +147,30 @@ class Daemon:
                         waiting=result.waiting,
                         pool=f"{result.pool_used}/{result.pool_size}",
                     )
-            await _sleep(stop, self.args.poll_interval)
+            await self._idle(stop)
+        await self._release()
+        self.executor.shutdown(wait=True)
+        return 0
+
+    # ----- the lease and the wait between passes: the file broker's here, Kubernetes' in kube_daemon ----
+
+    async def _ensure_lease(self) -> bool:
+        """True while this replica holds the lease (renewed here every duration/3)."""
+        if self.holding and time.time() - self.renewed_at <= self.args.lease_duration / 3:
+            return True
+        return await self._renew()
+
+    async def _holder(self) -> str:
+        holder = self.lease.read()
+        return holder.holder if holder else ""
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        await _sleep(stop, self.args.poll_interval)
+
+    async def _release(self) -> None:
         if self.holding:
             self.lease.release()
             log.info("globalnet.lease_released", identity=self.args.identity)
-        self.executor.shutdown(wait=True)
-        return 0
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:
@@ -163,7 +183,11 @@ async def _main(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("globalnet.start", cluster=args.cluster, broker_dir=args.broker_dir, identity=args.identity)
+    log.info("globalnet.start", cluster=args.cluster, source=args.source, identity=args.identity)
+    if args.source == "kube":
+        from magw.controllers.globalnet.kube_daemon import run_kube
+
+        return await run_kube(args, stop)
     return await Daemon(args).run(stop)
 
 
@@ -171,8 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     _positive(p, args)
-    if not os.path.isdir(args.broker_dir):
-        p.error(f"--broker-dir: {args.broker_dir!r} is not a directory")
+    check_source(p, args)
     configure_logging(args.log_format, args.log_level)
     return asyncio.run(_main(args))
 

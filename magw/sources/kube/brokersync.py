@@ -25,21 +25,19 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import attrs
 import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.sources.kube.crd import Crd
-from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing
+from magw.sources.kube.reflector import API_ERRORS, DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing
 from magw.sources.kube.resources import GROUP, VERSION
 
 log = structlog.get_logger(__name__)
 
 CLUSTER_ID_LABEL = "submariner.io/clusterID"
 KINDS = (("Endpoint", "endpoints"), ("Cluster", "clusters"))
-API_ERRORS: tuple[type[BaseException], ...] = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 
 
 def cluster_id(obj: Obj) -> str:

@@ -43,6 +43,9 @@ ListFunction = Callable[..., Any]
 
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 10.0
+# What a request to an API server can end with besides an answer: the daemons log these and retry.
+API_ERRORS: tuple[type[BaseException], ...] = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
+_RETRIED: tuple[type[BaseException], ...] = (*API_ERRORS, ValueError)  # ValueError: a body that is not JSON
 
 
 class Gone(Exception):
@@ -200,7 +203,7 @@ class Reflector:
                 self.relists_after_gone += 1
                 log.info("kube.relist", kind=self.kind, reason="410 Gone", detail=str(exc)[:200])
                 need_list = True
-            except (ApiException, aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            except _RETRIED as exc:
                 self._failed("list" if need_list else "watch", exc, backoff)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)

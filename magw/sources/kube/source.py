@@ -92,6 +92,8 @@ class KubeSource:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self.assemblies = 0
+        self._version = 0  # bumped by every event; the snapshot was assembled from version ``_assembled``
+        self._assembled = -1
 
     def _reflector(self, resource: Resource, timing: Timing) -> Reflector:
         fn, args, kwargs = resource.call(self.api)
@@ -195,6 +197,7 @@ class KubeSource:
                 self._remap_services(event.key[0])
             else:
                 self._remap(kind, event.key, event.obj)
+        self._version += 1
         self._dirty.set()
 
     def _remap_services(self, namespace: str | None) -> None:
@@ -261,7 +264,9 @@ class KubeSource:
         loop = self._loop
         if loop is not None and loop.is_running() and not _on_loop(loop):
             return asyncio.run_coroutine_threadsafe(self._scan_on_loop(), loop).result()
-        changed = self._pass(self._documents(), dict(self._errors))
+        if self._synced and self._assembled == self._version:
+            return False  # nothing arrived since the last assembly
+        changed = self._pass(self._documents(), dict(self._errors), self._version)
         if changed:
             self._notify()
         return changed
@@ -269,11 +274,12 @@ class KubeSource:
     async def _scan_on_loop(self) -> bool:
         return self.scan()
 
-    def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], str]) -> bool:
+    def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], str], version: int) -> bool:
         if not self.inputs_listed:
             return False
         with self._lock:  # the worker's pass and a scan() never overlap
             changed = self._assemble(docs, errors)
+            self._assembled = version
             first = not self._synced
             self._synced = True
         if first:
@@ -310,7 +316,8 @@ class KubeSource:
                 await asyncio.sleep(self.coalesce)  # let a burst of events land: one assembly for all of them
                 self._dirty.clear()
                 docs = self._documents()  # on the loop: the reflectors change their dicts here
-                if await loop.run_in_executor(self._executor, self._pass, docs, dict(self._errors)):
+                args = (docs, dict(self._errors), self._version)
+                if await loop.run_in_executor(self._executor, self._pass, *args):
                     self._notify()
         finally:
             for r in self.reflectors.values():
