@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magw.kubeemu.errors import bad_request, status_object
+from magw.kubeemu.errors import ApiError, bad_request, status_object
 from magw.kubeemu.history import Event
 from magw.kubeemu.resources import ResourceType
 from magw.kubeemu.selectors import field_selector, label_selector
@@ -133,6 +133,14 @@ class WatchHub:
         w = Watcher(rt, namespace, lambda o: label(o) and field(o), self.queue_limit)
         rv_param = query.get("resourceVersion", "")
         first = b""
+        if _flag(query, "sendInitialEvents") and (
+            query.get("resourceVersionMatch") != "NotOlderThan" or not _flag(query, "allowWatchBookmarks")
+        ):
+            raise ApiError(
+                422,
+                "Invalid",
+                "sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true",
+            )
         if rv_param in ("", "0") or _flag(query, "sendInitialEvents"):
             for obj in self.store.select(rt, namespace, w.match):
                 w.queue.append(("ADDED", obj))
