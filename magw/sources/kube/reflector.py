@@ -112,9 +112,16 @@ class Reflector:
             *self.args, **self.kwargs, _preload_content=False, _request_timeout=self.timing.request_timeout
         )
         try:
-            body = json.loads(await response.read())
+            raw = await response.read()
+            # With _preload_content=False kubernetes_asyncio does not raise for an error status: an error's
+            # Status object would read as a list without items, that is an empty resource, and prune all.
+            if response.status >= 400:
+                raise ApiException(status=response.status, reason=raw.decode("utf-8", "replace")[:300])
+            body = json.loads(raw)
         finally:
             response.release()
+        if body.get("kind") == "Status" or not isinstance(body.get("items", []), list):
+            raise ApiException(status=0, reason=f"not a list: {str(body)[:200]}")
         items = body.get("items") or []
         objects: dict[Key, Obj] = {}
         for item in items:
