@@ -3,15 +3,29 @@ writes through the status subresource (real kubernetes_asyncio against the API s
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from ipaddress import IPv4Address
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.model import Endpoint
 from magw.sources.kube.conditions import Condition, find_condition, merge_conditions, set_condition
-from magw.sources.kube.status import duration_string, gateway_status, merge_patch
+from magw.sources.kube.status import (
+    GATEWAYS,
+    GROUP,
+    MERGE_PATCH,
+    VERSION,
+    GatewayStatusWriter,
+    duration_string,
+    gateway_status,
+    merge_patch,
+    patch_status,
+)
+from tests import kubeemu_fixtures
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -72,12 +86,14 @@ def test_condition_rejects_what_the_api_server_would(field: str, value: str) -> 
         Condition(**args)
 
 
-def test_merge_conditions_ignores_the_new_entries_own_times() -> None:
+def test_merge_conditions_keeps_the_servers_time_unless_the_status_changed() -> None:
     server = set_condition([], ready("True"), now=T0)
     computed = set_condition([], ready("True", "Connected", "recomputed"), now=T1)
     merged = merge_conditions(server, computed, now=T1)
     assert merged[0]["lastTransitionTime"] == "2025-01-02T03:04:05Z"
     assert merged[0]["message"] == "recomputed"
+    changed = merge_conditions(server, set_condition([], ready("False", "Down"), now=T1))
+    assert changed[0]["lastTransitionTime"] == "2025-01-02T03:09:05Z"  # when it was computed
     assert find_condition(merged, "Ready") is not None
     assert find_condition(merged, "Other") is None
 
@@ -192,3 +208,138 @@ def test_merge_patch_deletes_with_null_and_compares_lists_as_stored() -> None:
     old = {"localEndpoint": {"public_ip": "1.2.3.4"}, "connections": [{"endpoint": {"hostname": "w"}}]}
     new = {"localEndpoint": {"public_ip": None}, "connections": [{"endpoint": {"hostname": "w", "public_ip": None}}]}
     assert merge_patch(old, new) == {"localEndpoint": {"public_ip": None}}
+
+
+# --- against the emulator, with the real client ---------------------------------------------------------------
+
+kube, kube_env = kubeemu_fixtures.kube, kubeemu_fixtures.kube_env
+NS = kubeemu_fixtures.NAMESPACE
+
+
+async def get_gateway(client: ApiClient, name: str = "e-gw1") -> dict[str, Any]:
+    obj: dict[str, Any] = await CustomObjectsApi(client).get_namespaced_custom_object(
+        GROUP, VERSION, NS, GATEWAYS, name
+    )
+    return obj
+
+
+async def create_gateway(client: ApiClient, spec: dict[str, Any]) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Gateway", "metadata": {"name": "e-gw1"}, "spec": spec}
+    await CustomObjectsApi(client).create_namespaced_custom_object(GROUP, VERSION, NS, GATEWAYS, body)
+
+
+async def test_merge_patch_leaves_spec_and_other_status_keys_alone(kube: Any) -> None:
+    _, client = kube
+    await create_gateway(client, {"marker": "kept"})
+    await patch_status(client, GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"haStatus": "active", "statusFailure": ""})
+    obj = await patch_status(client, GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"connections": [], "spec": "ignored"})
+    assert obj["status"] == {"haStatus": "active", "statusFailure": "", "connections": [], "spec": "ignored"}
+    stored = await get_gateway(client)
+    assert stored["spec"] == {"marker": "kept"}
+    assert stored["status"] == obj["status"]
+    obj = await patch_status(client, GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"statusFailure": None})
+    assert "statusFailure" not in obj["status"]  # null deletes, per RFC 7386
+    assert obj["status"]["haStatus"] == "active"
+
+
+async def test_a_dict_body_without_the_merge_content_type_is_sent_as_a_json_patch(kube: Any) -> None:
+    """kubernetes_asyncio 36 picks application/json-patch+json for a dict body; the server rejects it as a JSON
+    patch (which must be a list of operations), and the status stays as it was."""
+    _, client = kube
+    await create_gateway(client, {})
+    await patch_status(client, GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"haStatus": "passive"})
+    api = CustomObjectsApi(client)
+    assert (
+        client.select_header_content_type(
+            ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
+            "PATCH",
+            {"status": {}},
+        )
+        == "application/json-patch+json"
+    )
+    with pytest.raises(ApiException) as err:
+        await api.patch_namespaced_custom_object_status(
+            GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"status": {"haStatus": "active"}}
+        )
+    assert err.value.status == 400
+    assert "jsonpatch" in err.value.body  # read as a JSON patch, as the API server would
+    assert (await get_gateway(client))["status"] == {"haStatus": "passive"}
+    # the same body with our content type is a merge patch
+    await api.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"status": {"haStatus": "active"}}, _content_type=MERGE_PATCH
+    )
+    assert (await get_gateway(client))["status"] == {"haStatus": "active"}
+
+
+def status_at(now: datetime, **states: str) -> dict[str, Any]:
+    return gateway_status(local=LOCAL, ha_status="active", remotes=[W1, W2], health=health(**states), now=now)
+
+
+async def test_writer_creates_the_gateway_and_writes_only_changes(kube: Any) -> None:
+    emulator, client = kube
+    writer = GatewayStatusWriter(client, NS, "e-gw1")
+    assert await writer.update(status_at(T0, **{"w-gw1": "up", "w-gw2": "up"})) is True
+    obj = await get_gateway(client)
+    assert obj["spec"] == {}
+    assert [c["status"] for c in obj["status"]["connections"]] == ["connected", "connected"]
+    assert "public_ip" not in obj["status"]["localEndpoint"]  # sent as null: absent
+    ready = obj["status"]["conditions"][0]
+    assert (ready["status"], ready["observedGeneration"]) == ("True", obj["metadata"]["generation"])
+    rv = obj["metadata"]["resourceVersion"]
+    patches = sum(1 for m, _ in emulator.faults.log if m == "PATCH")
+    # a probe tick later: the same state recomputed with a new time is no change, so no request at all
+    assert await writer.update(status_at(T1, **{"w-gw1": "up", "w-gw2": "up"})) is False
+    assert sum(1 for m, _ in emulator.faults.log if m == "PATCH") == patches
+    assert (await get_gateway(client))["metadata"]["resourceVersion"] == rv
+    # a peer goes down: one patch; Ready turns False with a new transition time
+    assert await writer.update(status_at(T1, **{"w-gw1": "up", "w-gw2": "down"})) is True
+    obj = await get_gateway(client)
+    assert [c["status"] for c in obj["status"]["connections"]] == ["connected", "error"]
+    ready = obj["status"]["conditions"][0]
+    assert (ready["status"], ready["lastTransitionTime"]) == ("False", "2025-01-02T03:09:05Z")
+    assert writer.writes == 2
+
+
+async def test_writer_keeps_other_writers_conditions_and_transition_times(kube: Any) -> None:
+    _, client = kube
+    await create_gateway(client, {})
+    other = {
+        "type": "Synced",
+        "status": "True",
+        "reason": "Ok",
+        "message": "",
+        "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }
+    await patch_status(client, GROUP, VERSION, NS, GATEWAYS, "e-gw1", {"conditions": [other], "extra": 1})
+    writer = GatewayStatusWriter(client, NS, "e-gw1")
+    await writer.update(status_at(T0, **{"w-gw1": "up", "w-gw2": "up"}))
+    first = (await get_gateway(client))["status"]
+    assert first["extra"] == 1
+    assert [c["type"] for c in first["conditions"]] == ["Synced", "Ready"]
+    assert first["conditions"][0] == other
+    # a new writer (a restarted gateway) recomputes Ready later: the transition time stays
+    again = GatewayStatusWriter(client, NS, "e-gw1")
+    assert await again.update(status_at(T1, **{"w-gw1": "up", "w-gw2": "pending"})) is True
+    second = (await get_gateway(client))["status"]
+    assert second["conditions"][1]["reason"] == "Connecting"
+    assert second["conditions"][1]["lastTransitionTime"] == "2025-01-02T03:09:05Z"  # True -> False
+    assert await again.update(status_at(T0, **{"w-gw1": "up", "w-gw2": "pending"})) is False
+
+
+async def test_writer_run_coalesces_and_retries_until_the_server_answers(kube: Any) -> None:
+    emulator, client = kube
+    writer = GatewayStatusWriter(client, NS, "e-gw1")
+    stop = asyncio.Event()
+    emulator.faults.fail(3, 503)
+    task = asyncio.create_task(writer.run(stop))
+    writer.submit(status_at(T0, **{"w-gw1": "up", "w-gw2": "up"}))
+    writer.submit(status_at(T0, **{"w-gw1": "down", "w-gw2": "up"}))  # replaces the unwritten one
+    for _ in range(300):
+        if writer.writes:
+            break
+        await asyncio.sleep(0.01)
+    assert writer.writes == 1
+    obj = await get_gateway(client)
+    assert [c["status"] for c in obj["status"]["connections"]] == ["error", "connected"]
+    stop.set()
+    await asyncio.wait_for(task, 2)

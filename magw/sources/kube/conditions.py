@@ -83,12 +83,12 @@ class Condition:
 
 
 def set_condition(
-    existing: Iterable[Mapping[str, Any]], new: Condition, now: datetime | None = None
+    existing: Iterable[Mapping[str, Any]], new: Condition, now: datetime | str | None = None
 ) -> list[dict[str, Any]]:
     """``existing`` with ``new`` in place of any condition of its type, in the original order (new types last).
 
     The transition time is kept from the existing entry of the type when its status is the same (and it
-    has one); otherwise it is ``now`` (default: the current UTC time). Duplicate entries of ``new.type``
+    has one); otherwise it is ``now`` (a datetime or an RFC 3339 string; default: the current UTC time). Duplicate entries of ``new.type``
     collapse into one. The input is not modified.
     """
     stamp = now if now is not None else datetime.now(UTC)
@@ -112,12 +112,14 @@ def set_condition(
 def merge_conditions(
     existing: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: datetime | None = None
 ) -> list[dict[str, Any]]:
-    """``set_condition`` of each of ``new`` (wire dicts, their own times ignored) onto ``existing``: a writer
-    merges what it computed onto what the server holds, so conditions of other types stay and unchanged
-    statuses keep their transition time."""
+    """``set_condition`` of each of ``new`` (wire dicts) onto ``existing``: a writer merges what it computed
+    onto what the server holds, so conditions of other types stay and an unchanged status keeps the server's
+    transition time. A changed status takes the new entry's own lastTransitionTime (when it was computed),
+    or ``now`` if it has none."""
     out = [dict(c) for c in existing]
     for cond in new:
-        out = set_condition(out, Condition.from_dict(cond), now)
+        stamp = cond.get("lastTransitionTime")
+        out = set_condition(out, Condition.from_dict(cond), stamp if isinstance(stamp, str) and stamp else now)
     return out
 
 
