@@ -343,3 +343,27 @@ async def test_writer_run_coalesces_and_retries_until_the_server_answers(kube: A
     assert [c["status"] for c in obj["status"]["connections"]] == ["error", "connected"]
     stop.set()
     await asyncio.wait_for(task, 2)
+
+
+async def test_writer_resync_restores_what_someone_else_deleted(kube: Any) -> None:
+    _, client = kube
+    writer = GatewayStatusWriter(client, NS, "e-gw1", resync=0.2)
+    stop = asyncio.Event()
+    task = asyncio.create_task(writer.run(stop))
+    writer.submit(status_at(T0, **{"w-gw1": "up", "w-gw2": "up"}))
+    for _ in range(200):
+        if writer.writes:
+            break
+        await asyncio.sleep(0.01)
+    await CustomObjectsApi(client).delete_namespaced_custom_object(GROUP, VERSION, NS, GATEWAYS, "e-gw1")
+    for _ in range(200):
+        if writer.writes == 2:
+            break
+        await asyncio.sleep(0.01)
+    obj = await get_gateway(client)
+    assert obj["status"]["haStatus"] == "active"
+    assert [c["status"] for c in obj["status"]["connections"]] == ["connected", "connected"]
+    await asyncio.sleep(0.5)  # resyncs of an unchanged object write nothing
+    assert writer.writes == 2
+    stop.set()
+    await asyncio.wait_for(task, 2)

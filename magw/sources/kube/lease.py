@@ -303,7 +303,8 @@ class KubeLease:
         """Acquire and keep the lease until ``stop`` is set or the task is cancelled, then release it.
 
         ``on_change(True)`` when the lease is acquired, ``on_change(False)`` when ``holding`` turns False
-        (lost to another holder, renewals failing for 0.8 x duration, or the release on exit). API errors
+        (lost to another holder, renewals failing for 0.8 x duration, or on exit: before the release, so
+        the holder has stopped acting when the next one can take over). Keep callbacks short. API errors
         are logged and retried with capped backoff; nothing is raised past the loop but cancellation."""
         told = False
         backoff = BACKOFF_FIRST
@@ -330,9 +331,11 @@ class KubeLease:
                 await _wait(stop, delay)
                 told = await self._tell(told, on_change)
         finally:
-            await self._release_on_exit()
+            # stop acting first (holding is False from here), then give the lease to the next holder at once
+            self._renewed_at = None
             if told:
                 await _notify(on_change, False, self.name)
+            await self._release_on_exit()
 
     async def _tell(self, told: bool, on_change: OnChange | None) -> bool:
         now = self.holding

@@ -177,10 +177,27 @@ class GatewayStatusWriter:
 
     ``submit(status)`` hands over the latest status (cheap; call it on every health change or tick);
     ``run(stop)`` writes it when it differs from what the server holds, coalescing submissions made while
-    a write is under way, and retries API errors with capped backoff (0.2 s doubling to 5 s)."""
+    a write is under way, and retries API errors with capped backoff (0.2 s doubling to 5 s). Every
+    ``resync`` seconds it reads the object again and rewrites what someone else changed or deleted (the
+    object included): level-driven, not trusting its cache forever.
 
-    def __init__(self, api: Any, namespace: str, name: str, *, group: str = GROUP, version: str = VERSION) -> None:
+    ``conditions`` is a list, and a merge patch replaces lists whole: a condition another writer adds
+    between our read and our patch is lost until that writer's next write. One writer per Gateway (the
+    node's gateway daemon) is the design."""
+
+    def __init__(
+        self,
+        api: Any,
+        namespace: str,
+        name: str,
+        *,
+        group: str = GROUP,
+        version: str = VERSION,
+        resync: float = 300.0,
+    ) -> None:
         self.namespace, self.name, self.group, self.version = namespace, name, group, version
+        self.resync = resync
+        self._last: dict[str, Any] | None = None  # the last status written or found in place
         self._api = api
         self._custom = CustomObjectsApi(api)
         self._server: dict[str, Any] | None = None  # the status the server last returned; None: not read
@@ -231,6 +248,7 @@ class GatewayStatusWriter:
             wanted["conditions"] = merge_conditions(server.get("conditions") or (), stamped)
         patch = merge_patch(server, wanted)
         if not patch:
+            self._last = dict(status)
             return False
         try:
             obj = await patch_status(self._api, self.group, self.version, self.namespace, GATEWAYS, self.name, patch)
@@ -240,6 +258,7 @@ class GatewayStatusWriter:
             raise
         self.writes += 1
         self._remember(obj)
+        self._last = dict(status)
         return True
 
     def _stamp(self, cond: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -257,7 +276,8 @@ class GatewayStatusWriter:
         backoff = BACKOFF_FIRST
         while not stop.is_set():
             if self._pending is None:
-                await _first(stop, self._wake)
+                if not await _first(stop, self._wake, timeout=self.resync) and self._last is not None:
+                    self._server, self._pending = None, self._last  # resync: read again, write if it differs
                 self._wake.clear()
                 continue
             status = self._pending
@@ -273,13 +293,14 @@ class GatewayStatusWriter:
                 self._pending = None
 
 
-async def _first(stop: asyncio.Event, wake: asyncio.Event | None, timeout: float | None = None) -> None:
-    """Until ``stop`` or ``wake`` is set, or ``timeout`` passes."""
+async def _first(stop: asyncio.Event, wake: asyncio.Event | None, timeout: float | None = None) -> bool:
+    """Until ``stop`` or ``wake`` is set (True), or ``timeout`` passes (False)."""
     waiters = {asyncio.ensure_future(stop.wait())}
     if wake is not None:
         waiters.add(asyncio.ensure_future(wake.wait()))
     try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waiters:
             w.cancel()
+    return bool(done)
