@@ -88,8 +88,8 @@ def set_condition(
     """``existing`` with ``new`` in place of any condition of its type, in the original order (new types last).
 
     The transition time is kept from the existing entry of the type when its status is the same (and it
-    has one); otherwise it is ``now`` (a datetime or an RFC 3339 string; default: the current UTC time). Duplicate entries of ``new.type``
-    collapse into one. The input is not modified.
+    has one); otherwise it is ``now`` (a datetime or an RFC 3339 string; default: the current UTC time).
+    Duplicate entries of ``new.type`` collapse into one. The input is not modified.
     """
     stamp = now if now is not None else datetime.now(UTC)
     out: list[dict[str, Any]] = []
