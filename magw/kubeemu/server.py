@@ -90,6 +90,13 @@ class Emulator:
         runner, self._runner = self._runner, None
         if runner is None:
             return
+        # As aiohttp's own cleanup does, but with the watches ended in between: no new connections, no new
+        # requests on open ones (a client's re-watch fails to connect, as against a server that is down), then
+        # every watch ends cleanly, and only a watch that does not end in time is cut.
+        for site in list(runner.sites):
+            await site.stop()
+        if runner.server is not None:
+            runner.server.pre_shutdown()
         self.hub.finish()
         if not await self.hub.wait_idle(1.0):
             self.hub.drop()

@@ -1,0 +1,106 @@
+"""``python -m magw.kubeemu``: run the API server emulator until SIGTERM (tests and the lab; NOT for production).
+
+    python -m magw.kubeemu --socket /run/magw/east.sock [--crd deploy/crds/x.yaml ...] [--bookmark-interval 5]
+    python -m magw.kubeemu --listen 10.0.0.1:6443 --pidfile /run/magw/east.pid --state seed.yaml
+
+``--state FILE`` loads objects at start (YAML or JSON: documents that are objects, lists of objects, or
+``kind: List`` with ``items``), status included. The pidfile is written once the server listens (a caller can
+wait for it) and removed on exit. One line on stderr says where it serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from magw.kubeemu.errors import ApiError
+from magw.kubeemu.resources import CrdError
+from magw.kubeemu.server import Emulator
+
+
+def _documents(path: str) -> Iterator[Any]:
+    with open(path, encoding="utf-8") as f:
+        yield from (doc for doc in yaml.safe_load_all(f) if doc is not None)
+
+
+def _objects(path: str) -> Iterator[dict[str, Any]]:
+    for doc in _documents(path):
+        if isinstance(doc, list):
+            yield from doc
+        elif isinstance(doc, dict) and doc.get("kind") == "List":
+            yield from doc.get("items") or ()
+        elif isinstance(doc, dict):
+            yield doc
+        else:
+            raise ValueError(f"{path}: a document is neither an object nor a list of objects")
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"--listen wants HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m magw.kubeemu", description=__doc__.split("\n")[0])
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="serve on this unix socket path")
+    where.add_argument("--listen", type=_listen, help="serve on HOST:PORT (inside a lab network namespace)")
+    p.add_argument("--crd", action="append", default=[], help="also serve the kinds of this CRD manifest (repeatable)")
+    p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
+    p.add_argument("--pidfile", help="write the PID here once serving; removed on exit")
+    p.add_argument("--state", help="objects to load at start (YAML/JSON)")
+    return p.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    if args.socket:
+        emulator = Emulator(socket_path=args.socket, bookmark_interval=args.bookmark_interval)
+    else:
+        host, port = args.listen
+        emulator = Emulator(host=host, port=port, bookmark_interval=args.bookmark_interval)
+    for path in args.crd:
+        for doc in _documents(path):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                emulator.add_crd(doc)
+    if args.state:
+        emulator.load(_objects(args.state))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await emulator.start()
+    try:
+        if args.pidfile:
+            Path(args.pidfile).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        print(f"kubeemu: serving on {emulator.url} (an emulator for tests and the lab)", file=sys.stderr, flush=True)
+        await stop.wait()
+    finally:
+        await emulator.stop()
+        if args.pidfile:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(args.pidfile)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        asyncio.run(serve(args))
+    except (OSError, ValueError, CrdError, ApiError, yaml.YAMLError) as err:
+        print(f"kubeemu: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
