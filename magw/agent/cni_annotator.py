@@ -46,13 +46,14 @@ class CniAnnotator:
         self.patches = 0
         source.subscribe(lambda _snapshot: self._wake.set())
 
-    def wanted(self) -> IPv4Address | None:
+    async def wanted(self) -> IPv4Address | None:
         """The address to publish: needs the local Cluster (its pod CIDRs) unless ``interface`` is given."""
         snapshot = self.source.snapshot
         cidrs = snapshot.cluster(snapshot.local_cluster).pod_cidrs if snapshot is not None else ()
         if not cidrs and self.interface is None:
             return None
-        return pick_cni_ip(self._addresses(), cidrs, self.interface)
+        # in a thread: pyroute2's IPRoute runs an event loop of its own, which cannot start inside ours
+        return pick_cni_ip(await asyncio.to_thread(self._addresses), cidrs, self.interface)
 
     def _say(self, event: str, **fields: object) -> None:
         state = f"{event} {fields}"
@@ -62,7 +63,7 @@ class CniAnnotator:
 
     async def check(self) -> bool:
         """One look; True when the annotation is right (or was just made right)."""
-        want = self.wanted()
+        want = await self.wanted()
         if want is None:
             where = f"interface {self.interface}" if self.interface else "the local cluster's pod CIDRs"
             self._say("route_agent.cni_ip_missing", reason=f"no IPv4 address in {where} here yet")
@@ -88,6 +89,9 @@ class CniAnnotator:
                 backoff = BACKOFF_FIRST
             except API_ERRORS as exc:
                 self._say("route_agent.cni_ip_failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+                delay, backoff = backoff, min(backoff * 2, BACKOFF_MAX)
+            except Exception as exc:  # a bug here must not end the annotations silently: log it, keep trying
+                log.exception("route_agent.cni_ip_bug", node=self.node, error=repr(exc))
                 delay, backoff = backoff, min(backoff * 2, BACKOFF_MAX)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):

@@ -1,0 +1,243 @@
+"""The daemons with ``--source kube`` as real processes against the emulator (in this test's event loop).
+
+Gateways publish their Endpoint only while they hold their Lease, and give it back at once on SIGTERM; in
+single-gateway mode a second gateway waits, takes over when the first leaves and tidies its Endpoint up; the
+route agent writes its node's CNI annotation and plans (fake driver) from the API, and keeps its plan while
+the API server is away; the Globalnet controller allocates and writes statuses through the status subresource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio.client import CoordinationV1Api, CustomObjectsApi
+
+from magw.sources.kube import mapping
+from tests import kube_objects as ko
+from tests import kubeemu_fixtures
+
+kube_env = kubeemu_fixtures.kube_env
+KubeEnv = kubeemu_fixtures.KubeEnv
+
+
+async def until(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                result = check()
+                if asyncio.iscoroutine(result):
+                    result = await result
+                if result:
+                    return
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout} s: {what}") from None
+
+
+@contextlib.asynccontextmanager
+async def daemon(env: KubeEnv, program: str, *args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    log = env.directory / f"{program}-{len(list(env.directory.glob('*.log')))}.log"
+    with open(log, "wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            f"import sys; from {program} import main; sys.exit(main())",
+            "--source",
+            "kube",
+            "--kubeconfig",
+            str(env.kubeconfig),
+            "--namespace",
+            ko.NS,
+            *args,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if os.environ.get("MAGW_SHOW_DAEMON_LOGS"):
+            print(log.read_text())
+
+
+def gateway(env: KubeEnv, node: str, *extra: str) -> contextlib.AbstractAsyncContextManager[Any]:
+    return daemon(env, "magw.agent.gateway", "--node", node, "--cluster", "east", "--lease-duration", "2", *extra)
+
+
+async def custom(env: KubeEnv, plural: str, name: str) -> dict[str, Any] | None:
+    rt = env.emulator.store.registry.find("submariner.io", "v1", plural)
+    return env.emulator.store.objects(rt).get((ko.NS, name))
+
+
+async def lease_holder(env: KubeEnv, name: str) -> str | None:
+    try:
+        lease = await CoordinationV1Api(env.client).read_namespaced_lease(name, ko.NS)
+    except Exception:
+        return None
+    return lease.spec.holder_identity
+
+
+async def test_a_gateway_publishes_while_it_holds_its_lease_and_releases_it_on_sigterm(kube_env: KubeEnv) -> None:
+    kube_env.emulator.load([o for o in ko.east() if o["kind"] != "Endpoint" or o["spec"]["cluster_id"] == "west"])
+    async with gateway(kube_env, "e-gw1", "--identity", "gw1") as proc:
+        await until(lambda: custom(kube_env, "endpoints", "east-e-gw1"), what="Endpoint east-e-gw1")
+        ep = await custom(kube_env, "endpoints", "east-e-gw1")
+        assert ep is not None and ep["spec"]["private_ip"] == "172.18.0.6" and ep["spec"]["public_ip"] == "198.51.100.6"
+        assert await lease_holder(kube_env, "magw-gateway-e-gw1") == "gw1"
+        await until(lambda: _ha(kube_env, "e-gw1"), what="Gateway status")
+        status = (await custom(kube_env, "gateways", "e-gw1") or {})["status"]
+        assert status["haStatus"] == "active"
+        assert [c["endpoint"]["hostname"] for c in status["connections"]] == ["w-gw1"]
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        assert ready["observedGeneration"] >= 1
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    assert await lease_holder(kube_env, "magw-gateway-e-gw1") in (None, "")  # released at once, not left to expire
+    assert await custom(kube_env, "endpoints", "east-e-gw1") is not None  # a restart must change nothing
+
+
+async def _ha(env: KubeEnv, node: str) -> bool:
+    obj = await custom(env, "gateways", node)
+    return bool(obj and (obj.get("status") or {}).get("haStatus"))
+
+
+async def test_single_gateway_mode_the_second_waits_then_takes_over_and_tidies_up(kube_env: KubeEnv) -> None:
+    objects = [o for o in ko.east() if o["kind"] not in ("Endpoint", "Submariner")] + [ko.submariner(False)]
+    kube_env.emulator.load(objects)
+    async with gateway(kube_env, "e-gw1", "--identity", "gw1") as first:
+        await until(lambda: custom(kube_env, "endpoints", "east-e-gw1"), what="first gateway's Endpoint")
+        async with gateway(kube_env, "e-gw2", "--identity", "gw2"):
+            await asyncio.sleep(1.5)
+            assert await custom(kube_env, "endpoints", "east-e-gw2") is None  # it waits for the cluster's lease
+            assert await lease_holder(kube_env, "magw-gateway") == "gw1"
+            first.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(first.wait(), 10)
+            # the lease was released: taken within a renew interval, not after a lease duration and more
+            await until(lambda: custom(kube_env, "endpoints", "east-e-gw2"), timeout=5, what="second's Endpoint")
+            assert await lease_holder(kube_env, "magw-gateway") == "gw2"
+            await until(lambda: _gone(kube_env, "east-e-gw1"), timeout=5, what="the old leader's Endpoint tidied up")
+
+
+async def _gone(env: KubeEnv, name: str) -> bool:
+    return await custom(env, "endpoints", name) is None
+
+
+async def test_route_agent_annotates_its_node_plans_from_the_api_and_keeps_its_plan_when_it_is_away(
+    kube_env: KubeEnv,
+) -> None:
+    objects = ko.east()
+    objects[6] = ko.node("e-w1", "172.18.0.3", None)  # no CNI annotation yet: its agent writes it
+    kube_env.emulator.load(objects)
+    status_file = kube_env.directory / "agent.json"
+    args = ("--node", "e-w1", "--cluster", "east", "--fake", "--cni-interface", "lo", "--status-file", str(status_file))
+    async with daemon(kube_env, "magw.agent.route_agent", *args):
+        node_rt = kube_env.emulator.store.registry.find("", "v1", "nodes")
+        await until(
+            lambda: (
+                (kube_env.emulator.store.objects(node_rt)[("", "e-w1")]["metadata"].get("annotations") or {}).get(
+                    mapping.CNI_IP_ANNOTATION
+                )
+                == "127.0.0.1"
+            ),
+            what="the cniIfaceIp annotation",
+        )
+        await until(lambda: _planned(status_file), what="a planned sync")
+        before = json.loads(status_file.read_text())
+        await kube_env.emulator.stop()
+        await asyncio.sleep(2.0)
+        after = json.loads(status_file.read_text())
+        assert after["waiting"] is None and after.get("last_sync", {}).get("error") is None
+        assert after["objects"] == before["objects"]  # nothing flushed while the API server is away
+        await kube_env.emulator.start()
+        custom_api = CustomObjectsApi(kube_env.client)
+        await custom_api.delete_namespaced_custom_object("submariner.io", "v1", ko.NS, "endpoints", "west-w-gw1")
+        await until(lambda: _no_west(status_file), timeout=20, what="the plan follows after the API returns")
+
+
+def _planned(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(doc.get("last_sync", {}).get("planned"))
+
+
+def _no_west(path: Path) -> bool:
+    text = path.read_text()
+    return "172.19.0.4" not in text and _planned(path)
+
+
+async def test_multi_active_an_expired_lease_only_tidies_up_the_dead_gateways_endpoint(kube_env: KubeEnv) -> None:
+    kube_env.emulator.load([o for o in ko.east() if o["kind"] != "Endpoint" or o["spec"]["cluster_id"] == "west"])
+    grace = ("--tidy-grace", "1")
+    async with (
+        gateway(kube_env, "e-gw1", "--identity", "gw1", *grace),
+        gateway(kube_env, "e-gw2", "--identity", "gw2") as gw2,
+    ):
+        for name in ("east-e-gw1", "east-e-gw2"):  # both publish at once: one lease each
+            await until(lambda n=name: custom(kube_env, "endpoints", n), what=name)
+        gw2.kill()  # no release: its lease must expire (2 s) and then the grace (1 s) pass
+        await gw2.wait()
+        await asyncio.sleep(1.5)
+        assert await custom(kube_env, "endpoints", "east-e-gw2") is not None  # not before expiry + grace
+        await until(lambda: _gone(kube_env, "east-e-gw2"), timeout=8, what="the dead gateway's Endpoint tidied")
+        assert await custom(kube_env, "endpoints", "east-e-gw1") is not None
+
+
+async def test_globalnet_controller_allocates_through_status_subresources(kube_env: KubeEnv) -> None:
+    objects = ko.east()
+    objects[2]["spec"]["global_cidr"] = ["242.1.0.0/24"]  # east is a Globalnet cluster
+    objects[3]["spec"]["global_cidr"] = ["242.2.0.0/24"]
+    egress = {
+        "apiVersion": "submariner.io/v1",
+        "kind": "GlobalEgressIP",
+        "metadata": {"name": "db", "namespace": "web"},
+        "spec": {"numberOfIPs": 2},
+    }
+    too_many = {**egress, "metadata": {"name": "big", "namespace": "web"}, "spec": {"numberOfIPs": 21}}
+    kube_env.emulator.load([*objects, egress, too_many])
+    args = ("--cluster", "east", "--lease-duration", "2", "--identity", "gn1", "--poll-interval", "0.05")
+    async with daemon(kube_env, "magw.controllers.globalnet.daemon", *args):
+        await until(lambda: _status(kube_env, "globalegressips", "web", "db"), what="GlobalEgressIP status")
+        status = await _status(kube_env, "globalegressips", "web", "db")
+        # multi-active: each gateway SNATs the namespace to a block of its own, numberOfIPs addresses each
+        assert sorted(g["node"] for g in status["gateways"]) == ["e-gw1", "e-gw2"]
+        assert all(len(g["allocatedIPs"]) == 2 for g in status["gateways"])
+        assert len(status["allocatedIPs"]) == 4 and all(a.startswith("242.1.0.") for a in status["allocatedIPs"])
+        allocated = next(c for c in status["conditions"] if c["type"] == "Allocated")
+        assert allocated["status"] == "True" and allocated["observedGeneration"] == 1
+        obj = await _object(kube_env, "globalegressips", "web", "db")
+        assert obj["spec"] == {"numberOfIPs": 2}  # the status patch left the spec alone
+        await until(lambda: _status(kube_env, "globalegressips", "web", "big"), what="the refusal's status")
+        refused = next(c for c in (await _status(kube_env, "globalegressips", "web", "big"))["conditions"])
+        assert refused["status"] == "False"
+        cgeips = kube_env.emulator.store.objects(_rt(kube_env, "clusterglobalegressips"))
+        await until(lambda: len(cgeips) >= 2, what="one ClusterGlobalEgressIP per gateway")
+        assert await lease_holder(kube_env, "magw-globalnet") == "gn1"
+
+
+def _rt(env: KubeEnv, plural: str) -> Any:
+    return env.emulator.store.registry.find("submariner.io", "v1", plural)
+
+
+async def _object(env: KubeEnv, plural: str, ns: str, name: str) -> dict[str, Any]:
+    return env.emulator.store.objects(_rt(env, plural)).get((ns, name)) or {}
+
+
+async def _status(env: KubeEnv, plural: str, ns: str, name: str) -> dict[str, Any]:
+    return (await _object(env, plural, ns, name)).get("status") or {}
