@@ -19,21 +19,25 @@ version was compacted is a 410 Expired). Items of built-in types carry no kind/a
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import logging
 from typing import Any
 
 import attrs
 from aiohttp import web
 
 from magw.kubeemu.discovery import discovery
-from magw.kubeemu.errors import ApiError, bad_request, method_not_allowed, unsupported_media_type
+from magw.kubeemu.errors import ApiError, bad_request, method_not_allowed, status_object, unsupported_media_type
 from magw.kubeemu.history import Obj, ObjectKey
 from magw.kubeemu.patch import PatchError, json_patch, merge_patch
 from magw.kubeemu.resources import ResourceType
 from magw.kubeemu.selectors import field_selector, label_selector
 from magw.kubeemu.store import Store
 from magw.kubeemu.watch import WatchHub
+
+log = logging.getLogger(__name__)
 
 NOT_FOUND = "the server could not find the requested resource"
 MERGE = "application/merge-patch+json"
@@ -95,6 +99,11 @@ class Api:
             return await self._handle(request)
         except ApiError as err:
             return web.json_response(err.status(), status=err.code)
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as err:  # a bug of the emulator: say so as a real server would, and log it
+            log.exception("kubeemu: %s %s failed", request.method, request.path_qs)
+            return web.json_response(status_object(500, "InternalError", f"internal error: {err}"), status=500)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
@@ -166,7 +175,10 @@ class Api:
             keys = [k for k in keys if k > start]
         keys = [k for k in keys if label(state[k]) and field(state[k])]
         meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
-        limit = int(query.get("limit") or 0)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f"invalid limit: {query['limit']!r}") from None
         if 0 < limit < len(keys):
             meta["continue"] = _encode_continue(list_rv, keys[limit - 1])
             meta["remainingItemCount"] = len(keys) - limit
