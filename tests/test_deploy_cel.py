@@ -200,6 +200,13 @@ def test_the_agent_may_change_no_label_finalizer_or_owner(change: tuple[str, Any
     assert admit(NODE, new) == [POLICY["validations"][3]["message"]]
 
 
+def test_the_agent_may_not_give_labels_to_a_node_without_any() -> None:
+    old = copy.deepcopy(NODE)
+    del old["metadata"]["labels"]
+    assert admit(old, NODE) == [POLICY["validations"][3]["message"]]
+    assert admit(old, _with_annotation("10.1.3.1", old)) == []
+
+
 def test_the_agent_may_not_change_the_spec() -> None:
     new = copy.deepcopy(NODE)
     new["spec"]["unschedulable"] = True

@@ -15,10 +15,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.deploy_checks import K8S_VERSION, TWINS, cr_errors, crds, find, manifests, rules
+from tests.deploy_checks import FORMATS, K8S_VERSION, TWINS, cr_errors, crds, find, manifests, rules, to_json_schema
 
 KUBE_MANIFESTS = [m for m in manifests() if "examples" not in m.path.parts]
 EXAMPLES = manifests("examples")
@@ -83,6 +84,9 @@ def _structural_problems(schema: dict[str, Any], path: str) -> list[str]:
         ]
     if list_type == "set" and schema["items"].get("type") not in ("string", "integer", "number", "boolean"):
         problems.append(f"{path}: a set holds scalars")
+    if "default" in schema:
+        validator = jsonschema.Draft7Validator(to_json_schema(schema), format_checker=FORMATS)
+        problems += [f"{path}: default {e.message}" for e in validator.iter_errors(schema["default"])]
     for rule in schema.get("x-kubernetes-validations", ()):
         if schema.get("type") == "string" and "maxLength" not in schema:
             problems.append(f"{path}: a CEL rule on a string without maxLength has no cost bound")
@@ -101,8 +105,8 @@ def _structural_problems(schema: dict[str, Any], path: str) -> list[str]:
 
 @pytest.mark.parametrize("crd", CRDS, ids=str)
 def test_every_crd_is_structural_with_status_subresource_and_columns(crd: Any) -> None:
-    """Types everywhere, required fields that exist, bounded CEL, map keys required, status subresource,
-    printer columns of a known type, and metadata not restricted (the API server allows only name rules)."""
+    """Types everywhere, required fields that exist, defaults their schema admits, bounded CEL, map keys
+    required, status subresource, printer columns of a known type, and metadata not restricted."""
     for version in crd.doc["spec"]["versions"]:
         schema = version["schema"]["openAPIV3Schema"]
         assert _structural_problems(schema, "") == []
