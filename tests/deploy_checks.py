@@ -2,7 +2,8 @@
 
 No API server can run here, so a CR is checked the way the API server would check it, in three parts:
 
-- the CRD's structural schema turned into JSON Schema (``to_json_schema``): the ``x-kubernetes-*`` keys are
+- null fields pruned as the API server prunes them (``pruned``), then
+  the CRD's structural schema turned into JSON Schema (``to_json_schema``): the ``x-kubernetes-*`` keys are
   dropped, except ``x-kubernetes-list-type: set`` (-> ``uniqueItems``) and ``map`` (keys checked by
   ``rule_errors``); objects with ``properties`` refuse unknown fields, as the API server does for ``kubectl
   apply`` (field validation Strict); formats ``ipv4``, ``cidr`` and ``date-time`` are checked by ``FORMATS``;
@@ -206,9 +207,28 @@ def rule_errors(schema: Mapping[str, Any], value: Any, path: str = "") -> list[s
     return errors
 
 
+def pruned(schema: Mapping[str, Any], value: Any) -> Any:
+    """``value`` without the null fields the API server drops: a field whose schema is not ``nullable`` and
+    is null is pruned before validation (a merge patch's ``public_ip: null`` inside a list lands here)."""
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            sub = props.get(key, extra if isinstance(extra, Mapping) else {})
+            if item is None and not sub.get("nullable"):
+                continue
+            out[key] = pruned(sub, item)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [pruned(schema["items"], item) for item in value]
+    return value
+
+
 def cr_errors(cr: Mapping[str, Any]) -> list[str]:
     """Everything the API server would refuse in custom resource ``cr`` (empty: it would be admitted)."""
     schema = crds()[(cr["apiVersion"], cr["kind"])]
+    cr = pruned(schema, cr)
     validator = jsonschema.Draft7Validator(to_json_schema(schema), format_checker=FORMATS)
     errors = [f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in validator.iter_errors(cr)]
     return errors + rule_errors(schema, cr)

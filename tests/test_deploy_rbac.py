@@ -34,17 +34,21 @@ def test_the_route_agent_only_reads_and_patches_nodes() -> None:
 
 
 def test_the_gateway_writes_endpoints_gateways_and_leases_and_nothing_of_pods() -> None:
+    """Writes in magw's namespace only; its Gateway is created and its status merge-patched, never replaced;
+    pods it may only read (its source lists them for the Globalnet part of the snapshot)."""
     found = grants(NAMESPACE, "magw-gateway")
     assert _writes(found) == {
         ("submariner.io", "endpoints"),
-        ("submariner.io", "endpoints/status"),
         ("submariner.io", "clusters"),  # remote Clusters synced down from the broker
         ("submariner.io", "gateways"),
         ("submariner.io", "gateways/status"),
         ("coordination.k8s.io", "leases"),
     }
     assert {g.namespace for g in found if g.verb in WRITE_VERBS} == {NAMESPACE}
-    assert not [g for g in found if g.resource.startswith("pods")]
+    assert {g.verb for g in found if g.resource == "gateways"} == {"get", "create"}
+    assert {g.verb for g in found if g.resource == "gateways/status"} == {"patch"}
+    assert {g.verb for g in found if g.resource == "leases"} == {"get", "create", "update"}
+    assert {g.verb for g in found if g.resource == "pods"} == {"get", "list", "watch"}
 
 
 def test_globalnet_writes_its_statuses_ingress_ips_cluster_egress_ips_and_its_lease() -> None:
@@ -57,8 +61,10 @@ def test_globalnet_writes_its_statuses_ingress_ips_cluster_egress_ips_and_its_le
         ("submariner.io", "clusterglobalegressips/status"),
         ("coordination.k8s.io", "leases"),
     }
-    lease_writes = {(g.verb, g.names) for g in found if g.resource == "leases" and g.verb in WRITE_VERBS}
-    assert lease_writes == {("create", ()), *((v, ("magw-globalnet",)) for v in ("update", "patch", "delete"))}
+    leases = {(g.verb, g.names) for g in found if g.resource == "leases"}
+    assert leases == {("create", ()), ("get", ("magw-globalnet",)), ("update", ("magw-globalnet",))}
+    statuses = {g.verb for g in found if g.resource.endswith("/status")}
+    assert statuses == {"patch"}  # merge patches through the status subresource, nothing else
 
 
 def test_the_broker_client_reads_and_writes_endpoints_and_clusters_only() -> None:
