@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # magw end to end on real API servers, with kind: for YOUR OWN CI. It is NOT run by this repository's CI or
-# tests, whose machines have no Docker daemon and no kind; tests/test_deploy_manifests.py only checks that bash
+# tests, whose machines have no Docker daemon and no kind; tests/test_deploy_workloads.py only checks that bash
 # parses this file and that the deploy/ files it applies exist (docs/kubernetes.md says the same).
 #
 # What it does: builds the image, creates three kind clusters on Docker's "kind" network (a broker and two
 # members, east and west, each with a control plane and two workers with non-overlapping pod and service
 # CIDRs), applies deploy/ (the broker's namespace, CRDs and role on the broker; namespace, CRDs, RBAC, the
 # daemons, a Cluster and the Submariner object on each member), labels both workers of each member as
-# gateways, then waits until the broker holds all four gateways' Endpoints and every Gateway's status shows
+# gateways, runs a pause pod on every node (kindnet gives a node an address in the pod CIDR only once a pod
+# runs there, and the route agent publishes that address), then waits until every Node carries its CNI
+# address annotation, the broker holds all four gateways' Endpoints and every Gateway's status shows
 # its connections to the other cluster's gateways as connected. On failure it prints the daemons' logs.
 #
 # Needs: docker, kind >= 0.23 (node images with Kubernetes >= 1.30: ValidatingAdmissionPolicy v1 and the
@@ -136,13 +138,40 @@ spec: {cluster_id: $c, cluster_cidr: ["${POD_CIDR[$c]}"], service_cidr: ["${SERV
 EOF
   sed "s/clusterID: .*/clusterID: $c/" deploy/examples/submariner.yaml | k "$c" apply -f -
   k "$c" label node "$PREFIX-$c-worker" "$PREFIX-$c-worker2" submariner.io/gateway=true --overwrite
+  # The route agent publishes as the node's CNI address its first local address inside the pod CIDR. kindnet
+  # (ptp) puts one on the host side of each pod's veth, so every node needs a pod: one pause pod per node.
+  k "$c" apply -f - <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: cni-address, namespace: default}
+spec:
+  selector: {matchLabels: {app: cni-address}}
+  template:
+    metadata: {labels: {app: cni-address}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers: [{name: pause, image: "registry.k8s.io/pause:3.10"}]
+EOF
 done
 
+# cni_annotated CLUSTER: every Node of CLUSTER carries the route agent's submariner.io/cniIfaceIp annotation.
+cni_annotated() {
+  local nodes missing
+  nodes=$(k "$1" get nodes \
+    -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.annotations.submariner\.io/cniIfaceIp}{"\n"}{end}') ||
+    return 1
+  missing=$(grep -c '=$' <<<"$nodes" || true)
+  echo "  $1: nodes without a CNI address: $missing"
+  ((missing == 0))
+}
+
 for c in "${MEMBERS[@]}"; do
-  say "$c: daemons ready"
+  say "$c: daemons ready, every Node annotated with its CNI address"
+  k "$c" -n default rollout status daemonset/cni-address --timeout="${TIMEOUT}s"
   k "$c" -n "$NS" rollout status daemonset/magw-route-agent --timeout="${TIMEOUT}s"
   k "$c" -n "$NS" rollout status daemonset/magw-gateway --timeout="${TIMEOUT}s"
   k "$c" -n "$NS" rollout status deployment/magw-globalnet --timeout="${TIMEOUT}s"
+  wait_for "$c: submariner.io/cniIfaceIp on every Node" cni_annotated "$c"
 done
 
 say "the broker holds every gateway's Endpoint"

@@ -51,6 +51,7 @@ def test_the_route_agent_runs_on_every_node_with_its_flags() -> None:
         "--cluster": "$(CLUSTER_ID)",
         "--namespace": NAMESPACE,
         "--metrics-port": "9898",
+        "--status-file": "/run/magw/route-agent.json",
         "--log-format": "json",
     }
     assert _env_sources(c) == {"NODE_NAME": NODE_FROM_POD, "CLUSTER_ID": CLUSTER_FROM_CONFIG}
@@ -96,6 +97,21 @@ def test_globalnet_is_one_replica_with_its_flags_and_no_host_access() -> None:
     assert _env_sources(c) == {"CLUSTER_ID": CLUSTER_FROM_CONFIG}
     assert "hostNetwork" not in pod and pod["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def _host_dir(kind: str, name: str, path: str) -> str:
+    """The host directory mounted over the container directory that holds ``path``."""
+    pod = find(kind, name)["spec"]["template"]["spec"]
+    mount = next(m for m in _container(kind, name)["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    return str(volume["hostPath"]["path"]) + path.removeprefix(mount["mountPath"])
+
+
+def test_the_gateway_reads_the_status_file_its_route_agent_writes() -> None:
+    """The Gateway status's connections come from the route agent of the same node: one host file."""
+    written = _flags(_container("DaemonSet", "magw-route-agent"))["--status-file"]
+    read = _flags(_container("DaemonSet", "magw-gateway"))["--health-status-file"]
+    assert _host_dir("DaemonSet", "magw-route-agent", written) == _host_dir("DaemonSet", "magw-gateway", read)
 
 
 def test_host_network_daemons_probe_their_own_metrics_port_and_do_not_share_it() -> None:
