@@ -12,6 +12,7 @@ from typing import NoReturn
 from magw.cli import UsageError, log_level
 from magw.lab import build, naming, ownership, state
 from magw.lab.errors import LabError, LabInputError
+from magw.lab.state import CONTROL_PLANES
 from magw.lab.status import status_doc, status_text
 from magw.lab.topology import Topology, default_topology, load_topology
 from magw.logsetup import FORMATS, configure_logging
@@ -28,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _topology(up)
     up.add_argument("--no-daemons", action="store_true", help="build the network, pods and services only")
     up.add_argument("--timeout", type=_seconds, default=60.0, help="seconds to wait for connectivity (default 60)")
+    _control_plane(up)
     up.set_defaults(lab_run=_up)
 
     down = verbs.add_parser("down", help="remove every namespace, process and file of a lab")
@@ -55,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--globalnet", action="store_true",
                       help="three clusters with identical CIDRs (or --topology with globalnet: true): which source "
                            "IP each server saw, and why")  # fmt: skip
+    _control_plane(demo)
     demo.set_defaults(lab_run=_demo)
 
     fail = verbs.add_parser("fail", help="power loss of a node: its links down, its daemons SIGKILLed")
@@ -75,6 +78,16 @@ def _name(p: argparse.ArgumentParser) -> None:
 
 def _topology(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", metavar="FILE", help="topology YAML (default: two clusters, east and west)")
+
+
+def _control_plane(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--control-plane",
+        choices=CONTROL_PLANES,
+        default="file",
+        help="what feeds the daemons: the file broker (default), or 'kube': an API server emulator per cluster and "
+        "one for the broker (for tests and the lab, not a production control plane; docs/lab.md)",
+    )
 
 
 def _seconds(text: str) -> float:
@@ -109,7 +122,14 @@ def _load(args: argparse.Namespace) -> Topology:
 
 def _up(args: argparse.Namespace) -> int:
     topo = _load(args)
-    build.up(topo, name=args.name, daemons=not args.no_daemons, wait_timeout=args.timeout, progress=_out)
+    build.up(
+        topo,
+        name=args.name,
+        daemons=not args.no_daemons,
+        wait_timeout=args.timeout,
+        progress=_out,
+        control_plane=args.control_plane,
+    )
     _out(f"status: magw lab status --name {args.name}; remove: magw lab down --name {args.name}")
     return EXIT_OK
 
@@ -214,7 +234,9 @@ def _demo(args: argparse.Namespace) -> int:
         topo = load_topology(args.topology) if args.topology else demo_topology()
         if not topo.globalnet:
             raise LabInputError(f"{args.topology}: --globalnet needs a topology with globalnet: true")
-        return run_globalnet_demo(topo, name=args.name, keep=args.keep, out=_out)
+        return run_globalnet_demo(topo, name=args.name, keep=args.keep, out=_out, control_plane=args.control_plane)
     from magw.lab.demo import run_demo
 
-    return run_demo(_load(args), name=args.name, keep=args.keep, out=_out, flows=args.flows)
+    return run_demo(
+        _load(args), name=args.name, keep=args.keep, out=_out, flows=args.flows, control_plane=args.control_plane
+    )

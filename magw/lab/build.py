@@ -79,8 +79,12 @@ def up(
     wait_timeout: float = 60.0,
     progress: Progress = _quiet,
     remote_wait: bool = True,
+    control_plane: str = "file",
 ) -> LabState:
     """Build lab ``name``; on any failure remove what was built and re-raise.
+
+    ``control_plane``: what feeds the daemons, ``file`` (the file broker) or ``kube`` (API server emulators,
+    ``magw.lab.kube``).
 
     ``remote_wait=False`` skips only the last wait, until pods reach the other clusters (everything the daemons
     must have published and allocated is still waited for): for labs whose inter-cluster datapath is under test.
@@ -95,7 +99,13 @@ def up(
 
     token = secrets.token_hex(8)
     st = LabState(
-        name=name, topology=topology, phase="building", daemons=daemons, token=token, namespaces=lab.namespaces
+        name=name,
+        topology=topology,
+        phase="building",
+        daemons=daemons,
+        token=token,
+        namespaces=lab.namespaces,
+        control_plane=control_plane,
     )
     try:
         st.logs_dir.mkdir()

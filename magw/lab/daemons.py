@@ -6,6 +6,10 @@ Endpoint document. ``magw-route-agent`` runs in every node namespace and
 programs that node's whole plan there. With Globalnet, one ``magw-globalnet``
 controller per cluster (in the cluster's underlay namespace: it needs no
 network, and nothing of it may listen on the host) allocates the global IPs.
+
+With ``--control-plane kube`` (``magw.lab.kube``) the same daemons run with ``--source kube`` against an API
+server emulator per cluster, the gateways syncing with the broker's emulator; the lab writes Kubernetes
+objects instead of documents and reads the emulators back (``magw.lab.kube_view``) where it read the broker.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 import attrs
 import yaml
 
-from magw.lab import procs
+from magw.lab import kube, kube_view, naming, procs
 from magw.lab.errors import LabError
 from magw.lab.globalnet_docs import globalnet_documents
 from magw.lab.globalview import ClusterView, Reader
@@ -29,6 +33,7 @@ from magw.lab.layout import ClusterLayout, LabLayout, NodeLayout
 from magw.lab.ready import wait_remote
 from magw.lab.state import LabState
 from magw.sources.filebroker import endpoint_path
+from magw.sources.kube.mapping import endpoint_object_name
 
 ROUTE_AGENT = "magw-route-agent"
 GATEWAY = "magw-gateway"
@@ -107,8 +112,12 @@ def endpoint_file(broker_dir: Path, node: NodeLayout) -> Path:
     return endpoint_path(broker_dir, node.cluster, node.name)
 
 
+def _source_flags(st: LabState, cluster: str) -> list[str]:
+    return kube.source_flags(st, cluster) if st.kube else ["--broker-dir", str(st.broker_dir)]
+
+
 def _common_flags(st: LabState, node: NodeLayout, metrics_port: int) -> list[str]:
-    return ["--broker-dir", str(st.broker_dir), "--node", node.name, "--cluster", node.cluster,
+    return [*_source_flags(st, node.cluster), "--node", node.name, "--cluster", node.cluster,
             "--log-format", "json", "--log-level", "info", "--metrics-port", str(metrics_port)]  # fmt: skip
 
 
@@ -128,28 +137,35 @@ def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
 
 def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
-    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status]
+    cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
+    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni]
 
 
 def gateway_argv(st: LabState, node: NodeLayout) -> list[str]:
     argv = [str(script(GATEWAY)), *_common_flags(st, node, GATEWAY_METRICS_PORT), "--private-ip", str(node.node_ip)]
     if node.public_ip is not None:
         argv += ["--public-ip", str(node.public_ip)]
+    if st.kube:
+        argv += kube.gateway_flags(st, node, agent_status_path(st, node))
     return argv
 
 
 def globalnet_argv(st: LabState, cluster: ClusterLayout) -> list[str]:
     """The cluster's Globalnet controller: it has no metrics port (nothing listens), only the broker."""
-    return [str(script(GLOBALNET)), "--broker-dir", str(st.broker_dir), "--cluster", cluster.id,
-            "--log-format", "json", "--log-level", "info"]  # fmt: skip
+    source = kube.globalnet_flags(st, cluster) if st.kube else _source_flags(st, cluster.id)
+    return [str(script(GLOBALNET)), *source, "--cluster", cluster.id, "--log-format", "json", "--log-level", "info"]
 
 
 def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
-    """Write the broker documents, then start a route agent on every node and a gateway daemon on each gateway;
-    with Globalnet first a controller per cluster (the gateways publish the addresses it allocates)."""
-    write_broker(lab, st.broker_dir)
+    """Write the broker documents (or start the emulators and create the objects: ``kube.start_control_plane``),
+    then start a route agent on every node and a gateway daemon on each gateway; with Globalnet first a
+    controller per cluster (the gateways publish the addresses it allocates)."""
+    if st.kube:
+        st = kube.start_control_plane(lab, st, step)
+    else:
+        write_broker(lab, st.broker_dir)
+        step(f"broker: {len(broker_documents(lab))} documents in {st.broker_dir}")
     (st.dir / "status").mkdir(exist_ok=True)
-    step(f"broker: {len(broker_documents(lab))} documents in {st.broker_dir}")
     records = list(st.processes)
     if lab.topology.globalnet:
         for c in lab.clusters:
@@ -188,9 +204,16 @@ def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, 
     _check_alive(st)
 
 
-def views_reader(lab: LabLayout, st: LabState) -> Reader:
-    """Reads every cluster's Globalnet allocations from the controllers' statuses in the broker."""
+def views_reader(lab: LabLayout, st: LabState) -> Reader | kube_view.KubeViewReader:
+    """Reads every cluster's Globalnet allocations from the controllers' statuses in the broker (or emulators)."""
+    if st.kube:
+        return kube_view.KubeViewReader(lab, st)
     return Reader(st.broker_dir, {c.id: tuple(g.name for g in c.gateways) for c in lab.clusters})
+
+
+def views_readable(st: LabState) -> bool:
+    """True when there is something to read views from (the broker directory, or the emulators' sockets)."""
+    return all(a.socket.exists() for a in kube.api_servers(st)) if st.kube else st.broker_dir.is_dir()
 
 
 def read_views(lab: LabLayout, st: LabState) -> dict[str, ClusterView]:
@@ -231,18 +254,29 @@ def _wait_globalnet(lab: LabLayout, st: LabState, step: Progress, deadline: floa
         time.sleep(0.2)
 
 
+def _published(lab: LabLayout, st: LabState) -> int:
+    """Gateways whose Endpoint is in place: the broker's file, or (kube) the object in the broker's emulator
+    and in every cluster's (its own, where the gateway wrote it, and the others, where the broker sync put it)."""
+    if not st.kube:
+        return sum(1 for gw in lab.gateways if endpoint_file(st.broker_dir, gw).exists())
+    seen = kube_view.endpoints_everywhere(st)
+    names = [endpoint_object_name(gw.cluster, gw.name) for gw in lab.gateways]
+    return sum(1 for name in names if all(name in held for held in seen.values()))
+
+
 def _wait_endpoints(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
     last = -1
+    what = "in the broker and every cluster" if st.kube else "published"
     while True:
-        published = sum(1 for gw in lab.gateways if endpoint_file(st.broker_dir, gw).exists())
+        published = _published(lab, st)
         if published != last:
-            step(f"endpoints: {published}/{len(lab.gateways)} gateways published")
+            step(f"endpoints: {published}/{len(lab.gateways)} gateways {what}")
             last = published
         if published == len(lab.gateways):
             return
         _check_alive(st)
         if time.monotonic() >= deadline:
-            raise LabError(f"endpoints: only {published}/{len(lab.gateways)} gateways published (see {st.logs_dir})")
+            raise LabError(f"endpoints: only {published}/{len(lab.gateways)} gateways {what} (see {st.logs_dir})")
         time.sleep(0.2)
 
 

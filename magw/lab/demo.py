@@ -14,12 +14,19 @@ Output = Callable[[str], None]
 
 
 def run_demo(
-    topology: Topology, *, name: str, keep: bool, out: Output, flows: int = 64, wait_timeout: float = 60.0
+    topology: Topology,
+    *,
+    name: str,
+    keep: bool,
+    out: Output,
+    flows: int = 64,
+    wait_timeout: float = 60.0,
+    control_plane: str = "file",
 ) -> int:
     """0 when every probe of the matrix passed, 1 otherwise. The lab is removed unless ``keep``."""
     lab = layout(name, topology)
-    out(f"== bringing up lab {name}")
-    build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out)
+    out(f"== bringing up lab {name}{_fed_by(control_plane)}")
+    build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane)
     try:
         out("\n== connectivity matrix (each pod -> a remote pod and a remote service)")
         cells = run_matrix(lab)
@@ -32,6 +39,10 @@ def run_demo(
         return 0 if ok else 1
     finally:
         finish(name, keep=keep, out=out)
+
+
+def _fed_by(control_plane: str) -> str:
+    return " (daemons fed by Kubernetes API server emulators)" if control_plane == "kube" else ""
 
 
 def finish(name: str, *, keep: bool, out: Output) -> None:

@@ -19,7 +19,7 @@ from ipaddress import IPv4Address
 import attrs
 
 from magw.ipam.precedence import Level, resolve_egress
-from magw.lab import build
+from magw.lab import build, kube_view
 from magw.lab.connectivity import Target, probe_many
 from magw.lab.demo import finish
 from magw.lab.globalview import ingress_addresses
@@ -86,7 +86,9 @@ class Row:
 
 
 def globalnets(lab: LabLayout, st: LabState) -> dict[str, Globalnet]:
-    """Cluster id -> its Globalnet objects and statuses, read from the broker once per cluster."""
+    """Cluster id -> its Globalnet objects and statuses, read from the broker (or emulators) once per cluster."""
+    if st.kube:
+        return kube_view.globalnets(lab, st)
     out = {}
     for cluster in lab.clusters:
         broker = FileBroker(st.broker_dir, local_cluster=cluster.id)
@@ -187,11 +189,16 @@ def matrix_text(rows: list[Row]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 
 
-def run_globalnet_demo(topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0) -> int:
+def run_globalnet_demo(
+    topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0, control_plane: str = "file"
+) -> int:
     """0 when every probe passed, 1 otherwise. The lab is removed unless ``keep``."""
     lab = layout(name, topology)
-    out(f"== bringing up Globalnet lab {name} ({len(lab.clusters)} clusters sharing their pod and service CIDRs)")
-    st = build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out)
+    fed = ", daemons fed by Kubernetes API server emulators" if control_plane == "kube" else ""
+    out(f"== bringing up Globalnet lab {name} ({len(lab.clusters)} clusters sharing their pod and service CIDRs{fed})")
+    st = build.up(
+        topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane
+    )
     try:
         out("\n== which source IP each server saw, and why (TCP to every exported global IP of the other clusters)")
         rows = run_globalnet_matrix(lab, st)

@@ -24,6 +24,7 @@ from magw.lab.errors import LabError
 log = structlog.get_logger(__name__)
 
 STOP_GRACE = 5.0
+STOP_LAST = ("kubeemu", "kubeemu-broker")  # the kinds of magw.lab.kube's emulators
 _POLL = 0.05
 
 # Popen objects of the processes this Python process started, so they are reaped (no zombies, no
@@ -187,5 +188,9 @@ def _wait_gone(pending: Mapping[int, int], limit: float = 2.0) -> None:
 
 
 def stop(records: Iterable[ProcRecord], *, grace: float = STOP_GRACE) -> dict[int, str]:
-    """Stop recorded lab processes (see ``stop_pids``)."""
-    return stop_pids(((r.pid, r.start_ticks) for r in records), grace=grace)
+    """Stop recorded lab processes (see ``stop_pids``): the API server emulators (``STOP_LAST``) only after
+    everything else, so a stopping daemon can still give its Lease back instead of waiting for a server gone."""
+    records = list(records)
+    result = stop_pids(((r.pid, r.start_ticks) for r in records if r.kind not in STOP_LAST), grace=grace)
+    result.update(stop_pids(((r.pid, r.start_ticks) for r in records if r.kind in STOP_LAST), grace=grace))
+    return result

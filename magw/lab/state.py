@@ -2,7 +2,9 @@
 
 It holds the run's ``token``: every namespace this ``up`` creates carries the
 marker ``naming.marker(name, token)``, and ``down`` removes a recorded namespace
-only if it still carries it. It is written before anything is created and rewritten after every step that
+only if it still carries it. ``control_plane`` says what feeds the daemons: ``file`` (the file broker in ``broker/``)
+or ``kube`` (an API server emulator per cluster and one for the broker, sockets and kubeconfigs in ``kube/``;
+``magw.lab.kube``). It is written before anything is created and rewritten after every step that
 creates something, so a partial ``up`` (crash, error, Ctrl-C) leaves a record
 that ``down`` can act on. Writes are atomic (temp file + rename).
 """
@@ -23,6 +25,7 @@ from magw.lab.topology import Topology, parse_topology
 
 STATE_FILE = "state.json"
 FORMAT_VERSION = 2
+CONTROL_PLANES = ("file", "kube")
 
 
 @attrs.frozen(kw_only=True)
@@ -34,6 +37,7 @@ class LabState:
     token: str
     namespaces: tuple[str, ...] = ()
     processes: tuple[ProcRecord, ...] = ()
+    control_plane: str = "file"  # one of CONTROL_PLANES
 
     @property
     def dir(self) -> Path:
@@ -47,6 +51,14 @@ class LabState:
     def logs_dir(self) -> Path:
         return self.dir / "logs"
 
+    @property
+    def kube_dir(self) -> Path:
+        return self.dir / "kube"
+
+    @property
+    def kube(self) -> bool:
+        return self.control_plane == "kube"
+
     def to_doc(self) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
@@ -57,6 +69,7 @@ class LabState:
             "topology": self.topology.to_doc(),
             "namespaces": list(self.namespaces),
             "processes": [p.to_doc() for p in self.processes],
+            "control_plane": self.control_plane,
         }
 
     @classmethod
@@ -70,9 +83,16 @@ class LabState:
                 token=str(doc["token"]),
                 namespaces=tuple(str(n) for n in doc["namespaces"]),
                 processes=tuple(ProcRecord.from_doc(p) for p in doc["processes"]),
+                control_plane=_control_plane(doc.get("control_plane", "file")),  # absent: a lab from before
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LabError(f"{source}: unreadable lab state ({type(exc).__name__}: {exc})") from None
+
+
+def _control_plane(value: object) -> str:
+    if value not in CONTROL_PLANES:
+        raise ValueError(f"control_plane: {value!r} is not one of {', '.join(CONTROL_PLANES)}")
+    return str(value)
 
 
 def state_path(name: str) -> Path:

@@ -4,6 +4,10 @@ With Globalnet a cluster also shows what its controller allocated (read from the
 pods show their Kubernetes ``namespace`` (and ``netns``, the network namespace), ``labels``; exported
 services their ``global_ip``; global egress objects their addresses per gateway; gateways their cluster
 egress IPs. Without Globalnet the document is what it always was.
+
+``control_plane`` says what feeds the daemons: ``{"kind": "file", "broker_dir": ...}``, or with
+``--control-plane kube`` ``{"kind": "kube", "emulators": [...]}``, one entry per API server emulator (name,
+role, pid, alive, socket, kubeconfig, and the Endpoints it holds); the emulators are not in ``daemons``.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from collections.abc import Iterable
 from ipaddress import IPv4Address
 from typing import Any
 
-from magw.lab import netns, procs
-from magw.lab.daemons import agent_status, read_views
+from magw.lab import kube, kube_view, netns, procs
+from magw.lab.daemons import agent_status, read_views, views_readable
 from magw.lab.globalview import ClusterView
 from magw.lab.healthview import health_doc, health_text
 from magw.lab.layout import ClusterLayout, LabLayout, layout
@@ -108,7 +112,7 @@ def _view(st: LabState, c: ClusterLayout, views: dict[str, ClusterView]) -> Clus
 def status_doc(st: LabState) -> dict[str, Any]:
     """The status document (see docs/lab.md): layout, namespaces present, processes alive."""
     lab = layout(st.name, st.topology)
-    views = read_views(lab, st) if st.topology.globalnet and st.broker_dir.is_dir() else {}
+    views = read_views(lab, st) if st.topology.globalnet and views_readable(st) else {}
     present = set(netns.list_namespaces())
     return {
         "name": st.name,
@@ -120,10 +124,33 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "globalnet": st.topology.globalnet,
         "clusters": [_cluster_doc(c, _view(st, c, views)) for c in lab.clusters],
         "namespaces": {"expected": len(st.namespaces), "present": sum(1 for ns in st.namespaces if ns in present)},
-        "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind != "echo"],
+        "control_plane": _control_plane_doc(st),
+        "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind not in ("echo", *kube.EMULATOR_KINDS)],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
         "health": health_doc(lab, st),
     }
+
+
+def _control_plane_doc(st: LabState) -> dict[str, Any]:
+    if not st.kube:
+        return {"kind": "file", "broker_dir": str(st.broker_dir)}
+    records = {(r.kind, r.owner): r for r in st.processes}
+    emulators = []
+    for api in kube.api_servers(st):
+        rec = records.get((api.kind, api.name))
+        alive = rec is not None and procs.alive(rec)
+        emulators.append(
+            {
+                "name": api.name,
+                "role": api.role,
+                "pid": rec.pid if rec is not None else None,
+                "alive": alive,
+                "socket": str(api.socket),
+                "kubeconfig": str(api.kubeconfig),
+                "endpoints": sorted(kube_view.objects_of(api, "Endpoint")) if alive else [],
+            }
+        )
+    return {"kind": "kube", "emulators": emulators}
 
 
 def status_text(doc: dict[str, Any]) -> str:
@@ -149,6 +176,7 @@ def status_text(doc: dict[str, Any]) -> str:
                 gips = s.get("global_ip") or ", ".join(f"{g} -> {b}" for b, g in s["global_ips"].items())
                 lines.append(f"    exported: global {gips or 'not allocated yet'}")
         lines += _globalnet_text(c)
+    lines += _control_plane_text(doc["control_plane"])
     alive = sum(1 for s in doc["servers"] if s["alive"])
     lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
     for d in doc["daemons"]:
@@ -159,6 +187,16 @@ def status_text(doc: dict[str, Any]) -> str:
     if doc["daemons"]:
         lines += health_text(doc["health"])
     return "\n".join(lines)
+
+
+def _control_plane_text(cp: dict[str, Any]) -> list[str]:
+    if cp["kind"] != "kube":
+        return [f"control plane: file broker {cp['broker_dir']}"]
+    lines = ["control plane: Kubernetes API server emulators (for tests and the lab, not production)"]
+    for e in cp["emulators"]:
+        state = "alive" if e["alive"] else "DEAD"
+        lines.append(f"  {e['role']:<7} {e['name']:<14} pid {e['pid']!s:<8} {state}  endpoints {len(e['endpoints'])}")
+    return lines
 
 
 def _globalnet_text(c: dict[str, Any]) -> list[str]:
