@@ -17,7 +17,7 @@ from magw.kubeemu.resources import DEFAULT_TYPES
 from magw.model import Snapshot
 from magw.sources.filebroker import FileBroker
 from magw.sources.kube.client import api_client, write_kubeconfig
-from magw.sources.kube.reflector import Timing
+from magw.sources.kube.reflector import Reflector, Timing
 from magw.sources.kube.source import KubeSource
 from tests import kube_objects as ko
 from tests import kubeemu_fixtures
@@ -160,3 +160,33 @@ async def test_a_silent_watch_is_ended_and_resumed(kube_env: kubeemu_fixtures.Ku
         assert {k: r.lists for k, r in source.reflectors.items()} == lists  # without a relist
         await CoreV1Api(kube_env.client).delete_node("e-w1")
         await until(lambda: "e-w1" not in {n.name for n in source.snapshot.nodes})  # type: ignore[union-attr]
+
+
+async def test_bookmarks_move_the_resource_version_on_and_are_nothing_else(tmp_path: Path) -> None:
+    """Other resources' writes move the server's resourceVersion; a bookmark brings it to a silent watch, which
+    resumes from there after a drop (no relist, no replay), and no event reaches the consumer."""
+    emulator = Emulator(socket_path=tmp_path / "k.sock", bookmark_interval=0.1)
+    await emulator.start()
+    client = await api_client(write_kubeconfig(tmp_path / "kc", emulator.url, ko.NS))
+    events: list[Any] = []
+    reflector = Reflector(kind="Node", list_fn=CoreV1Api(client).list_node, on_change=events.extend, timing=FAST)
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: reflector.synced)
+        listed = int(reflector.resource_version or 0)
+        core = CoreV1Api(client)
+        for i in range(3):
+            cm = ko.config_map(round=str(i))
+            cm["metadata"]["name"] = f"cm-{i}"
+            await core.create_namespaced_config_map(ko.NS, cm)
+        await until(lambda: int(reflector.resource_version) >= listed + 3)
+        assert [e.type for e in events] == ["SYNCED"]  # bookmarks are not events
+        emulator.drop_watches()
+        await asyncio.sleep(0.5)
+        assert reflector.lists == 1 and [e.type for e in events] == ["SYNCED"]
+    finally:
+        reflector.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+        await emulator.stop()
