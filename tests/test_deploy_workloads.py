@@ -30,7 +30,8 @@ def _container(kind: str, name: str) -> dict[str, Any]:
 
 def _flags(container: dict[str, Any]) -> dict[str, str]:
     args = container["args"]
-    return {a: b for a, b in zip(args, [*args[1:], ""], strict=True) if a.startswith("--")}
+    pairs = zip(args, [*args[1:], ""], strict=True)
+    return {a: "" if b.startswith("--") else b for a, b in pairs if a.startswith("--")}  # "": a switch
 
 
 def _env_sources(container: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +52,7 @@ def test_the_route_agent_runs_on_every_node_with_its_flags() -> None:
         "--cluster": "$(CLUSTER_ID)",
         "--namespace": NAMESPACE,
         "--metrics-port": "9898",
+        "--allow-init-netns": "",  # hostNetwork: the node's own namespace is the one to program
         "--status-file": "/run/magw/route-agent.json",
         "--log-format": "json",
     }
