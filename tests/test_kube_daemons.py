@@ -241,3 +241,25 @@ async def _object(env: KubeEnv, plural: str, ns: str, name: str) -> dict[str, An
 
 async def _status(env: KubeEnv, plural: str, ns: str, name: str) -> dict[str, Any]:
     return (await _object(env, plural, ns, name)).get("status") or {}
+
+
+async def test_route_agent_once_waits_for_the_lists_and_syncs_once(kube_env: KubeEnv) -> None:
+    kube_env.emulator.load(ko.east())
+    args = ("--node", "e-w1", "--cluster", "east", "--fake", "--once", "--cni-interface", "lo")
+    async with daemon(kube_env, "magw.agent.route_agent", *args) as proc:
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_bad_kube_flags_are_one_line_and_exit_2(kube_env: KubeEnv, tmp_path: Path) -> None:
+    for argv, reason in (
+        (["--source", "kube", "--broker-dir", str(tmp_path)], "--broker-dir: only with --source file"),
+        (["--source", "kube", "--kubeconfig", str(tmp_path / "nope")], "--kubeconfig: no such file"),
+        (["--kubeconfig", str(kube_env.kubeconfig), "--broker-dir", str(tmp_path)], "only with --source kube"),
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "daemons.route_agent", *argv, "--node", "n", "--cluster", "c",
+            stderr=asyncio.subprocess.PIPE, env={k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"},
+        )  # fmt: skip
+        _, err = await proc.communicate()
+        lines = err.decode().strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and reason in lines[0], (argv, lines)
