@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -155,3 +156,16 @@ def test_the_state_file_keeps_the_control_plane(monkeypatch: pytest.MonkeyPatch,
     assert LabState.from_doc(doc, source="old").control_plane == "file"
     with pytest.raises(LabError, match="control_plane: 'etcd' is not one of file, kube"):
         LabState.from_doc({**doc, "control_plane": "etcd"}, source="bad")
+
+
+@pytest.mark.parametrize("verb", ["up", "demo"])
+def test_an_unknown_control_plane_is_bad_input(verb: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "magw.cli.main", "lab", verb, "--name", "lkx", "--control-plane", "etcd"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "--control-plane: invalid choice: 'etcd' (choose from 'file', 'kube')" in out.stderr
+    assert not naming.state_dir("lkx").exists()

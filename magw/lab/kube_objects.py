@@ -1,6 +1,6 @@
 """What a lab cluster's API server holds at ``up --control-plane kube``: the file broker's documents as objects.
 
-Per cluster, in its own emulator (the shapes of /tmp/k8s-spec.md, docs/kubernetes.md):
+Per cluster, in its own emulator (the shapes of deploy/crds and docs/kubernetes.md):
 
 - its Nodes: the InternalIP, the label ``submariner.io/gateway=true`` on gateways and their public IP in the
   annotation ``gateway.submariner.io/public-ip``. Not the ``submariner.io/cniIfaceIp`` annotation: each route
