@@ -228,6 +228,11 @@ async def test_globalnet_controller_allocates_through_status_subresources(kube_e
         assert refused["status"] == "False"
         cgeips = kube_env.emulator.store.objects(_rt(kube_env, "clusterglobalegressips"))
         await until(lambda: len(cgeips) >= 2, what="one ClusterGlobalEgressIP per gateway")
+        # each gateway's own object carries its addresses: the status written before the object was created
+        # is not lost, and the controller does not release it again on the next pass
+        await until(lambda: all((o.get("status") or {}).get("allocatedIPs") for o in cgeips.values()), what="CGEIP")
+        await asyncio.sleep(1.0)
+        assert all(len((o.get("status") or {}).get("allocatedIPs") or ()) == 8 for o in cgeips.values())
         assert await lease_holder(kube_env, "magw-globalnet") == "gn1"
 
 

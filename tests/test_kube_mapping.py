@@ -136,13 +136,18 @@ def test_services_take_their_ready_slice_addresses_and_headless_has_no_cluster_i
         piece("db", ("10.1.1.5", True), ("10.1.1.6", False), ("10.1.2.9", None)),
         piece("db", ("fd00::1", True), kind="IPv6"),
     ]
-    spec = {"selector": {"app": "db"}, "ports": [{"port": 5432, "targetPort": "pg"}]}
+    spec = {"ports": [{"port": 5432, "targetPort": "pg"}]}  # headless, no selector: its slices name the backends
     (doc,) = mapping.service_docs(svc("db", "None", **spec), "east", slices)
     assert "cluster_ip" not in doc.fields
     assert doc.fields["endpoint_addresses"] == ["10.1.1.5", "10.1.2.9"]  # not-ready left out; absent = ready
     assert doc.fields["ports"] == [{"port": 5432, "protocol": "TCP"}]  # a named target port is not ours
     (doc,) = mapping.service_docs(svc("db", "None", publishNotReadyAddresses=True, **spec), "east", slices)
     assert doc.fields["endpoint_addresses"] == ["10.1.1.5", "10.1.1.6", "10.1.2.9"]
+    # with a selector (or a ClusterIP) the model finds the backends from the pods: no addresses, and it parses
+    for service in (svc("db", "None", selector={"app": "db"}), svc("web", "100.1.0.20", selector={"app": "web"})):
+        (doc,) = mapping.service_docs(service, "east", [piece(service["metadata"]["name"], ("10.1.1.7", True))])
+        assert "endpoint_addresses" not in doc.fields
+        assert assemble("east", [*kube_docs(), doc], {}).problems == ()
     (doc,) = mapping.service_docs(svc("api", "100.1.0.10", ports=[{"port": 80, "targetPort": 8080}]), "east")
     assert doc.fields["cluster_ip"] == "100.1.0.10" and doc.fields["ports"][0]["target_port"] == 8080
 
@@ -208,3 +213,16 @@ def test_cluster_global_cidrs_are_kept() -> None:
     (doc,) = mapping.cluster_docs(obj)
     snap = assemble("east", [doc], {}).snapshot
     assert snap is not None and snap.clusters[0].global_cidrs == (IPv4Network("242.1.0.0/16"),)
+
+
+def test_a_cluster_global_egress_ips_status_names_no_namespace() -> None:
+    """The model's ClusterGlobalEgressIP is cluster-wide although its object lives in magw's namespace: its status
+    must name it as the controller does, or the controller would release what it just wrote."""
+    obj = {
+        "metadata": {"name": "e-gw1-cluster-egress.submariner.io", "namespace": "submariner-operator"},
+        "spec": {"numberOfIPs": 8},
+        "status": {"allocatedIPs": ["242.1.0.1"], "conditions": []},
+    }
+    spec_doc, status_doc = mapping.globalnet_docs("ClusterGlobalEgressIP", obj, "east")
+    assert spec_doc.ident == ("ClusterGlobalEgressIP", "east", "e-gw1-cluster-egress.submariner.io")
+    assert status_doc.ident == ("GlobalnetStatus", "east", "ClusterGlobalEgressIP", "", spec_doc.ident[2])

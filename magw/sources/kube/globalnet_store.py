@@ -9,8 +9,8 @@ API error is raised as ``OSError`` (one line), which is what the daemon retries 
 - ``write_status``: a **merge patch** of ``.status`` (``status.patch_status``: kubernetes_asyncio would send
   a dict as a JSON patch otherwise). Conditions carry ``observedGeneration`` (the object's
   generation when the status was computed). The status of an object that does not exist yet (a
-  GlobalIngressIP the same pass creates: statuses are written before objects) is kept and written right
-  after the object is created.
+  GlobalIngressIP or per-gateway ClusterGlobalEgressIP the same pass creates: statuses are written before
+  objects) is kept and written right after the object is created.
 - ``delete_status``: our status keys are cleared (each set to null in a merge patch); the status of an
   object already gone is gone with it.
 - ``write_object``: create, or replace the spec (the optimistic lock: 409 raises, the next pass decides again).
@@ -111,8 +111,8 @@ class KubeGlobalnetStore:
     def write_status(self, ref: ObjectRef, status: GlobalIPStatus) -> None:
         if self._run(self._patch_status(ref, status)):
             self._pending.pop(ref, None)
-        elif ref.kind == GLOBAL_INGRESS_IP:
-            self._pending[ref] = status  # its object comes later in this pass
+        elif ref.kind in (GLOBAL_INGRESS_IP, CLUSTER_GLOBAL_EGRESS_IP):
+            self._pending[ref] = status  # an object the controller makes: it comes later in this pass
         # the status of a user's object that was deleted meanwhile: nothing to write
 
     def delete_status(self, ref: ObjectRef) -> bool:

@@ -277,7 +277,11 @@ def service_docs(obj: Obj, cluster: str, slices: Iterable[Obj] = ()) -> tuple[Do
     if _ports(spec):
         raw["ports"] = _ports(spec)
     publish = bool(spec.get("publishNotReadyAddresses"))
-    addresses = slice_addresses(slices, publish_not_ready=publish)
+    # Only a headless Service without a selector names its backends by address (its EndpointSlices are written
+    # by hand); for every other Service the model finds them from the selector and the pods, and the snapshot
+    # refuses addresses on it.
+    headless_manual = "cluster_ip" not in raw and spec.get("selector") is None
+    addresses = slice_addresses(slices, publish_not_ready=publish) if headless_manual else []
     if addresses:
         raw["endpoint_addresses"] = addresses
     if publish:
@@ -297,7 +301,8 @@ def _status_doc(kind: str, obj: Obj, cluster: str) -> Document | None:
     status = _status(obj)
     if not any(status.get(key) for key in _STATUS_KEYS):
         return None  # never written by the controller: no status document
-    ref = ObjectRef(kind, _namespace(obj), _name(obj))
+    # A ClusterGlobalEgressIP is cluster-wide in the model (its CRD object lives in magw's namespace)
+    ref = ObjectRef(kind, "" if kind == CLUSTER_GLOBAL_EGRESS_IP else _namespace(obj), _name(obj))
     raw: dict[str, Any] = {"kind": "GlobalnetStatus", "cluster": cluster, "object": {"kind": kind, "name": ref.name}}
     if ref.namespace:
         raw["object"]["namespace"] = ref.namespace
