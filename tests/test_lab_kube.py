@@ -213,3 +213,17 @@ def test_down_leaves_no_process_socket_or_namespace(lab: tuple[LabLayout, LabSta
     assert [s for s in sockets if s.exists()] == []
     assert not naming.state_dir(st.name).exists()
     assert not any(procs.alive(p) for p in current.processes if p.kind in kube.EMULATOR_KINDS)
+
+
+def test_cli_globalnet_demo_on_the_emulators() -> None:
+    """`magw lab demo --globalnet --control-plane kube`: three clusters with the same CIDRs, every daemon fed by
+    its cluster's API server emulator and the broker's; the whole matrix OK, the lab removed, exit 0."""
+    name = unique_name()
+    try:
+        argv = [sys.executable, "-m", "magw.cli.main", "lab", "demo", "--globalnet", "--control-plane", "kube"]
+        proc = subprocess.run([*argv, "--name", name], capture_output=True, text=True, timeout=400, check=False)
+    finally:
+        report = build.down(name)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "== result: all OK (112/112)" in proc.stdout.splitlines()
+    assert report.namespaces == ()
