@@ -48,7 +48,7 @@ StrategyPicker = Callable[[Strategy], Strategy]
 
 @attrs.define
 class RouteAgent:
-    """One node's reconciler fed by the file broker."""
+    """One node's reconciler fed by a state source: the file broker or the Kubernetes API."""
 
     broker: StateSource  # the file broker or the Kubernetes source
     node: str

@@ -43,7 +43,12 @@ _CONDITION_KEYS = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
 class MappingError(ValueError):
-    """An object that cannot be mapped (yet); ``str()`` is one line naming the object."""
+    """An object that cannot be mapped; ``str()`` is one line naming the object."""
+
+
+class NotYet(MappingError):
+    """An object that will be mappable once someone fills it in (a Node before its InternalIP or before its route
+    agent wrote the CNI annotation): expected for a moment at start, so not a warning."""
 
 
 def origin(kind: str, obj: Obj) -> str:
@@ -116,10 +121,10 @@ def node_docs(node: Obj, cluster: str) -> tuple[Document, ...]:
     where = origin("Node", node)
     ip = internal_ip(node)
     if ip is None:
-        raise MappingError(f"{where}: no InternalIP in status.addresses yet")
+        raise NotYet(f"{where}: no InternalIP in status.addresses yet")
     cni = (_meta(node).get("annotations") or {}).get(CNI_IP_ANNOTATION)
     if not cni:
-        raise MappingError(f"{where}: no {CNI_IP_ANNOTATION} annotation yet (its route agent writes it)")
+        raise NotYet(f"{where}: no {CNI_IP_ANNOTATION} annotation yet (its route agent writes it)")
     raw: dict[str, Any] = {
         "kind": "Node",
         "cluster": cluster,

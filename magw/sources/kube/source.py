@@ -79,6 +79,7 @@ class KubeSource:
         self._errors: dict[tuple[str, Key], str] = {}
         self._logged_errors: dict[tuple[str, Key], str] = {}
         self._logged_problems: set[tuple[str, str]] = set()
+        self._not_yet: set[tuple[str, Key]] = set()
         self._missing_logged: str | None = None
         self._last_good: dict[Ident, Document] = {}
         self._snapshot: Snapshot | None = None
@@ -181,6 +182,10 @@ class KubeSource:
             self._errors.pop(slot, None)
         except mapping.MappingError as exc:  # the object's last good documents stay in use
             self._errors[slot] = str(exc)
+            if isinstance(exc, mapping.NotYet):
+                self._not_yet.add(slot)
+            else:
+                self._not_yet.discard(slot)
 
     def _on_change(self, kind: str, events: list[Event]) -> None:
         for event in events:
@@ -243,7 +248,10 @@ class KubeSource:
         """Log each problem once, until it changes (as the file broker does)."""
         for slot, error in errors.items():
             if self._logged_errors.get(slot) != error:
-                log.warning("kube.bad_object", kind=slot[0], error=error, kept_last_good=slot in self._docs)
+                if slot in self._not_yet:  # filled in by someone else soon (a route agent's annotation)
+                    log.info("kube.object_not_ready", kind=slot[0], reason=error)
+                else:
+                    log.warning("kube.bad_object", kind=slot[0], error=error, kept_last_good=slot in self._docs)
         self._logged_errors = dict(errors)
         current = {(p.file, p.error) for p in problems}
         for p in problems:
