@@ -35,7 +35,7 @@ def test_the_route_agent_only_reads_and_patches_nodes() -> None:
 
 def test_the_gateway_writes_endpoints_gateways_and_leases_and_nothing_of_pods() -> None:
     """Writes in magw's namespace only; its Gateway is created and its status merge-patched, never replaced;
-    pods it may only read (its source lists them for the Globalnet part of the snapshot)."""
+    no workload at all (its source lists Nodes, magw's objects and the egress kinds only)."""
     found = grants(NAMESPACE, "magw-gateway")
     assert _writes(found) == {
         ("submariner.io", "endpoints"),
@@ -48,7 +48,8 @@ def test_the_gateway_writes_endpoints_gateways_and_leases_and_nothing_of_pods() 
     assert {g.verb for g in found if g.resource == "gateways"} == {"get", "create"}
     assert {g.verb for g in found if g.resource == "gateways/status"} == {"patch"}
     assert {g.verb for g in found if g.resource == "leases"} == {"get", "create", "update"}
-    assert {g.verb for g in found if g.resource == "pods"} == {"get", "list", "watch"}
+    workloads = {"pods", "services", "namespaces", "endpointslices", "serviceexports", "globalingressips"}
+    assert not [g for g in found if g.resource in workloads]
 
 
 def test_globalnet_writes_its_statuses_ingress_ips_cluster_egress_ips_and_its_lease() -> None:

@@ -39,7 +39,8 @@ async def run_kube(args: argparse.Namespace) -> int:
             log.error("gateway.failed", error=str(exc))
             return EXIT_FAILURE
         gateway = KubeGateway(
-            source=KubeSource(api, local_cluster=args.cluster, namespace=args.namespace),
+            # no workloads: the gateway publishes its Globalnet addresses from the egress kinds' statuses only
+            source=KubeSource(api, local_cluster=args.cluster, namespace=args.namespace, workloads=False),
             api=api,
             node=args.node,
             namespace=args.namespace,

@@ -2,7 +2,7 @@
 
 One ``Resource`` per input: the core and discovery kinds through their typed APIs (``CoreV1Api.list_node``...),
 the CRDs through ``CustomObjectsApi``. The Globalnet kinds and the workloads are read only where they are
-needed: ``globalnet=False`` leaves them out (a route agent of a cluster without Globalnet watches no Pods).
+needed: ``globalnet=False`` leaves them all out, ``workloads=False`` the workloads (the gateway daemon).
 """
 
 from __future__ import annotations
@@ -62,9 +62,12 @@ def _slices(api: ApiClient) -> CallSpec:
     return DiscoveryV1Api(api).list_endpoint_slice_for_all_namespaces, (), {}
 
 
-def resources(namespace: str, *, globalnet: bool = True) -> tuple[Resource, ...]:
-    """The inputs of a cluster's snapshot: magw's own objects in ``namespace``, Nodes, and (``globalnet``) the
-    workloads and Globalnet kinds of every namespace."""
+def resources(namespace: str, *, globalnet: bool = True, workloads: bool = True) -> tuple[Resource, ...]:
+    """The inputs of a cluster's snapshot: magw's own objects in ``namespace`` and Nodes; with ``globalnet`` the
+    egress kinds (the gateway publishes its block of each one's addresses); with ``workloads`` too, the
+    Namespaces, Pods, Services, EndpointSlices, ServiceExports and GlobalIngressIPs of every namespace (what the
+    Globalnet controller allocates for and the route agents' Globalnet rules translate; the gateway daemon
+    needs none of them)."""
     out = [
         Resource(kind="Node", call=_core("list_node")),
         Resource(kind="Cluster", call=_custom(GROUP, VERSION, "clusters", namespace)),
@@ -77,13 +80,16 @@ def resources(namespace: str, *, globalnet: bool = True) -> tuple[Resource, ...]
     ]
     if globalnet:
         out += [
+            Resource(kind="ClusterGlobalEgressIP", call=_custom(GROUP, VERSION, "clusterglobalegressips", namespace)),
+            Resource(kind="GlobalEgressIP", call=_custom(GROUP, VERSION, "globalegressips", None)),
+        ]
+    if globalnet and workloads:
+        out += [
             Resource(kind="Namespace", call=_core("list_namespace")),
             Resource(kind="Pod", call=_core("list_pod_for_all_namespaces")),
             Resource(kind="Service", call=_core("list_service_for_all_namespaces")),
             Resource(kind="EndpointSlice", call=_slices),
             Resource(kind="ServiceExport", call=_custom(MCS_GROUP, MCS_VERSION, "serviceexports", None)),
-            Resource(kind="ClusterGlobalEgressIP", call=_custom(GROUP, VERSION, "clusterglobalegressips", namespace)),
-            Resource(kind="GlobalEgressIP", call=_custom(GROUP, VERSION, "globalegressips", None)),
             Resource(kind="GlobalIngressIP", call=_custom(GROUP, VERSION, "globalingressips", None)),
         ]
     return tuple(out)

@@ -62,6 +62,7 @@ class KubeSource:
         local_cluster: str,
         namespace: str,
         globalnet: bool = True,
+        workloads: bool = True,
         parse: Parse = parse_snapshot,
         coalesce: float = 0.02,
         timing: Timing = DEFAULT_TIMING,
@@ -73,7 +74,7 @@ class KubeSource:
         self._parse = parse
         self.coalesce = coalesce
         self.reflectors: dict[str, Reflector] = {}
-        for resource in resources(namespace, globalnet=globalnet):
+        for resource in resources(namespace, globalnet=globalnet, workloads=workloads):
             self.reflectors[resource.kind] = self._reflector(resource, timing)
         self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
         self._errors: dict[tuple[str, Key], str] = {}
