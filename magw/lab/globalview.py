@@ -117,7 +117,11 @@ def _view(broker: FileBroker, cluster: str, gateways: tuple[str, ...]) -> Cluste
     snap = broker.snapshot
     if snap is None:
         return ClusterView(cluster=cluster)
-    gn = snap.globalnet
+    return cluster_view(cluster, snap.globalnet, gateways)
+
+
+def cluster_view(cluster: str, gn: Globalnet, gateways: tuple[str, ...]) -> ClusterView:
+    """The allocations of ``gn`` (from any source: the file broker here, the emulators in ``kube_view``)."""
     egress: dict[str, Addresses] = {}
     for node in gateways:
         status = gn.status_of(ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(node)))

@@ -16,14 +16,13 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from magw.ipam.globalnet import gateway_egress_name
-from magw.lab.globalview import Addresses, ClusterView, Key, ingress_addresses
+from magw.lab.globalview import ClusterView, cluster_view
 from magw.lab.kube import ApiServer, api_servers, cluster_api
 from magw.lab.kube_http import KubeHttp, KubeHttpError
 from magw.lab.layout import LabLayout
 from magw.lab.state import LabState
 from magw.model import Snapshot
-from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, Globalnet, ObjectRef
+from magw.model.globalnet import Globalnet
 from magw.sources.assemble import assemble
 from magw.sources.documents import Document
 from magw.sources.kube import mapping
@@ -109,20 +108,6 @@ def globalnets(lab: LabLayout, st: LabState) -> dict[str, Globalnet]:
         snap = cluster_snapshot(st, c.id)
         out[c.id] = snap.globalnet if snap is not None else Globalnet()
     return out
-
-
-def cluster_view(cluster: str, gn: Globalnet, gateways: tuple[str, ...]) -> ClusterView:
-    """The allocations of ``gn`` as ``magw.lab.globalview`` shows them (its ``_view``, for any source)."""
-    egress: dict[str, Addresses] = {}
-    for node in gateways:
-        status = gn.status_of(ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(node)))
-        if status is not None and status.allocated_ips:
-            egress[node] = status.allocated_ips
-    objects: dict[Key, dict[str, Addresses]] = {}
-    for ref, status in gn.statuses:
-        if ref.kind == GLOBAL_EGRESS_IP and status.allocated_ips:
-            objects[(ref.namespace, ref.name)] = {b.node: b.ips for b in status.gateways if b.ips}
-    return ClusterView(cluster=cluster, ingress=ingress_addresses(gn), gateway_egress=egress, egress_objects=objects)
 
 
 class KubeViewReader:

@@ -31,7 +31,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.sources.kube.crd import Crd
-from magw.sources.kube.reflector import API_ERRORS, DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing
+from magw.sources.kube.reflector import API_ERRORS, DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
 from magw.sources.kube.resources import GROUP, VERSION
 
 log = structlog.get_logger(__name__)
@@ -182,12 +182,7 @@ class BrokerSync:
                 await self.sync_once()
                 await asyncio.sleep(0.05)  # a burst of events (a relist) becomes one pass, and a lost race no spin
         finally:
-            for r in self.reflectors.values():
-                r.stop()
-            stopper.cancel()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, stopper, return_exceptions=True)
+            await stop_all(self.reflectors.values(), [*tasks, stopper])
 
     def stop(self) -> None:
         self._stop.set()

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import aiohttp
@@ -221,3 +221,13 @@ class Reflector:
                 await self._stop.wait()
         except TimeoutError:
             pass
+
+
+async def stop_all(reflectors: Iterable[Reflector], tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Stop ``reflectors`` and wait for ``tasks`` (their runs and the caller's helpers) to end."""
+    for reflector in reflectors:
+        reflector.stop()
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

@@ -35,7 +35,7 @@ from magw.snapshot import SnapshotError, parse_snapshot
 from magw.sources.assemble import Ident, Parse, assemble
 from magw.sources.documents import Document
 from magw.sources.kube import mapping
-from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing
+from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
 from magw.sources.kube.resources import Resource, resources
 
 log = structlog.get_logger(__name__)
@@ -329,12 +329,7 @@ class KubeSource:
                 if await loop.run_in_executor(self._executor, self._pass, *args):
                     self._notify()
         finally:
-            for r in self.reflectors.values():
-                r.stop()
-            stopper.cancel()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, stopper, return_exceptions=True)
+            await stop_all(self.reflectors.values(), [*tasks, stopper])
             executor, self._executor = self._executor, None
             if executor is not None:
                 executor.shutdown(wait=False)
