@@ -10,7 +10,6 @@ retried with capped backoff; they never stop the agent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from ipaddress import IPv4Address
 
@@ -18,7 +17,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from magw.sources.kube.annotate import annotation_of, local_addresses, pick_cni_ip, publish_cni_ip
-from magw.sources.kube.reflector import API_ERRORS
+from magw.sources.kube.reflector import API_ERRORS, wait_first
 from magw.sources.kube.source import KubeSource
 
 log = structlog.get_logger(__name__)
@@ -93,12 +92,4 @@ class CniAnnotator:
             except Exception as exc:  # a bug here must not end the annotations silently: log it, keep trying
                 log.exception("route_agent.cni_ip_bug", node=self.node, error=repr(exc))
                 delay, backoff = backoff, min(backoff * 2, BACKOFF_MAX)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    wake = asyncio.create_task(self._wake.wait())
-                    halt = asyncio.create_task(stop.wait())
-                    try:
-                        await asyncio.wait({wake, halt}, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        wake.cancel()
-                        halt.cancel()
+            await wait_first(stop, self._wake, delay)

@@ -39,7 +39,7 @@ from magw.sources.kube.brokersync import BrokerSync
 from magw.sources.kube.crd import Crd
 from magw.sources.kube.lease import KubeLease, cluster_gateway_lease_name, gateway_lease_name, lease_expired
 from magw.sources.kube.mapping import endpoint_docs, endpoint_object_name, endpoint_spec
-from magw.sources.kube.reflector import API_ERRORS
+from magw.sources.kube.reflector import API_ERRORS, wait_first
 from magw.sources.kube.source import KubeSource
 from magw.sources.kube.status import GatewayStatusWriter, gateway_status
 
@@ -240,7 +240,7 @@ class KubeGateway:
                 if loop.time() >= next_status:
                     next_status = loop.time() + STATUS_EVERY
                     self.submit_status()
-                await _first(stop, self._wake, TICK)
+                await wait_first(stop, self._wake, TICK)
                 self._wake.clear()
         finally:
             await self._drop_lease()
@@ -264,12 +264,3 @@ class KubeGateway:
 def _summary(spec: dict[str, Any]) -> dict[str, Any]:
     (doc,) = endpoint_docs({"metadata": {}, "spec": spec})
     return {k: doc.fields.get(k) for k in ("private_ip", "public_ip", "allocated_ips")}
-
-
-async def _first(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:
-    waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())}
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()

@@ -23,7 +23,7 @@ from magw.controllers.globalnet.daemon import Daemon
 from magw.sources.kube.client import KubeConfigError, api_client
 from magw.sources.kube.globalnet_store import KubeGlobalnetStore
 from magw.sources.kube.lease import KubeLease, globalnet_lease_name
-from magw.sources.kube.reflector import API_ERRORS
+from magw.sources.kube.reflector import API_ERRORS, wait_first
 from magw.sources.kube.source import KubeSource
 
 log = structlog.get_logger(__name__)
@@ -72,12 +72,7 @@ class KubeDaemon(Daemon):
 
     async def _idle(self, stop: asyncio.Event) -> None:
         """Until the source changes, ``--resync`` passes, or ``stop``."""
-        waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._changed.wait())}
-        try:
-            await asyncio.wait(waiters, timeout=self.args.resync, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waiters:
-                w.cancel()
+        await wait_first(stop, self._changed, self.args.resync)
         self._changed.clear()
         await asyncio.sleep(self.args.poll_interval)  # a burst of changes: one pass
 

@@ -17,8 +17,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from magw.sources.kube.mapping import CNI_IP_ANNOTATION
-
-MERGE_PATCH = "application/merge-patch+json"
+from magw.sources.kube.status import MERGE_PATCH
 
 
 def pick_cni_ip(

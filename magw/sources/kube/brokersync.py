@@ -31,7 +31,17 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.sources.kube.crd import Crd
-from magw.sources.kube.reflector import API_ERRORS, DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
+from magw.sources.kube.reflector import (
+    API_ERRORS,
+    DEFAULT_TIMING,
+    Event,
+    Key,
+    Obj,
+    Reflector,
+    Timing,
+    stop_all,
+    wait_first,
+)
 from magw.sources.kube.resources import GROUP, VERSION
 
 log = structlog.get_logger(__name__)
@@ -170,19 +180,16 @@ class BrokerSync:
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(r.run(), name=f"brokersync-{r.kind}") for r in self.reflectors.values()]
-        stopper = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
-                dirty = asyncio.create_task(self._dirty.wait())
-                await asyncio.wait({dirty, stopper}, timeout=self.resync, return_when=asyncio.FIRST_COMPLETED)
-                dirty.cancel()
+                await wait_first(self._stop, self._dirty, self.resync)
                 if self._stop.is_set():
                     break
                 self._dirty.clear()
                 await self.sync_once()
                 await asyncio.sleep(0.05)  # a burst of events (a relist) becomes one pass, and a lost race no spin
         finally:
-            await stop_all(self.reflectors.values(), [*tasks, stopper])
+            await stop_all(self.reflectors.values(), tasks)
 
     def stop(self) -> None:
         self._stop.set()

@@ -36,11 +36,11 @@ from magw.model.globalnet import (
 )
 from magw.snapshot_globalnet_dump import object_to_doc, status_to_doc
 from magw.sources.kube.crd import Crd
+from magw.sources.kube.mapping import STATUS_KEYS
 from magw.sources.kube.resources import GROUP, PLURALS, VERSION
 from magw.sources.kube.status import patch_status
 
 _T = TypeVar("_T")
-_STATUS_KEYS = ("allocatedIPs", "allocatedIP", "gateways", "podSelector", "conditions")
 
 
 def status_body(ref: ObjectRef, status: GlobalIPStatus, generation: int | None) -> dict[str, Any]:
@@ -99,7 +99,7 @@ class KubeGlobalnetStore:
             return False
         generation = (current.get("metadata") or {}).get("generation")
         # None deletes a key in a merge patch: clearing a status is every key of ours set to None
-        body = dict.fromkeys(_STATUS_KEYS) if status is None else status_body(ref, status, generation)
+        body = dict.fromkeys(STATUS_KEYS) if status is None else status_body(ref, status, generation)
         try:
             await patch_status(self.api, GROUP, VERSION, crd.namespace, crd.plural, ref.name, body)
         except ApiException as exc:

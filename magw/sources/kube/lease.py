@@ -40,11 +40,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import attrs
 import structlog
 from kubernetes_asyncio.client import CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from magw.sources.kube.reflector import API_ERRORS
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +53,6 @@ HOLDING_FRACTION = 0.8  # act on a lease only within this fraction of its durati
 BACKOFF_FIRST = 0.2
 BACKOFF_CAP = 5.0
 RELEASE_TIMEOUT = 5.0  # the release on exit gives up after this long (the lease then expires by itself)
-API_ERRORS: tuple[type[BaseException], ...] = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 
 OnChange = Callable[[bool], Awaitable[None] | None]
 

@@ -38,7 +38,7 @@ SUBMARINER = "submariner"
 
 # Globalnet kinds: the CRD status keys that become a GlobalnetStatus document, and the condition keys the
 # document keeps (observedGeneration is the API's, not the model's).
-_STATUS_KEYS = ("allocatedIPs", "allocatedIP", "gateways", "podSelector", "conditions")
+STATUS_KEYS = ("allocatedIPs", "allocatedIP", "gateways", "podSelector", "conditions")
 _CONDITION_KEYS = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
@@ -304,14 +304,14 @@ def service_export_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
 
 def _status_doc(kind: str, obj: Obj, cluster: str) -> Document | None:
     status = _status(obj)
-    if not any(status.get(key) for key in _STATUS_KEYS):
+    if not any(status.get(key) for key in STATUS_KEYS):
         return None  # never written by the controller: no status document
     # A ClusterGlobalEgressIP is cluster-wide in the model (its CRD object lives in magw's namespace)
     ref = ObjectRef(kind, "" if kind == CLUSTER_GLOBAL_EGRESS_IP else _namespace(obj), _name(obj))
     raw: dict[str, Any] = {"kind": "GlobalnetStatus", "cluster": cluster, "object": {"kind": kind, "name": ref.name}}
     if ref.namespace:
         raw["object"]["namespace"] = ref.namespace
-    for key in _STATUS_KEYS:
+    for key in STATUS_KEYS:
         if key in status and key != "conditions":
             raw[key] = status[key]
     raw["conditions"] = [

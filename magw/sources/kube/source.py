@@ -35,7 +35,7 @@ from magw.snapshot import SnapshotError, parse_snapshot
 from magw.sources.assemble import Ident, Parse, assemble
 from magw.sources.documents import Document
 from magw.sources.kube import mapping
-from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
+from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all, wait_first
 from magw.sources.kube.resources import Resource, resources
 
 log = structlog.get_logger(__name__)
@@ -314,12 +314,9 @@ class KubeSource:
         loop = self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-kube")
         tasks = [asyncio.create_task(r.run(), name=f"reflector-{k}") for k, r in self.reflectors.items()]
-        stopper = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
-                dirty = asyncio.create_task(self._dirty.wait())
-                await asyncio.wait({dirty, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                dirty.cancel()
+                await wait_first(self._stop, self._dirty)
                 if self._stop.is_set():
                     break
                 await asyncio.sleep(self.coalesce)  # let a burst of events land: one assembly for all of them
@@ -329,7 +326,7 @@ class KubeSource:
                 if await loop.run_in_executor(self._executor, self._pass, *args):
                     self._notify()
         finally:
-            await stop_all(self.reflectors.values(), [*tasks, stopper])
+            await stop_all(self.reflectors.values(), tasks)
             executor, self._executor = self._executor, None
             if executor is not None:
                 executor.shutdown(wait=False)

@@ -27,7 +27,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.model import Endpoint
 from magw.sources.kube.conditions import Condition, merge_conditions, set_condition
-from magw.sources.kube.lease import API_ERRORS, BACKOFF_CAP, BACKOFF_FIRST
+from magw.sources.kube.lease import BACKOFF_CAP, BACKOFF_FIRST
+from magw.sources.kube.reflector import API_ERRORS, wait_first
 
 log = structlog.get_logger(__name__)
 
@@ -276,7 +277,7 @@ class GatewayStatusWriter:
         backoff = BACKOFF_FIRST
         while not stop.is_set():
             if self._pending is None:
-                if not await _first(stop, self._wake, timeout=self.resync) and self._last is not None:
+                if not await wait_first(stop, self._wake, timeout=self.resync) and self._last is not None:
                     self._server, self._pending = None, self._last  # resync: read again, write if it differs
                 self._wake.clear()
                 continue
@@ -285,22 +286,9 @@ class GatewayStatusWriter:
                 await self.update(status)
             except API_ERRORS as e:
                 log.warning("gateway_status.write_failed", gateway=self.name, error=repr(e), retry_in=backoff)
-                await _first(stop, None, timeout=backoff)
+                await wait_first(stop, None, timeout=backoff)
                 backoff = min(backoff * 2, BACKOFF_CAP)
                 continue
             backoff = BACKOFF_FIRST
             if self._pending is status:
                 self._pending = None
-
-
-async def _first(stop: asyncio.Event, wake: asyncio.Event | None, timeout: float | None = None) -> bool:
-    """Until ``stop`` or ``wake`` is set (True), or ``timeout`` passes (False)."""
-    waiters = {asyncio.ensure_future(stop.wait())}
-    if wake is not None:
-        waiters.add(asyncio.ensure_future(wake.wait()))
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
-    return bool(done)
