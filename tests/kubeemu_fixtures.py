@@ -19,11 +19,13 @@ directory (short, so the socket path fits in 108 bytes), which is removed afterw
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -74,3 +76,18 @@ async def kube_env() -> AsyncIterator[KubeEnv]:
 async def kube(kube_env: KubeEnv) -> AsyncIterator[tuple[Emulator, ApiClient]]:
     """(emulator, ApiClient) on a fresh emulator: the client is kubernetes-asyncio's, over the unix socket."""
     yield kube_env.emulator, kube_env.client
+
+
+async def until(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
+    """Poll ``check`` (a function, or one returning a coroutine) until it is truthy; fail after ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                result = check()
+                if asyncio.iscoroutine(result):
+                    result = await result
+                if result:
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout} s: {what}") from None

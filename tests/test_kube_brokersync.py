@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kubernetes_asyncio.client import CustomObjectsApi
@@ -12,6 +13,7 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from magw.sources.kube.brokersync import BrokerSync, plan_sync
 from magw.sources.kube.reflector import Timing
 from tests import kube_objects as ko
+from tests import kubeemu_fixtures
 from tests.kubeemu_fixtures import BROKER_NAMESPACE, KubeEnv, running_emulator
 
 FAST = Timing(watch_timeout=5, inactivity=3, request_timeout=3)
@@ -39,10 +41,7 @@ def test_plan_pushes_ours_up_pulls_theirs_down_and_deletes_what_the_owner_delete
     assert plan_sync("east", "Endpoint", labelled, in_sync) == []
 
 
-async def until(check: Callable[[], bool], timeout: float = 8.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
+until = functools.partial(kubeemu_fixtures.until, timeout=8.0)
 
 
 @contextlib.asynccontextmanager

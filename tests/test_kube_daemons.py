@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,7 @@ kube_env = kubeemu_fixtures.kube_env
 KubeEnv = kubeemu_fixtures.KubeEnv
 
 
-async def until(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                result = check()
-                if asyncio.iscoroutine(result):
-                    result = await result
-                if result:
-                    return
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout} s: {what}") from None
+until = kubeemu_fixtures.until
 
 
 @contextlib.asynccontextmanager

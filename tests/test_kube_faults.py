@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from ipaddress import IPv4Network
 from typing import Any
 
@@ -28,19 +28,14 @@ from magw.sources.kube.crd import Crd
 from magw.sources.kube.reflector import Timing
 from magw.sources.kube.source import KubeSource
 from tests import kube_objects as ko
+from tests import kubeemu_fixtures
 from tests.kubeemu_fixtures import BROKER_NAMESPACE, KubeEnv, running_emulator
 
 FAST = Timing(watch_timeout=5, inactivity=2, request_timeout=1)
 WEST = IPv4Network("10.2.0.0/16")
 
 
-async def until(check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    try:
-        async with asyncio.timeout(timeout):
-            while not check():
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout} s: {what}") from None
+until = kubeemu_fixtures.until
 
 
 class Watched:

@@ -11,9 +11,9 @@ from typing import Any
 
 from magw.kubeemu import Emulator
 from tests import kube_objects as ko
-from tests.kubeemu_fixtures import BROKER_NAMESPACE, KubeEnv, running_emulator
+from tests.kubeemu_fixtures import BROKER_NAMESPACE, KubeEnv, running_emulator, until
 from tests.rbac_audit import allowed, request_of, rules_of
-from tests.test_kube_daemons import daemon, until
+from tests.test_kube_daemons import daemon
 
 NS = ko.NS
 

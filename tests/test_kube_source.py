@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "broker"
 FAST = Timing(watch_timeout=5, inactivity=3, request_timeout=5)
 
 
-async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
+until = functools.partial(kubeemu_fixtures.until, timeout=5.0)
 
 
 @contextlib.asynccontextmanager
