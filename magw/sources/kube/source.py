@@ -77,10 +77,9 @@ class KubeSource:
         for resource in resources(namespace, globalnet=globalnet, workloads=workloads):
             self.reflectors[resource.kind] = self._reflector(resource, timing)
         self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
-        self._errors: dict[tuple[str, Key], str] = {}
+        self._errors: dict[tuple[str, Key], mapping.MappingError] = {}
         self._logged_errors: dict[tuple[str, Key], str] = {}
         self._logged_problems: set[tuple[str, str]] = set()
-        self._not_yet: set[tuple[str, Key]] = set()
         self._missing_logged: str | None = None
         self._last_good: dict[Ident, Document] = {}
         self._snapshot: Snapshot | None = None
@@ -182,11 +181,7 @@ class KubeSource:
             self._docs[slot] = self._map(kind, obj)
             self._errors.pop(slot, None)
         except mapping.MappingError as exc:  # the object's last good documents stay in use
-            self._errors[slot] = str(exc)
-            if isinstance(exc, mapping.NotYet):
-                self._not_yet.add(slot)
-            else:
-                self._not_yet.discard(slot)
+            self._errors[slot] = exc
 
     def _on_change(self, kind: str, events: list[Event]) -> None:
         for event in events:
@@ -223,11 +218,11 @@ class KubeSource:
             docs.extend(mapping.config_docs(submariner, config_map))
             self._errors.pop(("Config", ("", "")), None)
         except mapping.MappingError as exc:
-            self._errors[("Config", ("", ""))] = str(exc)
+            self._errors[("Config", ("", ""))] = exc
             docs.extend(d for d in self._last_good.values() if d.kind == "Config")
         return docs
 
-    def _assemble(self, docs: list[Document], errors: Mapping[tuple[str, Key], str]) -> bool:
+    def _assemble(self, docs: list[Document], errors: Mapping[tuple[str, Key], mapping.MappingError]) -> bool:
         """Assemble ``docs``; True when the snapshot changed or this is the first complete one."""
         try:
             assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
@@ -245,15 +240,18 @@ class KubeSource:
         self._snapshot, self._accepted = assembly.snapshot, assembly.accepted
         return changed
 
-    def _report(self, problems: Any, missing: str | None, errors: Mapping[tuple[str, Key], str]) -> None:
+    def _report(
+        self, problems: Any, missing: str | None, errors: Mapping[tuple[str, Key], mapping.MappingError]
+    ) -> None:
         """Log each problem once, until it changes (as the file broker does)."""
-        for slot, error in errors.items():
+        for slot, exc in errors.items():
+            error = str(exc)
             if self._logged_errors.get(slot) != error:
-                if slot in self._not_yet:  # filled in by someone else soon (a route agent's annotation)
+                if isinstance(exc, mapping.NotYet):  # filled in by someone else soon (a route agent's annotation)
                     log.info("kube.object_not_ready", kind=slot[0], reason=error)
                 else:
                     log.warning("kube.bad_object", kind=slot[0], error=error, kept_last_good=slot in self._docs)
-        self._logged_errors = dict(errors)
+        self._logged_errors = {slot: str(exc) for slot, exc in errors.items()}
         current = {(p.file, p.error) for p in problems}
         for p in problems:
             if (p.file, p.error) not in self._logged_problems:
@@ -283,7 +281,7 @@ class KubeSource:
     async def _scan_on_loop(self) -> bool:
         return self.scan()
 
-    def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], str], version: int) -> bool:
+    def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], mapping.MappingError], version: int) -> bool:
         if not self.inputs_listed:
             return False
         with self._lock:  # the worker's pass and a scan() never overlap
