@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # What the project uses today: ip/tc/bridge (iproute2), the nft command (tests check the kernel with it),
 # libnftables through Debian's official Python binding python3-nftables (locked to libnftables1's version),
 # iperf3 (benchmarks/throughput.py), sysctl (procps; the lab), python3-venv (the virtualenv).
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv)
+# OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace; openvswitch-switch
+# gives ovs-vswitchd (userspace datapath) and ovs-vsctl for br-submariner. Tests start them by hand in temp dirs.
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central openvswitch-switch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -20,7 +22,16 @@ if ((${#missing[@]})); then
     exit 1
   fi
   apt-get update -qq
+  # Packages with daemons (openvswitch-switch, ovn-central) must not start them on the host: a policy-rc.d
+  # that refuses every start, only for this install and only if the machine has none of its own.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT  # also when the install fails
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((own_policy)); then rm -f "$policy"; fi
 fi
 
 PY=${PYTHON:-python3}
