@@ -63,7 +63,7 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 class KernelSkipGuard:
-    """Records skips of kernel-marked tests and of lab modules; a run with any of them fails."""
+    """Records skips of kernel- or ovn-marked tests and of lab modules; a run with any of them fails."""
 
     def __init__(self) -> None:
         self.skipped: list[str] = []
@@ -72,7 +72,7 @@ class KernelSkipGuard:
         self.skipped.append(f"{report.nodeid}: {_skip_reason(report)}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        ours = "kernel" in report.keywords or _lab_module(report.nodeid)
+        ours = "kernel" in report.keywords or "ovn" in report.keywords or _lab_module(report.nodeid)
         if ours and report.skipped and not hasattr(report, "wasxfail"):
             self._record(report)
 

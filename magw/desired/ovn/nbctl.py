@@ -1,0 +1,107 @@
+"""An OVN plan as ``ovn-nbctl`` commands (pure text).
+
+For people (``magw ovn plan --nbctl`` shows what a sync would create, in the tool operators know) and for the
+benchmark, which times ``ovn-nbctl`` doing the same creates in one batch against our driver
+(benchmarks/ovn_sync.py). Only creates: the commands build our rows into an NB that has none of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from magw.desired.ovn.rows import (
+    GATEWAY_KEY,
+    KEY_KEY,
+    OWNER,
+    OWNER_KEY,
+    SLOT_KEY,
+    AddressSet,
+    OvnRow,
+    OvnState,
+    Policy,
+    Router,
+    RouterPort,
+    StaticRoute,
+    Switch,
+    SwitchPort,
+    key_text,
+)
+
+
+def _q(value: str) -> str:
+    """An OVSDB string in ovn-nbctl's syntax (JSON string quoting is what it parses)."""
+    return json.dumps(value)
+
+
+def _set(values: tuple[str, ...]) -> str:
+    return "[" + ",".join(_q(v) for v in values) + "]"
+
+
+def _ids(row: OvnRow, extra: Mapping[str, str] | None = None) -> list[str]:
+    ids = {OWNER_KEY: OWNER, KEY_KEY: key_text(row), **(extra or {})}
+    return [f"external_ids:{_q(k)}={_q(v)}" for k, v in sorted(ids.items())]
+
+
+def row_commands(row: OvnRow, lb_group_uuids: Mapping[str, str], ident: int = 0) -> list[list[str]]:
+    """The ovn-nbctl commands (each an argv tail) that create ``row``; ``ident`` names its new-row reference
+    (``--id=@rN``), unique within one batch."""
+    if isinstance(row, AddressSet):
+        return [["create", "Address_Set", f"name={_q(row.name)}", f"addresses={_set(row.addresses)}", *_ids(row)]]
+    if isinstance(row, Router):
+        extra = {}
+        if row.gateway is not None:
+            extra[GATEWAY_KEY] = row.gateway
+        if row.slot is not None:
+            extra[SLOT_KEY] = str(row.slot)
+        cols = [*_ids(row, extra)]
+        if row.chassis:
+            cols.append(f"options:chassis={_q(row.chassis)}")
+        if row.lb_group:
+            cols.append(f"load_balancer_group={lb_group_uuids[row.lb_group]}")
+        return [["lr-add", row.name], ["set", "Logical_Router", row.name, *cols]]
+    if isinstance(row, Switch):
+        return [["ls-add", row.name], ["set", "Logical_Switch", row.name, *_ids(row)]]
+    if isinstance(row, RouterPort):
+        return [
+            ["lrp-add", row.router, row.name, row.mac, *row.networks],
+            ["set", "Logical_Router_Port", row.name, *_ids(row)],
+        ]
+    if isinstance(row, SwitchPort):
+        cols = [f"type={_q(row.type)}", f"addresses={_set(row.addresses)}", *_ids(row)]
+        cols += [f"options:{_q(k)}={_q(v)}" for k, v in row.options]
+        return [["lsp-add", row.switch, row.name], ["set", "Logical_Switch_Port", row.name, *cols]]
+    if isinstance(row, StaticRoute):
+        rid = f"@r{ident}"
+        return [
+            [
+                f"--id={rid}", "create", "Logical_Router_Static_Route", f"ip_prefix={_q(row.prefix)}",
+                f"nexthop={_q(row.nexthop)}", f"output_port={_q(row.output_port)}", *_ids(row),
+            ],
+            ["add", "Logical_Router", row.router, "static_routes", rid],
+        ]  # fmt: skip
+    if isinstance(row, Policy):
+        pid = f"@p{ident}"
+        return [
+            [
+                f"--id={pid}", "create", "Logical_Router_Policy", f"priority={row.priority}", f"match={_q(row.match)}",
+                "action=reroute", f"nexthops={_set(row.nexthops)}", *_ids(row),
+            ],
+            ["add", "Logical_Router", row.router, "policies", pid],
+        ]  # fmt: skip
+    raise TypeError(f"not an OVN row of ours: {row!r}")
+
+
+def state_commands(state: OvnState, lb_group_uuids: Mapping[str, str]) -> list[list[str]]:
+    """Every command creating ``state``, in dependency order (routers before their ports and routes)."""
+    return [cmd for i, row in enumerate(state.rows()) for cmd in row_commands(row, lb_group_uuids, i)]
+
+
+def batch_argv(commands: list[list[str]]) -> list[str]:
+    """One ``ovn-nbctl`` argument list running ``commands`` in one transaction (joined with ``--``)."""
+    argv: list[str] = []
+    for cmd in commands:
+        if argv:
+            argv.append("--")
+        argv += cmd
+    return argv
