@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from magw.desired.ovn.rows import Router
 from magw.desired.ovn.topology import MAX_SLOTS
 
 
@@ -36,3 +37,8 @@ def assign_slots(gateways: Iterable[str], previous: Mapping[str, int]) -> dict[s
         if gw not in slots:
             slots[gw] = next(free)
     return slots
+
+
+def observed_slots(routers: Iterable[Router]) -> dict[str, int]:
+    """The slots our routers hold now (``Router.gateway``/``slot``, read back from their external ids)."""
+    return {r.gateway: r.slot for r in routers if r.gateway is not None and r.slot is not None}
