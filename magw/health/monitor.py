@@ -129,6 +129,11 @@ class HealthMonitor:
         self._planned_role = published(merged_snapshot, self.node)
         return merged_snapshot
 
+    def health_view(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the probed health merged in, for another consumer than this node's planner (the
+        OVN syncer a route agent hosts): unlike ``planning_snapshot`` it remembers nothing."""
+        return self._merged(snapshot)
+
     def synced(self, ok: bool) -> None:
         """The route agent's sync of the last plan ended (``ok``: nothing failed): the kernel holds that plan."""
         if ok and self._planned_role is not None:
