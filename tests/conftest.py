@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.netns import can_use_netns, netns
+from tests.ovn_fixture import ovn_dbs  # noqa: F401  # the fixture, for every test module
 
 # No deadlines: these machines are shared and timing is noisy. CI runs a fixed, modest number of examples.
 settings.register_profile("default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,143 @@
+"""The OVN driver: our NB rows through ovsdbapp's IDL, one transaction per sync; SB chassis read-only.
+
+Reads and writes run as ovsdbapp commands, so they happen in the connection's own thread against the IDL's
+replica (never a concurrent read of rows the IDL thread is updating). ``apply`` is ONE command in ONE
+transaction: it checks the plan's foreign needs and our names first and raises ``OvnInputError`` before any
+change, so a refused sync writes nothing; an error from the server aborts the whole transaction too.
+
+Children are linked into their parents in the same transaction as they are created (the NB's ports, routes
+and policies are not root rows: unreferenced, the server deletes them). We never use ``lr_route_add``
+(ovsdbapp 3.0.0 mishandles several on one router in one transaction): every row is written column by column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from ovsdbapp.backend.ovs_idl import command, connection, idlutils
+from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl
+from ovsdbapp.schema.ovn_southbound import impl_idl as sb_impl
+
+from magw.desired.ovn.planner import OvnPlan
+from magw.desired.ovn.rows import OvnState
+from magw.drivers.ovn.nbrows import NbWriter, OvnInputError, observe_rows
+from magw.reconcile.ovndiff import OvnChangeSet, ovn_diff
+
+NB_TABLES = (
+    "Logical_Router",
+    "Logical_Router_Port",
+    "Logical_Router_Static_Route",
+    "Logical_Router_Policy",
+    "Logical_Switch",
+    "Logical_Switch_Port",
+    "Address_Set",
+    "Load_Balancer_Group",
+)
+SB_TABLES = ("Chassis",)
+
+
+class OvnConnectError(RuntimeError):
+    """A database could not be reached or did not answer in time (one line: which, and why)."""
+
+
+class _Run(command.BaseCommand):  # type: ignore[misc]  # ovsdbapp is untyped
+    """Runs ``fn(tables, txn)`` in the connection thread, inside the transaction."""
+
+    def __init__(self, api: Any, fn: Callable[[Any, Any], Any]) -> None:
+        super().__init__(api)
+        self.fn = fn
+
+    def run_idl(self, txn: Any) -> None:
+        self.result = self.fn(self.api.tables, txn)
+
+
+def _open(remote: str, schema: str, tables: tuple[str, ...], timeout: float) -> connection.Connection:
+    try:
+        helper = idlutils.get_schema_helper(remote, schema)
+    except Exception as exc:
+        raise OvnConnectError(f"ovn: cannot reach {schema} at {remote}: {exc}") from None
+    for table in tables:
+        helper.register_table(table)
+    return connection.Connection(connection.OvsdbIdl(remote, helper), timeout=int(max(1, timeout)))
+
+
+def _api(impl: type, conn: connection.Connection, remote: str, timeout: float) -> Any:
+    """An ovsdbapp API object of its own over ``conn`` (started here).
+
+    ovsdbapp keeps the connection in a CLASS attribute, set only once per process: a second driver (another
+    database, or a reconnect) would silently reuse the first connection. A subclass per driver has its own.
+    """
+    own = type(f"Magw{impl.__name__}", (impl,), {"_ovsdb_connection": None})
+    try:
+        return own(conn)
+    except Exception as exc:
+        conn.stop()
+        raise OvnConnectError(
+            f"ovn: {getattr(impl, 'schema', impl.__name__)} at {remote} did not sync in {timeout:g} s: {exc}"
+        ) from None
+
+
+@attrs.define
+class OvnNbDriver:
+    """Our rows in one NB, and the chassis of its SB."""
+
+    nb_api: Any
+    sb_api: Any
+    _conns: list[connection.Connection]
+
+    def _run(self, api: Any, fn: Callable[[Any, Any], Any]) -> Any:
+        cmd = _Run(api, fn)
+        with api.transaction(check_error=True) as txn:
+            txn.add(cmd)
+        return cmd.result
+
+    def observe(self) -> OvnState:
+        state: OvnState = self._run(self.nb_api, lambda tables, _txn: observe_rows(tables))
+        return state
+
+    def chassis_by_hostname(self) -> dict[str, str]:
+        def read(tables: Any, _txn: Any) -> dict[str, str]:
+            return {r.hostname: r.name for r in tables["Chassis"].rows.values() if r.hostname}
+
+        chassis: dict[str, str] = self._run(self.sb_api, read)
+        return chassis
+
+    def check(self, plan: OvnPlan) -> None:
+        """OvnInputError when a chassis the plan pins to is not in the SB (the NB needs are checked in apply)."""
+        known = set(self.chassis_by_hostname().values())
+        missing = [c for c in plan.needs_chassis if c not in known]
+        if missing:
+            raise OvnInputError(f"ovn: SB has no chassis {', '.join(missing)}")
+
+    def apply(self, changes: OvnChangeSet, plan: OvnPlan | None) -> int:
+        """Carry ``changes`` out in one transaction; the number of row operations. Nothing written on error."""
+        if plan is not None:
+            self.check(plan)
+        if changes.empty:
+            return 0
+        self._run(self.nb_api, lambda tables, txn: NbWriter(tables, txn).apply(changes, plan))
+        return len(changes)
+
+    def cleanup(self) -> int:
+        """Delete every row of ours, in one transaction (foreign parents keep everything but our references)."""
+        return self.apply(ovn_diff(OvnState(), self.observe()), None)
+
+    def close(self) -> None:
+        for conn in self._conns:
+            conn.stop()
+        self._conns.clear()
+
+
+def connect(nb_remote: str, sb_remote: str, timeout: float = 10.0) -> OvnNbDriver:
+    """Connect to the NB and the SB; OvnConnectError (one line) when either cannot be reached."""
+    nb = _open(nb_remote, "OVN_Northbound", NB_TABLES, timeout)
+    nb_api = _api(nb_impl.OvnNbApiIdlImpl, nb, nb_remote, timeout)
+    try:
+        sb = _open(sb_remote, "OVN_Southbound", SB_TABLES, timeout)
+        sb_api = _api(sb_impl.OvnSbApiIdlImpl, sb, sb_remote, timeout)
+    except OvnConnectError:
+        nb.stop()
+        raise
+    return OvnNbDriver(nb_api, sb_api, [nb, sb])

@@ -1,0 +1,230 @@
+"""Our rows as the OVSDB IDL holds them: reading them into ``OvnState`` and writing a change set.
+
+Both run inside an ovsdbapp command (``nbdriver``), in the IDL's thread. ``tables`` is the IDL's
+``{name: Table}``; a row's columns are attributes (``row.name``, ``row.ports``, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from magw.desired.ovn.planner import OvnPlan
+from magw.desired.ovn.rows import (
+    GATEWAY_KEY,
+    KEY_KEY,
+    OWNER,
+    OWNER_KEY,
+    SLOT_KEY,
+    AddressSet,
+    OvnRow,
+    OvnState,
+    Policy,
+    Router,
+    RouterPort,
+    StaticRoute,
+    Switch,
+    SwitchPort,
+    key_text,
+)
+from magw.reconcile.ovndiff import OvnChangeSet
+
+# Where a child row is referenced from: (parent table, parent column).
+_PARENT = {
+    "Logical_Router_Port": ("Logical_Router", "ports"),
+    "Logical_Switch_Port": ("Logical_Switch", "ports"),
+    "Logical_Router_Static_Route": ("Logical_Router", "static_routes"),
+    "Logical_Router_Policy": ("Logical_Router", "policies"),
+}
+_NAMED = ("Logical_Router", "Logical_Switch", "Logical_Router_Port", "Logical_Switch_Port", "Address_Set")
+
+
+class OvnInputError(ValueError):
+    """The NB lacks what the plan relies on, or holds a foreign row with one of our names: nothing written."""
+
+
+def _ours(row: Any) -> bool:
+    return bool(row.external_ids.get(OWNER_KEY) == OWNER)
+
+
+def _parents(tables: Any, child_table: str) -> dict[Any, str]:
+    """Child row uuid -> the name of the row referencing it."""
+    parent_table, column = _PARENT[child_table]
+    return {child.uuid: p.name for p in tables[parent_table].rows.values() for child in getattr(p, column)}
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def observe_rows(tables: Any) -> OvnState:
+    """Every row of ours, with its parent and its real columns (drift shows as a difference)."""
+
+    def ours(table: str) -> list[Any]:
+        return [r for r in tables[table].rows.values() if _ours(r)]
+
+    lrp_parent = _parents(tables, "Logical_Router_Port")
+    lsp_parent = _parents(tables, "Logical_Switch_Port")
+    route_parent = _parents(tables, "Logical_Router_Static_Route")
+    policy_parent = _parents(tables, "Logical_Router_Policy")
+    return OvnState(
+        address_sets=[AddressSet(name=r.name, addresses=r.addresses) for r in ours("Address_Set")],
+        routers=[
+            Router(
+                name=r.name,
+                chassis=r.options.get("chassis"),
+                lb_group=r.load_balancer_group[0].name if r.load_balancer_group else None,
+                gateway=r.external_ids.get(GATEWAY_KEY),
+                slot=_int(r.external_ids.get(SLOT_KEY)),
+            )
+            for r in ours("Logical_Router")
+        ],
+        switches=[Switch(name=r.name) for r in ours("Logical_Switch")],
+        router_ports=[
+            RouterPort(name=r.name, router=lrp_parent.get(r.uuid, ""), mac=r.mac, networks=r.networks)
+            for r in ours("Logical_Router_Port")
+        ],
+        switch_ports=[
+            SwitchPort(
+                name=r.name, switch=lsp_parent.get(r.uuid, ""), type=r.type, addresses=r.addresses, options=r.options
+            )
+            for r in ours("Logical_Switch_Port")
+        ],
+        routes=[
+            StaticRoute(
+                router=route_parent.get(r.uuid, ""),
+                prefix=r.ip_prefix,
+                nexthop=r.nexthop,
+                output_port=r.output_port[0] if r.output_port else "",
+            )
+            for r in ours("Logical_Router_Static_Route")
+        ],
+        policies=[
+            Policy(router=policy_parent.get(r.uuid, ""), priority=r.priority, match=r.match, nexthops=r.nexthops)
+            for r in ours("Logical_Router_Policy")
+            if r.action == "reroute"
+        ],
+    )
+
+
+class NbWriter:
+    """Writes one change set into one IDL transaction (after checking everything it relies on)."""
+
+    def __init__(self, tables: Any, txn: Any) -> None:
+        self.tables = tables
+        self.txn = txn
+        self.by_name: dict[str, dict[str, Any]] = {
+            t: {r.name: r for r in tables[t].rows.values()} for t in (*_NAMED, "Load_Balancer_Group")
+        }
+        self.ours_by_key: dict[str, dict[str, Any]] = {
+            t: {r.external_ids.get(KEY_KEY): r for r in tables[t].rows.values() if _ours(r)}
+            for t in (*_NAMED, "Logical_Router_Static_Route", "Logical_Router_Policy")
+        }
+
+    # -- checks ------------------------------------------------------------------------------------------
+
+    def check(self, changes: OvnChangeSet, plan: OvnPlan | None) -> None:
+        problems: list[str] = []
+        if plan is not None:
+            routers = self.by_name["Logical_Router"]
+            problems += [f"no Logical_Router {n!r}" for n in plan.needs_routers if n not in routers]
+            groups = self.by_name["Load_Balancer_Group"]
+            problems += [f"no Load_Balancer_Group {n!r}" for n in plan.needs_lb_groups if n not in groups]
+        for row in changes.creates:
+            if row.table in _NAMED:
+                existing = self.by_name[row.table].get(key_text(row))
+                if existing is not None and not _ours(existing):
+                    problems.append(f"a {row.table} named {row.key!r} exists and is not magw's")
+        if problems:
+            raise OvnInputError("ovn: refusing to write the NB: " + "; ".join(problems))
+
+    # -- writing -----------------------------------------------------------------------------------------
+
+    def apply(self, changes: OvnChangeSet, plan: OvnPlan | None) -> None:
+        self.check(changes, plan)
+        for row in changes.deletes:
+            self._delete(row)
+        for row in changes.creates:
+            self._create(row)
+        for update in changes.updates:
+            self._update(update.old, update.new)
+
+    def _ids(self, row: OvnRow) -> dict[str, str]:
+        ids = {OWNER_KEY: OWNER, KEY_KEY: key_text(row)}
+        if isinstance(row, Router):
+            if row.gateway is not None:
+                ids[GATEWAY_KEY] = row.gateway
+            if row.slot is not None:
+                ids[SLOT_KEY] = str(row.slot)
+        return ids
+
+    def _parent(self, table: str, name: str) -> Any:
+        row = self.by_name[table].get(name)
+        if row is None:
+            raise OvnInputError(f"ovn: no {table} {name!r} to attach to")
+        return row
+
+    def _find(self, row: OvnRow) -> Any:
+        found = self.ours_by_key[row.table].get(key_text(row))
+        if found is None:
+            raise OvnInputError(f"ovn: our {row.table} {key_text(row)!r} went away during the sync")
+        return found
+
+    def _create(self, row: OvnRow) -> None:
+        new = self.txn.insert(self.tables[row.table])
+        new.external_ids = self._ids(row)
+        self._columns(new, row)
+        if row.table in _NAMED:
+            self.by_name[row.table][key_text(row)] = new
+        self.ours_by_key[row.table][key_text(row)] = new
+        if row.table in _PARENT:
+            parent_table, column = _PARENT[row.table]
+            self._parent(parent_table, self._parent_name(row)).addvalue(column, new.uuid)
+
+    def _update(self, old: OvnRow, new: OvnRow) -> None:
+        row = self._find(old)
+        row.external_ids = self._ids(new)
+        self._columns(row, new)
+        if new.table in _PARENT and self._parent_name(old) != self._parent_name(new):  # moved to another parent
+            parent_table, column = _PARENT[new.table]
+            previous = self.by_name[parent_table].get(self._parent_name(old))
+            if previous is not None:
+                previous.delvalue(column, row.uuid)
+            self._parent(parent_table, self._parent_name(new)).addvalue(column, row.uuid)
+
+    def _delete(self, row: OvnRow) -> None:
+        found = self._find(row)
+        if row.table in _PARENT:
+            parent_table, column = _PARENT[row.table]
+            parent = self.by_name[parent_table].get(self._parent_name(row))
+            if parent is not None:
+                parent.delvalue(column, found.uuid)
+        found.delete()
+
+    @staticmethod
+    def _parent_name(row: OvnRow) -> str:
+        if isinstance(row, RouterPort | StaticRoute | Policy):
+            return row.router
+        if isinstance(row, SwitchPort):
+            return row.switch
+        return ""
+
+    def _columns(self, target: Any, row: OvnRow) -> None:
+        if isinstance(row, AddressSet):
+            target.name, target.addresses = row.name, list(row.addresses)
+        elif isinstance(row, Router):
+            target.name = row.name
+            target.options = {"chassis": row.chassis} if row.chassis else {}
+            group = self.by_name["Load_Balancer_Group"].get(row.lb_group) if row.lb_group else None
+            target.load_balancer_group = [group.uuid] if group is not None else []
+        elif isinstance(row, Switch):
+            target.name = row.name
+        elif isinstance(row, RouterPort):
+            target.name, target.mac, target.networks = row.name, row.mac, list(row.networks)
+        elif isinstance(row, SwitchPort):
+            target.name, target.type = row.name, row.type
+            target.addresses, target.options = list(row.addresses), dict(row.options)
+        elif isinstance(row, StaticRoute):
+            target.ip_prefix, target.nexthop, target.output_port = row.prefix, row.nexthop, [row.output_port]
+        elif isinstance(row, Policy):
+            target.priority, target.match, target.action = row.priority, row.match, "reroute"
+            target.nexthops = list(row.nexthops)
