@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # iperf3 (benchmarks/throughput.py), sysctl (procps; the lab), python3-venv (the virtualenv).
 # OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace; openvswitch-switch
 # gives ovs-vswitchd (userspace datapath) and ovs-vsctl for br-submariner. Tests start them by hand in temp dirs.
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central openvswitch-switch)
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central openvswitch-switch python3-openvswitch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -61,4 +61,17 @@ ln -sfn "$nft_pkg" "$nft_dir/nftables"
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$nft_dir" >"$site/debian-nftables.pth"
 .venv/bin/python -c 'import nftables' || { echo "setup: the venv cannot import nftables" >&2; exit 1; }
+# pip's `ovs` (under ovsdbapp) has no compiled JSON parser: its pure-Python one was most of a large OVN sync's
+# time (docs/ovn-driver.md). Debian's python3-openvswitch ships the C one (ovs/_json, for CPython 3.11, linked to
+# Debian's libopenvswitch); link it into the venv's ovs package, where ovs.json picks it up when it imports.
+ovs_json=$(ls /usr/lib/python3/dist-packages/ovs/_json.cpython-*.so 2>/dev/null | head -1 || true)
+ovs_dir=$(.venv/bin/python -c 'import os, ovs; print(os.path.dirname(ovs.__file__))')
+abi=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+if [ -n "$ovs_json" ] && [ "$(basename "$ovs_json")" = "_json$abi" ]; then
+  ln -sfn "$ovs_json" "$ovs_dir/_json$abi"
+  .venv/bin/python -c 'import ovs.json, sys; sys.exit(ovs.json.PARSER != "C")' \
+    || { echo "setup: Debian's ovs/_json does not load in the venv; removing it (pure-Python parser)" >&2; rm -f "$ovs_dir/_json$abi"; }
+else
+  echo "setup: no C JSON parser for the venv's Python in python3-openvswitch; OVN syncs use the slower pure-Python one"
+fi
 echo "setup: ready"
