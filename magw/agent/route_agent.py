@@ -27,6 +27,8 @@ from magw.agent.drivers import LazyDriver, fake_driver, real_node_driver
 from magw.agent.health_options import HealthSettings, add_health_arguments, endpoint_ttl, health_settings
 from magw.agent.healthcheck import build_monitor
 from magw.agent.options import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OneLineParser, common_parser, parse
+from magw.agent.ovn_host import add_ovn_arguments, check_ovn_arguments, hosted_syncer
+from magw.agent.ovn_syncer import OvnSyncer
 from magw.agent.runner import run_until_signalled, start_metrics, write_json_atomic
 from magw.desired.planner import plan
 from magw.desired.state import DesiredState
@@ -60,6 +62,7 @@ class RouteAgent:
     registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
     status_file: str | None = None
     health: HealthMonitor | None = None
+    ovn: OvnSyncer | None = None  # the OVN syncer this agent hosts (--ovn-nb), run beside the reconciler
     reconciler: Reconciler = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
@@ -158,7 +161,14 @@ class RouteAgent:
             failed=len(result.failures),
             error=result.error,
         )
-        return EXIT_OK if result.ok else EXIT_FAILURE
+        ovn_ok = True
+        if self.ovn is not None:  # the hosted OVN syncer's one sync (its result goes to the log and its status)
+            ovn = await self.ovn.sync()
+            ovn_ok = ovn is not None and ovn.ok
+            close = getattr(self.ovn.driver, "close", None)
+            if close is not None:
+                await asyncio.to_thread(close)
+        return EXIT_OK if result.ok and ovn_ok else EXIT_FAILURE
 
     async def serve(self, stop: asyncio.Event) -> int:
         """Follow the broker and reconcile until ``stop`` is set."""
@@ -170,6 +180,8 @@ class RouteAgent:
         health_stop = asyncio.Event()
         if self.health is not None:
             tasks.add(asyncio.create_task(self.health.run(health_stop), name="health"))
+        if self.ovn is not None:
+            tasks.add(asyncio.create_task(self.ovn.run(health_stop), name="ovn-syncer"))
         stopper = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
         code = EXIT_OK
@@ -184,6 +196,10 @@ class RouteAgent:
         with contextlib.suppress(asyncio.CancelledError):
             await stopper
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.ovn is not None:
+            close = getattr(self.ovn.driver, "close", None)
+            if close is not None:
+                await asyncio.to_thread(close)
         log.info("route_agent.stopped", node=self.node, syncs=self.reconciler.syncs, code=code)
         return code
 
@@ -205,6 +221,7 @@ def build_parser() -> OneLineParser:
         "first local address inside the cluster's pod CIDRs)",
     )
     add_health_arguments(p)
+    add_ovn_arguments(p)
     return p
 
 
@@ -258,7 +275,7 @@ def _agent(
     driver: Driver,
     picker: StrategyPicker,
 ) -> RouteAgent:
-    return RouteAgent(
+    agent = RouteAgent(
         broker=source,
         node=args.node,
         driver=driver,
@@ -268,12 +285,15 @@ def _agent(
         health=build_monitor(args.node, health, allow_initial=args.allow_init_netns),
         registry=REGISTRY,
     )
+    agent.ovn = hosted_syncer(args, source, agent.health, args.resync_period)
+    return agent
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     health = health_settings(parser, args)
+    check_ovn_arguments(parser, args)
     configure_logging(args.log_format, args.log_level)
     refused = None if args.fake else current_netns_refusal("program", allow=args.allow_init_netns)
     if refused is not None:  # the host's namespace, or one we cannot tell from it
