@@ -22,7 +22,7 @@ from ovsdbapp.schema.ovn_southbound import impl_idl as sb_impl
 
 from magw.desired.ovn.planner import OvnPlan
 from magw.desired.ovn.rows import OvnState
-from magw.drivers.ovn.nbrows import NbWriter, OvnInputError, observe_rows
+from magw.drivers.ovn.nbrows import NbWriter, observe_rows, refuse
 from magw.reconcile.ovndiff import OvnChangeSet, ovn_diff
 
 # Only the columns we read or write: the IDL parses every registered column of every row it receives,
@@ -107,20 +107,32 @@ class OvnNbDriver:
         chassis: dict[str, str] = self._run(self.sb_api, read)
         return chassis
 
-    def check(self, plan: OvnPlan) -> None:
-        """OvnInputError when a chassis the plan pins to is not in the SB (the NB needs are checked in apply)."""
+    def _chassis_problems(self, plan: OvnPlan | None) -> list[str]:
+        if plan is None or not plan.needs_chassis:
+            return []
         known = set(self.chassis_by_hostname().values())
-        missing = [c for c in plan.needs_chassis if c not in known]
-        if missing:
-            raise OvnInputError(f"ovn: SB has no chassis {', '.join(missing)}")
+        return [f"no SB Chassis {c!r}" for c in plan.needs_chassis if c not in known]
+
+    def check(self, plan: OvnPlan, changes: OvnChangeSet | None = None) -> None:
+        """OvnInputError (one line, every problem) when the plan's foreign router, LB group or SB chassis is
+        missing, or a row ``changes`` (default: the diff from what we own now) would create by name exists and
+        is not ours. Reads only."""
+
+        def nb_problems(tables: Any, _txn: Any) -> list[str]:
+            todo = changes if changes is not None else ovn_diff(plan.state, observe_rows(tables))
+            return NbWriter(tables, None).problems(todo, plan)
+
+        refuse(self._chassis_problems(plan) + self._run(self.nb_api, nb_problems))
 
     def apply(self, changes: OvnChangeSet, plan: OvnPlan | None) -> int:
-        """Carry ``changes`` out in one transaction; the number of row operations. Nothing written on error."""
-        if plan is not None:
-            self.check(plan)
+        """Carry ``changes`` out in one transaction; the number of row operations. Nothing written on error.
+
+        The NB checks run inside that transaction's command, against the replica the writes are made from."""
+        chassis = self._chassis_problems(plan)
         if changes.empty:
+            refuse(chassis)
             return 0
-        self._run(self.nb_api, lambda tables, txn: NbWriter(tables, txn).apply(changes, plan))
+        self._run(self.nb_api, lambda tables, txn: NbWriter(tables, txn).apply(changes, plan, chassis))
         return len(changes)
 
     def cleanup(self) -> int:

@@ -29,7 +29,7 @@ from magw.desired.ovn.rows import (
 from magw.reconcile.ovndiff import OvnChangeSet
 
 # Where a child row is referenced from: (parent table, parent column).
-_PARENT = {
+PARENT = {
     "Logical_Router_Port": ("Logical_Router", "ports"),
     "Logical_Switch_Port": ("Logical_Switch", "ports"),
     "Logical_Router_Static_Route": ("Logical_Router", "static_routes"),
@@ -42,18 +42,31 @@ class OvnInputError(ValueError):
     """The NB lacks what the plan relies on, or holds a foreign row with one of our names: nothing written."""
 
 
+def refuse(problems: list[str]) -> None:
+    """OvnInputError listing every problem on one line (nothing when there is none)."""
+    if problems:
+        raise OvnInputError("ovn: refusing to write the NB: " + "; ".join(problems))
+
+
 def _ours(row: Any) -> bool:
     return bool(row.external_ids.get(OWNER_KEY) == OWNER)
 
 
 def _parents(tables: Any, child_table: str) -> dict[Any, str]:
     """Child row uuid -> the name of the row referencing it."""
-    parent_table, column = _PARENT[child_table]
+    parent_table, column = PARENT[child_table]
     return {child.uuid: p.name for p in tables[parent_table].rows.values() for child in getattr(p, column)}
 
 
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
+
+
+def _hops(policy: Any) -> list[str]:
+    """A policy's nexthops; one of ours whose action is no longer ``reroute`` gets a marker nexthop, so the diff
+    sees it differ from the plan and the update rewrites the action too."""
+    hops = list(policy.nexthops)
+    return hops if policy.action == "reroute" else [*hops, f"<action {policy.action}>"]
 
 
 def observe_rows(tables: Any) -> OvnState:
@@ -99,9 +112,8 @@ def observe_rows(tables: Any) -> OvnState:
             for r in ours("Logical_Router_Static_Route")
         ],
         policies=[
-            Policy(router=policy_parent.get(r.uuid, ""), priority=r.priority, match=r.match, nexthops=r.nexthops)
+            Policy(router=policy_parent.get(r.uuid, ""), priority=r.priority, match=r.match, nexthops=_hops(r))
             for r in ours("Logical_Router_Policy")
-            if r.action == "reroute"
         ],
     )
 
@@ -112,8 +124,9 @@ class NbWriter:
     def __init__(self, tables: Any, txn: Any) -> None:
         self.tables = tables
         self.txn = txn
+        # By name; where a foreign row has the name of one of ours, ours (written last) wins.
         self.by_name: dict[str, dict[str, Any]] = {
-            t: {r.name: r for r in tables[t].rows.values()} for t in (*_NAMED, "Load_Balancer_Group")
+            t: {r.name: r for r in sorted(tables[t].rows.values(), key=_ours)} for t in (*_NAMED, "Load_Balancer_Group")
         }
         self.ours_by_key: dict[str, dict[str, Any]] = {
             t: {r.external_ids.get(KEY_KEY): r for r in tables[t].rows.values() if _ours(r)}
@@ -122,25 +135,27 @@ class NbWriter:
 
     # -- checks ------------------------------------------------------------------------------------------
 
-    def check(self, changes: OvnChangeSet, plan: OvnPlan | None) -> None:
+    def problems(self, changes: OvnChangeSet | None, plan: OvnPlan | None) -> list[str]:
+        """What the NB lacks for ``plan``, and every foreign row holding a name we would create."""
         problems: list[str] = []
         if plan is not None:
             routers = self.by_name["Logical_Router"]
             problems += [f"no Logical_Router {n!r}" for n in plan.needs_routers if n not in routers]
             groups = self.by_name["Load_Balancer_Group"]
             problems += [f"no Load_Balancer_Group {n!r}" for n in plan.needs_lb_groups if n not in groups]
-        for row in changes.creates:
-            if row.table in _NAMED:
-                existing = self.by_name[row.table].get(key_text(row))
-                if existing is not None and not _ours(existing):
-                    problems.append(f"a {row.table} named {row.key!r} exists and is not magw's")
-        if problems:
-            raise OvnInputError("ovn: refusing to write the NB: " + "; ".join(problems))
+        creates = changes.creates if changes is not None else ()
+        for row in creates:
+            if row.table in _NAMED and any(
+                r.name == key_text(row) and not _ours(r) for r in self.tables[row.table].rows.values()
+            ):
+                problems.append(f"a {row.table} named {row.key!r} exists and is not magw's")
+        return problems
 
     # -- writing -----------------------------------------------------------------------------------------
 
-    def apply(self, changes: OvnChangeSet, plan: OvnPlan | None) -> None:
-        self.check(changes, plan)
+    def apply(self, changes: OvnChangeSet, plan: OvnPlan | None, problems: list[str] | None = None) -> None:
+        """Check (``problems``: found elsewhere, e.g. in the SB), then write; OvnInputError before any write."""
+        refuse(self.problems(changes, plan) + list(problems or ()))
         for row in changes.deletes:
             self._delete(row)
         for row in changes.creates:
@@ -176,16 +191,16 @@ class NbWriter:
         if row.table in _NAMED:
             self.by_name[row.table][key_text(row)] = new
         self.ours_by_key[row.table][key_text(row)] = new
-        if row.table in _PARENT:
-            parent_table, column = _PARENT[row.table]
+        if row.table in PARENT:
+            parent_table, column = PARENT[row.table]
             self._parent(parent_table, self._parent_name(row)).addvalue(column, new.uuid)
 
     def _update(self, old: OvnRow, new: OvnRow) -> None:
         row = self._find(old)
         row.external_ids = self._ids(new)
         self._columns(row, new)
-        if new.table in _PARENT and self._parent_name(old) != self._parent_name(new):  # moved to another parent
-            parent_table, column = _PARENT[new.table]
+        if new.table in PARENT and self._parent_name(old) != self._parent_name(new):  # moved to another parent
+            parent_table, column = PARENT[new.table]
             previous = self.by_name[parent_table].get(self._parent_name(old))
             if previous is not None:
                 previous.delvalue(column, row.uuid)
@@ -193,8 +208,8 @@ class NbWriter:
 
     def _delete(self, row: OvnRow) -> None:
         found = self._find(row)
-        if row.table in _PARENT:
-            parent_table, column = _PARENT[row.table]
+        if row.table in PARENT:
+            parent_table, column = PARENT[row.table]
             parent = self.by_name[parent_table].get(self._parent_name(row))
             if parent is not None:
                 parent.delvalue(column, found.uuid)
@@ -224,7 +239,8 @@ class NbWriter:
             target.name, target.type = row.name, row.type
             target.addresses, target.options = list(row.addresses), dict(row.options)
         elif isinstance(row, StaticRoute):
-            target.ip_prefix, target.nexthop, target.output_port = row.prefix, row.nexthop, [row.output_port]
+            target.ip_prefix, target.nexthop = row.prefix, row.nexthop
+            target.output_port = [row.output_port] if row.output_port else []
         elif isinstance(row, Policy):
             target.priority, target.match, target.action = row.priority, row.match, "reroute"
             target.nexthops = list(row.nexthops)
