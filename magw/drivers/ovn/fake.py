@@ -109,6 +109,10 @@ class FakeOvnNb:
         cols = {"priority": priority, "match": match, "action": action, "nexthops": list(nexthops), **columns}
         return self._add("Logical_Router_Policy", ("Logical_Router", router), cols)
 
+    def lr_del(self, name: str) -> None:
+        """Delete the router ``name`` (its ports, routes and policies go with it)."""
+        self._transact(lambda db: _named(db, "Logical_Router", name).delete())
+
     def lb_group_add(self, name: str) -> str:
         return self._add("Load_Balancer_Group", None, {"name": name})
 

@@ -37,7 +37,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "Logical_Switch": {"name": "", "ports": [], "load_balancer_group": [], "other_config": {}, "external_ids": {}},
     "Logical_Switch_Port": {"name": "", "type": "", "addresses": [], "options": {}, "external_ids": {}},
     "Address_Set": {"name": "", "addresses": [], "external_ids": {}},
-    "Load_Balancer_Group": {"name": "", "external_ids": {}},
+    "Load_Balancer_Group": {"name": "", "load_balancer": []},  # no external_ids in the NB schema
 }  # fmt: skip
 # Reference columns: (table, column) -> the referenced table (all strong, as in the NB schema).
 REFS: dict[tuple[str, str], str] = {

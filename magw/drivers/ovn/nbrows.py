@@ -126,8 +126,9 @@ class NbWriter:
         self.txn = txn
         # By name; where a foreign row has the name of one of ours, ours (written last) wins.
         self.by_name: dict[str, dict[str, Any]] = {
-            t: {r.name: r for r in sorted(tables[t].rows.values(), key=_ours)} for t in (*_NAMED, "Load_Balancer_Group")
+            t: {r.name: r for r in sorted(tables[t].rows.values(), key=_ours)} for t in _NAMED
         }
+        self.by_name["Load_Balancer_Group"] = {r.name: r for r in tables["Load_Balancer_Group"].rows.values()}
         self.ours_by_key: dict[str, dict[str, Any]] = {
             t: {r.external_ids.get(KEY_KEY): r for r in tables[t].rows.values() if _ours(r)}
             for t in (*_NAMED, "Logical_Router_Static_Route", "Logical_Router_Policy")
