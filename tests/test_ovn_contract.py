@@ -17,8 +17,9 @@ import attrs
 import pytest
 
 from magw.desired.ovn.planner import OvnInputs, OvnPlan, plan_ovn
-from magw.desired.ovn.rows import OvnState, Policy, Router, RouterPort, StaticRoute
+from magw.desired.ovn.rows import OvnRow, OvnState, Policy, Router, RouterPort, StaticRoute
 from magw.drivers.ovn import OvnInputError
+from magw.drivers.ovn.nbrows import NbWriter
 from magw.model import Snapshot
 from magw.reconcile.ovndiff import OvnChangeSet, ovn_diff
 from tests.ovn_contract_worlds import NB_TABLES, FakeWorld, RealWorld, Rows, World
@@ -267,3 +268,44 @@ def test_close_stops_the_connection_threads(tmp_path: Path) -> None:
         real.driver.close()
         assert set(threading.enumerate()) <= threads
     assert sorted(t.name for t in set(threading.enumerate()) - threads) == []
+
+
+def test_a_failure_halfway_through_the_writes_leaves_nothing_written(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.seed()
+    plan = plan_for(world, east_snapshot())
+    changes = ovn_diff(plan.state, world.driver.observe())
+    before, commits = world.rows(), world.commits()
+    create, done = NbWriter._create, []
+
+    def failing_create(self: NbWriter, row: OvnRow) -> None:
+        if len(done) == 10:
+            raise RuntimeError("injected failure after 10 creates")
+        create(self, row)
+        done.append(row)
+
+    monkeypatch.setattr(NbWriter, "_create", failing_create)
+    with pytest.raises(RuntimeError, match="injected"):
+        world.driver.apply(changes, plan)
+    assert len(done) == 10
+    assert world.rows() == before
+    assert world.commits() == commits
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        (Policy(router="ovn_cluster_router", priority=40000, match="ip4", nexthops=["192.0.2.1"]), "40000"),
+        (RouterPort(name="mg_p", router="mg_a", mac="00:00:00:00:00:01", networks=[]), "'mg_p'"),
+    ],
+)
+def test_a_value_the_nb_cannot_hold_is_refused_before_writing(world: World, row: OvnRow, needle: str) -> None:
+    """The Python IDL would silently write the column's default instead (priority 0, networks [""])."""
+    world.seed()
+    before, commits = world.rows(), world.commits()
+    bad = OvnState(routers=[Router(name="mg_a")], **{"policies" if isinstance(row, Policy) else "router_ports": [row]})
+    with pytest.raises(OvnInputError, match=needle):
+        world.driver.apply(ovn_diff(bad, world.driver.observe()), None)
+    assert world.rows() == before
+    assert world.commits() == commits

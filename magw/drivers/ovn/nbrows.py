@@ -118,6 +118,16 @@ def observe_rows(tables: Any) -> OvnState:
     )
 
 
+def _invalid(row: OvnRow) -> str | None:
+    """Why the NB cannot hold ``row`` as it is. The Python IDL does not refuse such values: it silently writes
+    the column's default (priority 0, networks ``[""]``), so we refuse them here."""
+    if isinstance(row, Policy) and not 0 <= row.priority <= 32767:
+        return f"policy {key_text(row)!r} has priority {row.priority}, outside 0..32767"
+    if isinstance(row, RouterPort) and not (row.networks and row.mac):
+        return f"router port {row.name!r} needs a MAC and networks"
+    return None
+
+
 class NbWriter:
     """Writes one change set into one IDL transaction (after checking everything it relies on)."""
 
@@ -145,6 +155,8 @@ class NbWriter:
             groups = self.by_name["Load_Balancer_Group"]
             problems += [f"no Load_Balancer_Group {n!r}" for n in plan.needs_lb_groups if n not in groups]
         creates = changes.creates if changes is not None else ()
+        written = [*creates, *(u.new for u in changes.updates)] if changes is not None else []
+        problems += [p for row in written if (p := _invalid(row))]
         for row in creates:
             if row.table in _NAMED and any(
                 r.name == key_text(row) and not _ours(r) for r in self.tables[row.table].rows.values()
