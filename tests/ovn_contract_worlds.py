@@ -133,17 +133,27 @@ class RealWorld:
         from magw.drivers.ovn import connect
 
         with ovn_databases(tmp_path / "ovn", northd=False) as dbs:
-            driver = connect(dbs.nb, dbs.sb, timeout=10)
+            world = cls(dbs, connect(dbs.nb, dbs.sb, timeout=10))
             try:
-                yield cls(dbs, driver)
+                yield world
             finally:
-                driver.close()
+                world.driver.close()
+
+    def _reconnect(self) -> None:
+        """A driver whose replica holds what ovn-nbctl just committed. The running driver's IDL receives it
+        too, but asynchronously: a new connection's first update is the whole database, after that commit."""
+        from magw.drivers.ovn import connect
+
+        self.driver.close()
+        self.driver = connect(self.dbs.nb, self.dbs.sb, timeout=10)
 
     def seed(self) -> None:
         build_ovnk(self.dbs, nodes=NODES)
+        self._reconnect()
 
     def nb(self, *args: str) -> None:
         nbctl(self.dbs, *args)
+        self._reconnect()
 
     def rows(self) -> Rows:
         out = subprocess.run(
@@ -174,7 +184,7 @@ class RealWorld:
         return uuid
 
     def drift_delete(self, row: OvnRow) -> None:
-        if isinstance(row, StaticRoute):
+        if isinstance(row, StaticRoute):  # (each self.nb reconnects)
             self.nb(
                 "lr-route-del", row.router, row.prefix, row.nexthop, *([row.output_port] if row.output_port else [])
             )
