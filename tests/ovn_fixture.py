@@ -63,6 +63,16 @@ def _read_pid(path: Path, deadline: float) -> int:
     raise RuntimeError(f"no pid in {path}")
 
 
+def _gone(pid: int) -> bool:
+    """True once ``pid`` has exited. A detached daemon's parent is init, which may reap it late (or, in some
+    sandboxes, never): a zombie counts as exited."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
 def _stop(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
@@ -70,9 +80,7 @@ def _stop(pid: int) -> None:
         return
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if _gone(pid):
             return
         time.sleep(0.02)
     with suppress(ProcessLookupError):
