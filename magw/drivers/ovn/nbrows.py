@@ -49,13 +49,31 @@ def refuse(problems: list[str]) -> None:
 
 
 def _ours(row: Any) -> bool:
-    return bool(row.external_ids.get(OWNER_KEY) == OWNER)
+    return bool(_col(row, "external_ids").get(OWNER_KEY) == OWNER)
 
 
 def _parents(tables: Any, child_table: str) -> dict[Any, str]:
     """Child row uuid -> the name of the row referencing it."""
     parent_table, column = PARENT[child_table]
     return {child.uuid: p.name for p in tables[parent_table].rows.values() for child in getattr(p, column)}
+
+
+def _col(row: Any, column: str) -> Any:
+    """A column of a row that holds no references (strings, integers, maps of strings), as Python values.
+
+    Shaped for speed (profiled: python-ovs' ``Row.__getattr__``, which re-checks pending changes and
+    mutations on every read, was 0.7 of 0.8 s of observing 3,130 rows): a committed row's Datum is converted
+    directly. Rows with pending changes, and the fake's rows, are read the ordinary way.
+    """
+    data = row.__dict__.get("_data")
+    if data is None or row.__dict__.get("_changes") or row.__dict__.get("_mutations"):
+        return getattr(row, column)
+    datum = data.get(column)
+    return getattr(row, column) if datum is None else datum.to_python(_no_refs)
+
+
+def _no_refs(atom: Any, base: Any) -> Any:
+    return atom  # only called for UUID atoms, which the columns _col reads do not hold
 
 
 def _int(value: str | None) -> int | None:
@@ -105,9 +123,9 @@ def observe_rows(tables: Any) -> OvnState:
         routes=[
             StaticRoute(
                 router=route_parent.get(r.uuid, ""),
-                prefix=r.ip_prefix,
-                nexthop=r.nexthop,
-                output_port=r.output_port[0] if r.output_port else "",
+                prefix=_col(r, "ip_prefix"),
+                nexthop=_col(r, "nexthop"),
+                output_port=(_col(r, "output_port") or [""])[0],
             )
             for r in ours("Logical_Router_Static_Route")
         ],
