@@ -123,20 +123,20 @@ def ovn_databases(d: Path, northd: bool = True) -> Iterator[OvnDbs]:
             _stop(pid)
 
 
-def nbctl(dbs: OvnDbs, *args: str) -> str:
+def _ctl(tool: str, db: str, d: Path, args: tuple[str, ...]) -> str:
     out = subprocess.run(
-        ["ovn-nbctl", f"--db={dbs.nb}", "--timeout=20", *args],
-        check=True, capture_output=True, text=True, env=_env(dbs.dir), timeout=CMD_TIMEOUT,
+        [tool, f"--db={db}", "--timeout=20", *args],
+        check=True, capture_output=True, text=True, env=_env(d), timeout=CMD_TIMEOUT,
     )  # fmt: skip
     return out.stdout
+
+
+def nbctl(dbs: OvnDbs, *args: str) -> str:
+    return _ctl("ovn-nbctl", dbs.nb, dbs.dir, args)
 
 
 def sbctl(dbs: OvnDbs, *args: str) -> str:
-    out = subprocess.run(
-        ["ovn-sbctl", f"--db={dbs.sb}", "--timeout=20", *args],
-        check=True, capture_output=True, text=True, env=_env(dbs.dir), timeout=CMD_TIMEOUT,
-    )  # fmt: skip
-    return out.stdout
+    return _ctl("ovn-sbctl", dbs.sb, dbs.dir, args)
 
 
 def nb_dump(dbs: OvnDbs) -> str:

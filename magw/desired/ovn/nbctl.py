@@ -11,11 +11,6 @@ import json
 from collections.abc import Mapping
 
 from magw.desired.ovn.rows import (
-    GATEWAY_KEY,
-    KEY_KEY,
-    OWNER,
-    OWNER_KEY,
-    SLOT_KEY,
     AddressSet,
     OvnRow,
     OvnState,
@@ -25,7 +20,7 @@ from magw.desired.ovn.rows import (
     StaticRoute,
     Switch,
     SwitchPort,
-    key_text,
+    external_ids,
 )
 
 
@@ -38,9 +33,8 @@ def _set(values: tuple[str, ...]) -> str:
     return "[" + ",".join(_q(v) for v in values) + "]"
 
 
-def _ids(row: OvnRow, extra: Mapping[str, str] | None = None) -> list[str]:
-    ids = {OWNER_KEY: OWNER, KEY_KEY: key_text(row), **(extra or {})}
-    return [f"external_ids:{_q(k)}={_q(v)}" for k, v in sorted(ids.items())]
+def _ids(row: OvnRow) -> list[str]:
+    return [f"external_ids:{_q(k)}={_q(v)}" for k, v in sorted(external_ids(row).items())]
 
 
 def row_commands(row: OvnRow, lb_group_uuids: Mapping[str, str], ident: int = 0) -> list[list[str]]:
@@ -49,12 +43,7 @@ def row_commands(row: OvnRow, lb_group_uuids: Mapping[str, str], ident: int = 0)
     if isinstance(row, AddressSet):
         return [["create", "Address_Set", f"name={_q(row.name)}", f"addresses={_set(row.addresses)}", *_ids(row)]]
     if isinstance(row, Router):
-        extra = {}
-        if row.gateway is not None:
-            extra[GATEWAY_KEY] = row.gateway
-        if row.slot is not None:
-            extra[SLOT_KEY] = str(row.slot)
-        cols = [*_ids(row, extra)]
+        cols = _ids(row)
         if row.chassis:
             cols.append(f"options:chassis={_q(row.chassis)}")
         if row.lb_group:

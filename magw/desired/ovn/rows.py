@@ -178,6 +178,17 @@ def key_text(row: OvnRow) -> str:
     return row.key
 
 
+def external_ids(row: OvnRow) -> dict[str, str]:
+    """The ``external_ids`` we write on ``row``: ours, its key, and a router's gateway and slot."""
+    ids = {OWNER_KEY: OWNER, KEY_KEY: key_text(row)}
+    if isinstance(row, Router):
+        if row.gateway is not None:
+            ids[GATEWAY_KEY] = row.gateway
+        if row.slot is not None:
+            ids[SLOT_KEY] = str(row.slot)
+    return ids
+
+
 def _by_key(rows: Any) -> tuple[Any, ...]:
     return tuple(sorted(rows, key=key_text))
 

@@ -24,6 +24,7 @@ from magw.desired.ovn.rows import (
     StaticRoute,
     Switch,
     SwitchPort,
+    external_ids,
     key_text,
 )
 from magw.reconcile.ovndiff import OvnChangeSet
@@ -194,15 +195,6 @@ class NbWriter:
         for update in changes.updates:
             self._update(update.old, update.new)
 
-    def _ids(self, row: OvnRow) -> dict[str, str]:
-        ids = {OWNER_KEY: OWNER, KEY_KEY: key_text(row)}
-        if isinstance(row, Router):
-            if row.gateway is not None:
-                ids[GATEWAY_KEY] = row.gateway
-            if row.slot is not None:
-                ids[SLOT_KEY] = str(row.slot)
-        return ids
-
     def _parent(self, table: str, name: str) -> Any:
         row = self.by_name[table].get(name)
         if row is None:
@@ -217,7 +209,7 @@ class NbWriter:
 
     def _create(self, row: OvnRow) -> None:
         new = self.txn.insert(self.tables[row.table])
-        new.external_ids = self._ids(row)
+        new.external_ids = external_ids(row)
         self._columns(new, row)
         if row.table in _NAMED:
             self.by_name[row.table][key_text(row)] = new
@@ -228,7 +220,7 @@ class NbWriter:
 
     def _update(self, old: OvnRow, new: OvnRow) -> None:
         row = self._find(old)
-        row.external_ids = self._ids(new)
+        row.external_ids = external_ids(new)
         self._columns(row, new)
         if new.table in PARENT and self._parent_name(old) != self._parent_name(new):  # moved to another parent
             parent_table, column = PARENT[new.table]
