@@ -31,19 +31,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from magw.desired.ovn.nbctl import batch_argv, state_commands  # noqa: E402
-from magw.desired.ovn.planner import OvnInputs, plan_ovn  # noqa: E402
-from magw.drivers.ovn import connect  # noqa: E402
-from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot  # noqa: E402
-from magw.reconcile.ovnsync import sync_ovn  # noqa: E402
-from tests.ovn_fixture import build_ovnk, nbctl, ovn_databases, ovn_missing  # noqa: E402
+from magw.desired.ovn.nbctl import batch_argv, state_commands
+from magw.desired.ovn.planner import OvnInputs, plan_ovn
+from magw.drivers.ovn import connect
+from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot
+from magw.reconcile.ovnsync import sync_ovn
+from tests.ovn_fixture import build_ovnk, nbctl, ovn_databases, ovn_missing
 
 REMOTE_CLUSTERS = 50
 
 
 def snapshot(cidrs: int, gateways: int, down: tuple[str, ...] = ()) -> Snapshot:
     per = max(1, cidrs // REMOTE_CLUSTERS)
-    clusters = [Cluster(id="east", pod_cidrs=(IPv4Network("10.128.0.0/14"),), service_cidrs=(IPv4Network("10.96.0.0/16"),))]
+    clusters = [
+        Cluster(id="east", pod_cidrs=(IPv4Network("10.128.0.0/14"),), service_cidrs=(IPv4Network("10.96.0.0/16"),))
+    ]
     nets = iter(IPv4Network("20.0.0.0/8").subnets(new_prefix=24))
     for c in range(REMOTE_CLUSTERS):
         mine = [next(nets) for _ in range(per)]
