@@ -1,4 +1,4 @@
-"""``magw lab up|down|status|exec|demo|fail|recover``: a whole clusterset in network namespaces (docs/lab.md)."""
+"""``magw lab up|down|status|exec|demo|fail|recover|verify``: a whole clusterset in network namespaces (docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import NoReturn
 from magw.cli import UsageError, log_level
 from magw.lab import build, naming, ownership, state
 from magw.lab.errors import LabError, LabInputError
-from magw.lab.state import CONTROL_PLANES
+from magw.lab.state import CNIS, CONTROL_PLANES
 from magw.lab.status import status_doc, status_text
 from magw.lab.topology import Topology, default_topology, load_topology
 from magw.logsetup import FORMATS, configure_logging
@@ -30,7 +30,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--no-daemons", action="store_true", help="build the network, pods and services only")
     up.add_argument("--timeout", type=_seconds, default=60.0, help="seconds to wait for connectivity (default 60)")
     _control_plane(up)
+    up.add_argument(
+        "--cni",
+        choices=CNIS,
+        default="generic",
+        help="'ovn': also an OVN control plane (NB, SB, northd), an OVN-Kubernetes-like NB and an OVN syncer per "
+        "cluster; logical only, checked with 'magw lab verify' (docs/lab.md)",
+    )
     up.set_defaults(lab_run=_up)
+
+    verify = verbs.add_parser("verify", help="prove a --cni ovn lab's OVN paths with ovn-trace (one line per check)")
+    _name(verify)
+    verify.set_defaults(lab_run=_verify)
 
     down = verbs.add_parser("down", help="remove every namespace, process and file of a lab")
     _name(down)
@@ -129,7 +140,10 @@ def _up(args: argparse.Namespace) -> int:
         wait_timeout=args.timeout,
         progress=_out,
         control_plane=args.control_plane,
+        cni=args.cni,
     )
+    if args.cni == "ovn":
+        _out(f"verify the OVN paths: magw lab verify --name {args.name}")
     _out(f"status: magw lab status --name {args.name}; remove: magw lab down --name {args.name}")
     return EXIT_OK
 
@@ -207,6 +221,22 @@ def _exec(args: argparse.Namespace) -> int:
     if ns not in st.namespaces:
         raise LabInputError(f"exec: NODE: {args.target!r} is not a node, pod, 'wan' or '<cluster>-ul' of lab {name}")
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], check=False).returncode
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from magw.lab.layout import layout
+    from magw.lab.ovn_verify import verify
+
+    st = _read(args.name)
+    if not st.ovn:
+        raise LabInputError(f"verify: lab {args.name} was built with --cni {st.cni}; verify is for --cni ovn labs")
+    result = verify(layout(st.name, st.topology), st)
+    for check in result.checks:
+        _out(check.line())
+    failed = sum(1 for c in result.checks if not c.ok)
+    _out("note: ovn-trace proves the logical paths; pods' packets do not cross OVN in the lab (docs/lab.md)")
+    _out(f"== {len(result.checks) - failed}/{len(result.checks)} OK" + (f", {failed} FAILED" if failed else ""))
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 def _fail(args: argparse.Namespace) -> int:

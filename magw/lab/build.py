@@ -23,6 +23,7 @@ import structlog
 
 from magw.lab import daemons as lab_daemons
 from magw.lab import naming, netns, ownership, procs, services, state, wiring
+from magw.lab import ovn as lab_ovn
 from magw.lab.connectivity import traffic_argv
 from magw.lab.errors import LabError
 from magw.lab.layout import ECHO_PORT, LabLayout, layout
@@ -80,16 +81,20 @@ def up(
     progress: Progress = _quiet,
     remote_wait: bool = True,
     control_plane: str = "file",
+    cni: str = "generic",
 ) -> LabState:
     """Build lab ``name``; on any failure remove what was built and re-raise.
 
     ``control_plane``: what feeds the daemons, ``file`` (the file broker) or ``kube`` (API server emulators,
-    ``magw.lab.kube``).
+    ``magw.lab.kube``). ``cni``: ``generic`` (the lab's host-gw CNI) or ``ovn`` (plus an OVN control plane and
+    syncer per cluster, ``magw.lab.ovn``; only with the file broker).
 
     ``remote_wait=False`` skips only the last wait, until pods reach the other clusters (everything the daemons
     must have published and allocated is still waited for): for labs whose inter-cluster datapath is under test.
     """
     lab = layout(name, topology)
+    if cni == "ovn":
+        lab_ovn.check_supported(lab, control_plane)
     check_free(name)
     _claim_state_dir(name)
     started = time.monotonic()
@@ -106,6 +111,7 @@ def up(
         token=token,
         namespaces=lab.namespaces,
         control_plane=control_plane,
+        cni=cni,
     )
     try:
         st.logs_dir.mkdir()

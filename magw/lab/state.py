@@ -4,9 +4,10 @@ It holds the run's ``token``: every namespace this ``up`` creates carries the
 marker ``naming.marker(name, token)``, and ``down`` removes a recorded namespace
 only if it still carries it. ``control_plane`` says what feeds the daemons: ``file`` (the file broker in ``broker/``)
 or ``kube`` (an API server emulator per cluster and one for the broker, sockets and kubeconfigs in ``kube/``;
-``magw.lab.kube``). It is written before anything is created and rewritten after every step that
-creates something, so a partial ``up`` (crash, error, Ctrl-C) leaves a record
-that ``down`` can act on. Writes are atomic (temp file + rename).
+``magw.lab.kube``). ``cni`` is ``generic`` or ``ovn`` (an OVN control plane per cluster in ``ovn/``;
+``magw.lab.ovn``). It is written before anything is created and rewritten after every step that creates
+something, so a partial ``up`` (crash, error, Ctrl-C) leaves a record that ``down`` can act on.
+Writes are atomic (temp file + rename).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from magw.lab.topology import Topology, parse_topology
 STATE_FILE = "state.json"
 FORMAT_VERSION = 2
 CONTROL_PLANES = ("file", "kube")
+CNIS = ("generic", "ovn")  # generic: the lab's host-gw CNI; ovn: plus an OVN control plane per cluster (lab/ovn.py)
 
 
 @attrs.frozen(kw_only=True)
@@ -38,6 +40,7 @@ class LabState:
     namespaces: tuple[str, ...] = ()
     processes: tuple[ProcRecord, ...] = ()
     control_plane: str = "file"  # one of CONTROL_PLANES
+    cni: str = "generic"  # one of CNIS
 
     @property
     def dir(self) -> Path:
@@ -59,6 +62,10 @@ class LabState:
     def kube(self) -> bool:
         return self.control_plane == "kube"
 
+    @property
+    def ovn(self) -> bool:
+        return self.cni == "ovn"
+
     def to_doc(self) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
@@ -70,6 +77,7 @@ class LabState:
             "namespaces": list(self.namespaces),
             "processes": [p.to_doc() for p in self.processes],
             "control_plane": self.control_plane,
+            "cni": self.cni,
         }
 
     @classmethod
@@ -84,6 +92,7 @@ class LabState:
                 namespaces=tuple(str(n) for n in doc["namespaces"]),
                 processes=tuple(ProcRecord.from_doc(p) for p in doc["processes"]),
                 control_plane=_control_plane(doc.get("control_plane", "file")),  # absent: a lab from before
+                cni=_cni(doc.get("cni", "generic")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LabError(f"{source}: unreadable lab state ({type(exc).__name__}: {exc})") from None
@@ -92,6 +101,12 @@ class LabState:
 def _control_plane(value: object) -> str:
     if value not in CONTROL_PLANES:
         raise ValueError(f"control_plane: {value!r} is not one of {', '.join(CONTROL_PLANES)}")
+    return str(value)
+
+
+def _cni(value: object) -> str:
+    if value not in CNIS:
+        raise ValueError(f"cni: {value!r} is not one of {', '.join(CNIS)}")
     return str(value)
 
 

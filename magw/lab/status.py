@@ -8,6 +8,9 @@ egress IPs. Without Globalnet the document is what it always was.
 ``control_plane`` says what feeds the daemons: ``{"kind": "file", "broker_dir": ...}``, or with
 ``--control-plane kube`` ``{"kind": "kube", "emulators": [...]}``, one entry per API server emulator (name,
 role, pid, alive, socket, kubeconfig, and the Endpoints it holds); the emulators are not in ``daemons``.
+
+``cni`` is ``generic`` or ``ovn``; an OVN lab also has ``ovn``: per cluster its NB and SB sockets, its servers'
+and syncer's PIDs, and the syncer's last sync (``magw.lab.ovn``); those processes are not in ``daemons``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ipaddress import IPv4Address
 from typing import Any
 
 from magw.lab import kube, kube_view, netns, procs
+from magw.lab import ovn as lab_ovn
 from magw.lab.daemons import agent_status, read_views, views_readable
 from magw.lab.globalview import ClusterView
 from magw.lab.healthview import health_doc, health_text
@@ -109,6 +113,9 @@ def _view(st: LabState, c: ClusterLayout, views: dict[str, ClusterView]) -> Clus
     return views.get(c.id) or ClusterView(cluster=c.id)
 
 
+_NOT_DAEMONS = ("echo", *kube.EMULATOR_KINDS, *lab_ovn.OVN_KINDS)
+
+
 def status_doc(st: LabState) -> dict[str, Any]:
     """The status document (see docs/lab.md): layout, namespaces present, processes alive."""
     lab = layout(st.name, st.topology)
@@ -125,7 +132,9 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "clusters": [_cluster_doc(c, _view(st, c, views)) for c in lab.clusters],
         "namespaces": {"expected": len(st.namespaces), "present": sum(1 for ns in st.namespaces if ns in present)},
         "control_plane": _control_plane_doc(st),
-        "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind not in ("echo", *kube.EMULATOR_KINDS)],
+        "cni": st.cni,
+        **({"ovn": lab_ovn.status_doc(lab, st)} if st.ovn else {}),
+        "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind not in _NOT_DAEMONS],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
         "health": health_doc(lab, st),
     }
@@ -177,6 +186,7 @@ def status_text(doc: dict[str, Any]) -> str:
                 lines.append(f"    exported: global {gips or 'not allocated yet'}")
         lines += _globalnet_text(c)
     lines += _control_plane_text(doc["control_plane"])
+    lines += _ovn_text(doc.get("ovn"))
     alive = sum(1 for s in doc["servers"] if s["alive"])
     lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
     for d in doc["daemons"]:
@@ -196,6 +206,21 @@ def _control_plane_text(cp: dict[str, Any]) -> list[str]:
     for e in cp["emulators"]:
         state = "alive" if e["alive"] else "DEAD"
         lines.append(f"  {e['role']:<7} {e['name']:<14} pid {e['pid']!s:<8} {state}  endpoints {len(e['endpoints'])}")
+    return lines
+
+
+def _ovn_text(ovn: dict[str, Any] | None) -> list[str]:
+    if ovn is None:
+        return []
+    lines = ["cni: ovn (logical only: magw lab verify traces the paths with ovn-trace)"]
+    for c in ovn["clusters"]:
+        dead = [k for k, p in c["processes"].items() if not p["alive"]]
+        last = c["last_sync"] or {}
+        sync = "not synced yet" if not last else ("ok" if last.get("ok") else f"FAILED: {last.get('error')}")
+        slots = ", ".join(f"{gw} {n}" for gw, n in sorted((last.get("slots") or {}).items()))
+        lines.append(f"  {c['cluster']}: nb {c['nb']}  sb {c['sb']}")
+        lines.append(f"    processes {'all alive' if not dead else 'DEAD: ' + ', '.join(dead)}; syncer {sync}"
+                     f"{'; slots ' + slots if slots else ''}")  # fmt: skip
     return lines
 
 
