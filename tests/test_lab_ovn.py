@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from magw.lab import naming, state
+from magw.lab import naming, procs, state
 from magw.lab.daemons import daemons_installed
 from magw.lab.layout import layout
 from magw.lab.ovn import ovn_dir
@@ -143,6 +143,21 @@ def test_verify_refuses_a_generic_lab_and_an_unknown_lab() -> None:
         assert "built with --cni generic; verify is for --cni ovn labs" in out.stderr
     finally:
         shutil.rmtree(naming.state_dir(name), ignore_errors=True)
+
+
+def test_verify_fails_when_the_reroute_is_gone(lab: LabState) -> None:
+    """With east's syncer stopped (by its PID) and its reroute policy deleted behind its back, east's pods'
+    packets to west no longer reach a gateway router: verify says FAIL for each and exits 1."""
+    syncer = next(p for p in lab.processes if p.kind == "ovn-syncer" and p.owner == "east")
+    procs.stop([syncer])
+    d = ovn_dir(lab, "east")
+    nbctl(d, "lr-policy-del", "ovn_cluster_router", "20000")
+    rc, lines = verify_lines(lab)
+    assert rc == 1, "\n".join(lines)
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert failed and all(" east" in line for line in failed), "\n".join(lines)
+    assert any(line.startswith("FAIL egress  east: east-w1-p1 -> west pod") for line in failed), "\n".join(lines)
+    assert "FAILED" in lines[-1]
 
 
 def test_down_leaves_nothing(lab: LabState) -> None:
