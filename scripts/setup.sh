@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 # What the project uses today: ip/tc/bridge (iproute2), the nft command (tests check the kernel with it),
 # libnftables through Debian's official Python binding python3-nftables (locked to libnftables1's version),
 # iperf3 (benchmarks/throughput.py), sysctl (procps; the lab), python3-venv (the virtualenv).
-# OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace; openvswitch-switch
-# gives ovs-vswitchd (userspace datapath) and ovs-vsctl for br-submariner. Tests start them by hand in temp dirs.
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central openvswitch-switch python3-openvswitch)
+# OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace (tests and
+# the lab start them by hand in temp dirs); python3-openvswitch gives the venv's ovs its C JSON parser (below).
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -22,7 +22,7 @@ if ((${#missing[@]})); then
     exit 1
   fi
   apt-get update -qq
-  # Packages with daemons (openvswitch-switch, ovn-central) must not start them on the host: a policy-rc.d
+  # Packages with daemons (ovn-central) must not start them on the host: a policy-rc.d
   # that refuses every start, only for this install and only if the machine has none of its own.
   policy=/usr/sbin/policy-rc.d
   own_policy=0

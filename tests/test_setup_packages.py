@@ -23,6 +23,8 @@ USED_BY = {
     "iperf3": ("benchmarks/throughput.py", '"iperf3", "-c"'),
     "procps": ("magw/lab/netns.py", '"sysctl", "-q", "-w"'),
     "python3-venv": ("scripts/setup.sh", "-m venv .venv"),
+    "ovn-central": ("magw/lab/ovn_servers.py", '"ovn-northd", "--no-chdir"'),
+    "python3-openvswitch": ("scripts/setup.sh", "/usr/lib/python3/dist-packages/ovs/_json"),
 }
 
 
