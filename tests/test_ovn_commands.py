@@ -39,7 +39,9 @@ def _policies(dbs: OvnDbs) -> str:
 def test_sync_once_show_and_cleanup(ovn_dbs: OvnDbs, tmp_path: Path) -> None:
     build_ovnk(ovn_dbs, nodes=EAST_NODES)
     before = nb_dump(ovn_dbs)
-    out = magw("ovn", "sync", "--once", *_db(ovn_dbs), "--broker-dir", str(BROKER), "--cluster", "east")
+    out = magw(
+        "ovn", "sync", "--once", *_db(ovn_dbs), "--broker-dir", str(BROKER), "--cluster", "east", "--endpoint-ttl", "0"
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["slots"] == {"e-gw1": 1, "e-gw2": 2}
     routers = nbctl(ovn_dbs, "--bare", "--columns=name", "list", "Logical_Router").split()
@@ -59,7 +61,9 @@ def test_sync_once_show_and_cleanup(ovn_dbs: OvnDbs, tmp_path: Path) -> None:
 def test_sync_once_refuses_a_missing_chassis_and_writes_nothing(ovn_dbs: OvnDbs) -> None:
     build_ovnk(ovn_dbs, nodes=("e-w1", "e-gw1"))  # no chassis for e-gw2
     before = nb_dump(ovn_dbs)
-    out = magw("ovn", "sync", "--once", *_db(ovn_dbs), "--broker-dir", str(BROKER), "--cluster", "east")
+    out = magw(
+        "ovn", "sync", "--once", *_db(ovn_dbs), "--broker-dir", str(BROKER), "--cluster", "east", "--endpoint-ttl", "0"
+    )
     assert out.returncode == 1
     assert "no SB chassis has hostname e-gw2" in json.loads(out.stdout)["error"]
     assert nb_dump(ovn_dbs) == before

@@ -20,6 +20,7 @@ from contextlib import closing
 
 import structlog
 
+from magw.agent.health_options import DEFAULT_ENDPOINT_TTL
 from magw.cli import UsageError
 from magw.desired.ovn.nbctl import batch_argv, state_commands
 from magw.desired.ovn.planner import OvnInputs, OvnPlanError, plan_ovn
@@ -76,6 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--once", action="store_true", help="one sync, then exit (0 ok, 1 failed)")
     p.add_argument("--status-file", metavar="PATH", help="write a JSON status after every sync")
     p.add_argument("--resync-period", type=float, default=30.0, metavar="SECONDS", help="full resync (default 30)")
+    p.add_argument(
+        "--endpoint-ttl",
+        type=float,
+        default=DEFAULT_ENDPOINT_TTL,
+        metavar="SECONDS",
+        help="Endpoint documents not touched for SECONDS are gone, so a dead gateway leaves the ECMP sets "
+        f"(default {DEFAULT_ENDPOINT_TTL:g}; 0: never)",
+    )
     p = sub.add_parser("show", help="print the NB rows magw owns now")
     _db_arguments(p)
     p = sub.add_parser("cleanup", help="delete every NB row magw owns (one transaction), nothing else")
@@ -156,7 +165,9 @@ def _sync(args: argparse.Namespace) -> int:
     from magw.agent.runner import run_until_signalled
     from magw.sources.filebroker import FileBroker
 
-    broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
+    broker = FileBroker(
+        args.broker_dir, local_cluster=args.cluster, endpoint_ttl=args.endpoint_ttl if args.endpoint_ttl > 0 else None
+    )
     with closing(_connect(args)) as driver:
         if args.once:
             broker.scan()
