@@ -96,6 +96,7 @@ def test_later_global_flags_win() -> None:
         ["fail", "east-gw1"],
         ["fail", "east-gw1", "--wan-only"],
         ["recover", "east-gw1"],
+        ["verify"],
     ],
 )
 def test_unknown_lab_exits_2_with_one_line(verb: list[str]) -> None:
