@@ -22,7 +22,7 @@ import attrs
 import yaml
 
 from magw.gcpause import gc_paused
-from magw.model import Cluster, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
+from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
 from magw.model.globalnet import Globalnet
 from magw.snapshot_checks import HealthRefs, ParsedCluster, ParsedEndpoint, check_relations, located
 from magw.snapshot_fields import (
@@ -47,6 +47,7 @@ _TOP_KEYS = (
     "strategy",
     "underlay_mtu",
     "resilient",
+    "cni",
     "clusters",
     "nodes",
     "endpoints",
@@ -210,7 +211,19 @@ def _config(top: Fields) -> Config:
     resilient = default.resilient
     if top.has("resilient"):
         resilient = _resilient(top.optional("resilient"), top.at("resilient"))
-    return Config(multi_active=multi, strategy=strategy, underlay_mtu=mtu, resilient=resilient)
+    cni = default.cni
+    if top.has("cni"):
+        cni = _cni(top.optional("cni"), top.at("cni"))
+    return Config(multi_active=multi, strategy=strategy, underlay_mtu=mtu, resilient=resilient, cni=cni)
+
+
+def _cni(value: object, path: str) -> Cni:
+    name = string(value, path)
+    try:
+        return Cni(name)
+    except ValueError:
+        allowed = ", ".join(c.value for c in Cni)
+        raise FieldError(path, f"unknown cni {name!r} (expected one of: {allowed})") from None
 
 
 def _strategy(value: object, path: str) -> Strategy:
@@ -259,6 +272,7 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
         "strategy": config.strategy.value,
         "underlay_mtu": config.underlay_mtu,
         "resilient": attrs.asdict(config.resilient),
+        **({"cni": config.cni.value} if config.cni is not Cni.GENERIC else {}),  # the default stays out: old dumps
         "clusters": [_cluster_doc(c) for c in snapshot.clusters],
         "nodes": [
             {"name": n.name, "ip": str(n.ip), "cni_ip": str(n.cni_ip), "gateway": n.gateway} for n in snapshot.nodes

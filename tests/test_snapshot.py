@@ -108,7 +108,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "unknown-top-key",
         _set("colour", "blue"),
-        "snapshot.yaml: colour: unknown key (allowed: clusters, endpoints, globalnet, health, local_cluster, "
+        "snapshot.yaml: colour: unknown key (allowed: clusters, cni, endpoints, globalnet, health, local_cluster, "
         "multi_active_gateway, nodes, resilient, strategy, underlay_mtu)",
     ),
     (

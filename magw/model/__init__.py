@@ -28,6 +28,18 @@ class Strategy(enum.Enum):
     MULTIPATH = "multipath"
 
 
+class Cni(enum.Enum):
+    """The cluster's network plugin, which decides how pod traffic reaches the gateways.
+
+    ``generic``: a host-gw style CNI with kube-proxy: workers reach the gateways over our VXLAN mesh.
+    ``ovn``: OVN-Kubernetes: OVN carries pod traffic to the gateway (``submariner_router``); the node side is
+    tables 149/150 and ``ovn-k8s-sub0`` (docs/ovn-node.md).
+    """
+
+    GENERIC = "generic"
+    OVN = "ovn"
+
+
 def net_key(net: IPv4Network) -> tuple[int, int]:
     """``(network as int, prefixlen)``: sorts exactly as ``IPv4Network`` objects compare, on integers.
 
@@ -120,6 +132,7 @@ class Config:
     strategy: Strategy = Strategy.RESILIENT
     underlay_mtu: int = 1500
     resilient: ResilientParams = ResilientParams()
+    cni: Cni = Cni.GENERIC
 
 
 def _hostnames(value: Iterable[str]) -> frozenset[str]:

@@ -34,7 +34,7 @@ GLOBALNET_SECTIONS: dict[str, str] = {
 KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health", *GLOBALNET_SECTIONS, "Lease")
 
 # What each kind adds to the snapshot (magw.snapshot's top-level keys); Config and Health are singletons.
-CONFIG_KEYS: tuple[str, ...] = ("multi_active_gateway", "strategy", "underlay_mtu", "resilient")
+CONFIG_KEYS: tuple[str, ...] = ("multi_active_gateway", "strategy", "underlay_mtu", "resilient", "cni")
 HEALTH_KEYS: tuple[str, ...] = ("down", "reach")
 
 # Fields only the broker and the daemons read; they are stripped before the snapshot is parsed.

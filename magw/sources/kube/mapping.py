@@ -191,11 +191,13 @@ def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Document, ...]:
-    """The Config document: the seed's ``multiActiveGatewayEnabled`` (default false) from the Submariner object,
-    the rest (``strategy``, ``underlayMTU``, ``resilient``) from the ConfigMap ``magw-config``."""
+    """The Config document: the seed's ``multiActiveGatewayEnabled`` (default false) and ``cni`` (``ovn`` when
+    Submariner's ``networkPlugin`` is ``OVNKubernetes``) from the Submariner object, the rest (``strategy``, ``underlayMTU``, ``resilient``) from the ConfigMap ``magw-config``."""
     raw: dict[str, Any] = {"kind": "Config"}
     spec = _spec(submariner) if submariner is not None else {}
     raw["multi_active_gateway"] = bool(spec.get("multiActiveGatewayEnabled", False))
+    if str(spec.get("networkPlugin", "")).lower() == "ovnkubernetes":  # Submariner's own field; others: generic
+        raw["cni"] = "ovn"
     data = (config_map or {}).get("data") or {}
     where = origin("ConfigMap", config_map) if config_map is not None else "kube:Config"
     if "strategy" in data:
