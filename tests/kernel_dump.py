@@ -208,6 +208,7 @@ def ours(dump: Dump, base: Baseline) -> dict[str, list[str]]:
         {
             "priority": r["priority"],
             "table": _table(r["table"]),
+            **({"iif": r["iif"]} if r.get("iif") else {}),
             **({} if r.get("protocol") == "157" else {"protocol": r.get("protocol")}),
         }
         for r in dump.rules

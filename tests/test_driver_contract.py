@@ -188,6 +188,7 @@ REPLACEMENTS: dict[str, Callable[[DesiredState], DesiredState]] = {
     "route src": lambda s: _evolve_one(s, "routes", 0, src=None),
     "route unreachable": lambda s: _evolve_one(s, "routes", 0, type="unreachable", nhid=None, src=None),
     "rule table": lambda s: _evolve_one(s, "rules", 0, table=101),
+    "rule iif": lambda s: _evolve_one(s, "rules", 0, iif="vxlan-tunnel"),
     "nft table": lambda s: attrs.evolve(s, nft=attrs.evolve(s.nft, rules=s.nft.rules[1:])) if s.nft else s,
 }
 
@@ -377,3 +378,20 @@ def test_route_create_over_a_foreign_route_is_eexist_and_leaves_it(node: Node) -
     assert [f.error.split(":")[0] for f in result.failed] == ["EEXIST"]
     assert node.driver.observe() == installed
     assert node.foreign_routes(ours.table) == ["10.99.0.0/16 proto boot"]
+
+
+def test_rules_with_iif_at_the_ovn_priorities(node: Node) -> None:
+    """OVN's rules (149 ``iif vxlan-tunnel lookup 149``, 150 ``from all lookup 150``) are written, read back with
+    their iif, changed (iif renamed, then dropped) and deleted by syncs like any rule of ours."""
+    installed = _installed(node)
+    ovn = (Rule(priority=149, table=149, iif="vxlan-tunnel"), Rule(priority=150, table=150))
+    desired = attrs.evolve(installed, rules=(*installed.rules, *ovn))
+    _sync(node, desired)
+    assert node.driver.observe() == desired
+    for iif in ("vx-submariner", None):
+        desired = _evolve_one(desired, "rules", 1, iif=iif)
+        assert desired.rules[1].priority == 149
+        assert len(_sync(node, desired)) == 1
+        assert node.driver.observe() == desired
+    _sync(node, installed)
+    assert node.driver.observe() == installed

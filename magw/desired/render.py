@@ -102,7 +102,8 @@ def route_text(route: Route) -> str:
 
 
 def rule_text(rule: Rule) -> str:
-    return f"rule {rule.priority}: from all lookup {_table_name(rule.table)}"
+    iif = f" iif {rule.iif}" if rule.iif is not None else ""
+    return f"rule {rule.priority}: from all{iif} lookup {_table_name(rule.table)}"
 
 
 _KIND_TEXT: dict[str, Any] = {
@@ -253,6 +254,9 @@ def render_json(state: DesiredState) -> dict[str, Any]:
         "nexthops": [{"id": o.id, "via": str(o.via), "dev": o.dev} for o in state.nexthops],
         "groups": [_group_json(o) for o in state.groups],
         "routes": [_route_json(state, o) for o in state.routes],
-        "rules": [{"priority": o.priority, "table": o.table} for o in state.rules],
+        "rules": [
+            {"priority": o.priority, "table": o.table, **({"iif": o.iif} if o.iif is not None else {})}
+            for o in state.rules
+        ],
         "nft": None if state.nft is None else nft_json(state.nft),
     }

@@ -147,10 +147,12 @@ class Route:
 
 @attrs.frozen(kw_only=True)
 class Rule:
-    """An ip rule we own, identified by its priority: ``from all lookup TABLE``."""
+    """An ip rule we own, identified by its priority: ``from all lookup TABLE``, or with ``iif``
+    ``from all iif DEV lookup TABLE`` (OVN's table 149 serves only what arrives from remote clusters)."""
 
     priority: int
     table: int
+    iif: str | None = None
 
     @property
     def key(self) -> int:

@@ -240,7 +240,7 @@ class FakeNetlink(NetlinkTables):
         if isinstance(obj, Rule):
             if is_owned(obj):  # one rule per priority of ours; foreign priorities may hold several
                 self.remove("rules", obj.priority)
-            self._rules[(obj.priority, obj.table)] = obj
+            self._rules[(obj.priority, obj.table, obj.iif or "")] = obj
             return
         existing = self._lookup(kind_of(obj), obj.key)
         if isinstance(existing, Link | ForeignLink) and isinstance(obj, Link | ForeignLink):

@@ -63,7 +63,7 @@ class NetlinkTables:
     _fdb: dict[Hashable, Fdb] = attrs.field(factory=dict, init=False)
     _ids: dict[Hashable, AnyNexthop] = attrs.field(factory=dict, init=False)
     _routes: dict[Hashable, tuple[Route, int]] = attrs.field(factory=dict, init=False)
-    _rules: dict[Hashable, Rule] = attrs.field(factory=dict, init=False)  # (priority, table): several per priority
+    _rules: dict[Hashable, Rule] = attrs.field(factory=dict, init=False)  # (priority, table, iif): several per priority
 
     def _copy_tables_to(self, new: NetlinkTables) -> None:
         """Fill ``new`` with copies of these tables (objects are frozen, so copying the dicts is enough)."""
@@ -105,7 +105,7 @@ class NetlinkTables:
             check_route(obj, self._links, self._addresses.values(), self._ids_by_int(), local)
             self._routes[obj.key] = (obj, protocol)
         else:
-            self._rules[(obj.priority, obj.table)] = obj
+            self._rules[(obj.priority, obj.table, obj.iif or "")] = obj
 
     def _ids_by_int(self) -> dict[int, AnyNexthop]:
         return {n.id: n for n in self._ids.values()}

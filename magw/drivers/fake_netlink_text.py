@@ -47,6 +47,11 @@ def route_line(route: Route, protocol: int) -> str:
     return " ".join(parts)
 
 
+def rule_line(rule: Rule) -> str:
+    iif = f" iif {rule.iif}" if rule.iif is not None else ""
+    return f"rule {rule.priority}: from all{iif} lookup {rule.table}"
+
+
 def dump_lines(
     *,
     links: Iterable[AnyLink],
@@ -67,6 +72,6 @@ def dump_lines(
         *(id_line(n) for n in by_id if isinstance(n, Nexthop)),
         *(id_line(g) for g in by_id if isinstance(g, NexthopGroup)),
         *(route_line(r, proto) for r, proto in sorted(routes, key=lambda rp: rp[0].key)),
-        *(f"rule {r.priority}: from all lookup {r.table}" for r in sorted(rules, key=lambda r: (r.priority, r.table))),
+        *(rule_line(r) for r in sorted(rules, key=lambda r: (r.priority, r.table, r.iif or ""))),
     ]
     return "".join(line + "\n" for line in lines)

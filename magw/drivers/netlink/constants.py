@@ -16,8 +16,9 @@ RTPROT_MAGW = 157
 # Tables whose magw-protocol routes we own: main, gateway (100), OVN ingress (149), host network (150).
 OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150})
 
-# ip rule priorities we own.
-OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100})
+# ip rule priorities we own: the gateway table (100); OVN: remote ingress (149, ``iif vxlan-tunnel``) and the
+# host network of workers (150), Submariner's priorities for those tables.
+OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100, 149, 150})
 
 # Link names we create.
 OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel"})

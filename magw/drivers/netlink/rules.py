@@ -1,7 +1,8 @@
 """IPv4 policy rules at the priorities we own (``constants.OWNED_RULE_PRIORITIES``).
 
-A priority of ours holds exactly one rule, ``from all lookup TABLE``, written
-with protocol RTPROT_MAGW. Anything else found at such a priority (a rule with
+A priority of ours holds exactly one rule, ``from all lookup TABLE`` or
+``from all iif DEV lookup TABLE`` (OVN's table 149), written with protocol
+RTPROT_MAGW. Anything else found at such a priority (a rule with other
 selectors, another action, or several rules) is observed as ``Rule(table=0)``,
 which never equals a planned rule, so the next sync clears the priority and
 writes ours. Rules cannot be replaced in place: replace = delete what is at the
@@ -44,10 +45,15 @@ _SELECTORS = (
 
 
 def _is_plain(msg: Any) -> bool:
-    """True for ``from all lookup TABLE`` with no other selector."""
+    """True for ``from all [iif DEV] lookup TABLE`` with no other selector (``iif`` is read by ``_iif``)."""
     if msg["action"] != _FR_ACT_TO_TBL or msg["src_len"] or msg["dst_len"] or msg["tos"]:
         return False
-    return all(msg.get(name) is None for name in _SELECTORS)
+    return all(msg.get(name) is None for name in _SELECTORS if name != "FRA_IIFNAME")
+
+
+def _iif(msg: Any) -> str | None:
+    name = msg.get("FRA_IIFNAME")
+    return str(name) if name else None
 
 
 def _table(msg: Any) -> int:
@@ -74,7 +80,7 @@ class RuleIO:
         for priority in sorted(OWNED_RULE_PRIORITIES):
             msgs = self._at(priority)
             if len(msgs) == 1 and _is_plain(msgs[0]):
-                out.append(Rule(priority=priority, table=_table(msgs[0])))
+                out.append(Rule(priority=priority, table=_table(msgs[0]), iif=_iif(msgs[0])))
             elif msgs:
                 out.append(Rule(priority=priority, table=0))
         return out
@@ -82,10 +88,13 @@ class RuleIO:
     def ensure(self, rule: Rule) -> None:
         _require_owned(rule.priority)
         msgs = self._at(rule.priority)
-        if len(msgs) == 1 and _is_plain(msgs[0]) and _table(msgs[0]) == rule.table:
+        if len(msgs) == 1 and _is_plain(msgs[0]) and _table(msgs[0]) == rule.table and _iif(msgs[0]) == rule.iif:
             return
         self._clear(rule.priority)
-        self.ipr.rule("add", family=socket.AF_INET, priority=rule.priority, table=rule.table, protocol=RTPROT_MAGW)
+        extra = {"iifname": rule.iif} if rule.iif is not None else {}
+        self.ipr.rule(
+            "add", family=socket.AF_INET, priority=rule.priority, table=rule.table, protocol=RTPROT_MAGW, **extra
+        )
 
     def delete(self, rule: Rule) -> None:
         _require_owned(rule.priority)
