@@ -27,13 +27,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Network
 
-from magw.desired import gnnft
+from magw.desired import gnnft, ovnnode
 from magw.desired import nftexpr as x
 from magw.desired.globalnet import gateway_translations, globalnet_mode, routed_cidrs
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.roles import NodeRole
 from magw.desired.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
-from magw.model import Snapshot, dotted, net_key
+from magw.model import Cni, Snapshot, dotted, net_key
 
 TABLE_FAMILY = "ip"
 TABLE_NAME = "magw"
@@ -169,6 +169,8 @@ def plan_nft(snapshot: Snapshot, role: NodeRole) -> NftTable | None:
         NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
     ]
     rules = [*_postrouting(role, globalnet=globalnet), *_forward(role), *_input()]
+    if snapshot.config.cni is Cni.OVN and role.gateway:
+        rules += ovnnode.ovn_gateway_postrouting(REMOTE_SET)
     if globalnet and role.gateway:
         tr = gateway_translations(snapshot, role.node.name)
         sets += gnnft.gateway_sets(tr)

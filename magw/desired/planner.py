@@ -3,22 +3,26 @@
 It decides the node's role (gateway or worker, see :mod:`magw.desired.roles`),
 then assembles the VXLAN meshes (:mod:`~magw.desired.vxlan`), the routing
 objects (:mod:`~magw.desired.paths`) and the nft table
-(:mod:`~magw.desired.nftplan`). docs/planner.md explains every object.
+(:mod:`~magw.desired.nftplan`); with ``cni: ovn`` the node side of OVN-Kubernetes
+(:mod:`~magw.desired.ovnnode`). docs/planner.md explains every object.
 """
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Network
+
+import attrs
 
 from magw.desired.globalnet import globalnet_mode
 from magw.desired.nftplan import plan_nft
-from magw.desired.paths import plan_routing
+from magw.desired.ovnnode import plan_ovn_gateway, plan_ovn_worker
+from magw.desired.paths import RoutingObjects, plan_routing
 from magw.desired.roles import node_role
 from magw.desired.state import DesiredState
 from magw.desired.vtep import VXLAN_OVERHEAD
 from magw.desired.vxlan import plan_vxlan
 from magw.gcpause import gc_paused
-from magw.model import Snapshot, net_key
+from magw.model import Cni, Snapshot, net_key
 
 MIN_LINK_MTU = 68  # the IPv4 minimum; the kernel refuses a smaller MTU on a vxlan device
 
@@ -63,21 +67,30 @@ def check_snapshot(snapshot: Snapshot) -> None:
     check_cidrs(snapshot)
 
 
-def plan(snapshot: Snapshot, node: str) -> DesiredState:
+def plan(snapshot: Snapshot, node: str, *, ovn_mgmt_nexthop: IPv4Address | None = None) -> DesiredState:
     """The desired state of ``node`` (a node of the local cluster).
 
+    ``ovn_mgmt_nexthop``: with ``config.cni: ovn``, the next hop of OVN's management port on this node (the
+    route agent's ``--ovn-mgmt-nexthop``); None derives it from the node's ``cni_ip`` (magw.desired.ovnnode).
     Raises KeyError for an unknown node and ValueError for inconsistent input
     (unknown local cluster, overlapping cluster CIDRs, VTEP collisions, MTU).
     """
     with gc_paused():  # magw.gcpause: nothing cyclic is built here, and the collector cost a quarter
-        return _plan(snapshot, node)
+        return _plan(snapshot, node, ovn_mgmt_nexthop)
 
 
-def _plan(snapshot: Snapshot, node: str) -> DesiredState:
+def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None) -> DesiredState:
     check_snapshot(snapshot)
     role = node_role(snapshot, node)
     vxlan = plan_vxlan(snapshot, role)
     routing = plan_routing(snapshot, role)
+    if snapshot.config.cni is Cni.OVN and not role.gateway:  # OVN carries pods: no pod routes, table 150 only
+        ovn = plan_ovn_worker(snapshot, role, ovn_mgmt_nexthop)
+        routing = RoutingObjects(nexthops=(), groups=(), routes=ovn.routes, rules=ovn.rules)
+    elif snapshot.config.cni is Cni.OVN:  # the gateway datapath unchanged, plus ovn-k8s-sub0 and table 149
+        ovn = plan_ovn_gateway(snapshot)
+        routing = attrs.evolve(routing, routes=(*routing.routes, *ovn.routes), rules=(*routing.rules, *ovn.rules))
+        vxlan = attrs.evolve(vxlan, addresses=(*vxlan.addresses, *ovn.addresses))
     return DesiredState(
         links=vxlan.links,
         addresses=vxlan.addresses,

@@ -58,6 +58,7 @@ from magw.drivers.fake_netlink_checks import (
 from magw.drivers.fake_netlink_tables import NetlinkTables
 from magw.drivers.fake_netlink_text import dump_lines
 from magw.drivers.netlink.constants import (
+    OWNED_ADDRESS_DEVICES,
     OWNED_LINKS,
     OWNED_RULE_PRIORITIES,
     OWNED_TABLES,
@@ -95,7 +96,9 @@ def is_owned(obj: NetObject | ForeignLink, protocol: int = RTPROT_MAGW) -> bool:
     """Whether magw owns ``obj``; a route also by its ``protocol``."""
     if isinstance(obj, Link | ForeignLink):
         return obj.name in OWNED_LINKS
-    if isinstance(obj, Address | Neighbor | Fdb):
+    if isinstance(obj, Address):
+        return obj.dev in OWNED_ADDRESS_DEVICES
+    if isinstance(obj, Neighbor | Fdb):
         return obj.dev in OWNED_LINKS
     if isinstance(obj, Nexthop | NexthopGroup):
         return owns_nexthop(obj.id)

@@ -1,9 +1,10 @@
 """Addresses, static neighbors and VXLAN FDB entries on the links we own.
 
 Everything here hangs on one of our links (``constants.OWNED_LINKS``): every IPv4
-address on them, every ``nud permanent`` IPv4 neighbor, every ``self permanent``
-FDB entry with a destination. Create and replace are the same request
-(NLM_F_CREATE|NLM_F_REPLACE), so both are idempotent. Deleting something that is
+address on them (and on ``ovn-k8s-sub0``, ``OWNED_ADDRESS_DEVICES``), every
+``nud permanent`` IPv4 neighbor, every ``self permanent`` FDB entry with a
+destination. Create and replace are the same request (NLM_F_CREATE|NLM_F_REPLACE),
+so both are idempotent. Deleting something that is
 missing, or whose link is missing, is success.
 
 VXLAN FDB semantics (kernel drivers/net/vxlan, checked on 6.18):
@@ -24,7 +25,7 @@ from typing import Any
 import attrs
 
 from magw.desired.state import Address, Fdb, Neighbor
-from magw.drivers.netlink.constants import OWNED_LINKS
+from magw.drivers.netlink.constants import OWNED_ADDRESS_DEVICES, OWNED_LINKS
 from magw.drivers.netlink.linktable import LinkTable
 from magw.drivers.netlink.neighdump import dump_fdb, dump_neighbors
 from magw.drivers.netlink.rawsock import RawNetlink
@@ -38,8 +39,8 @@ _NUD_PERMANENT = 0x80
 _NTF_SELF = 0x02
 
 
-def _require_owned(dev: str, what: str) -> None:
-    if dev not in OWNED_LINKS:
+def _require_owned(dev: str, what: str, owned: frozenset[str] = OWNED_LINKS) -> None:
+    if dev not in owned:
         raise OpError(_EPERM, f"{what} on {dev}: device is not one of ours")
 
 
@@ -64,18 +65,18 @@ class AddressIO:
         out = []
         for msg in self.ipr.get_addr(family=socket.AF_INET):
             dev = self.table.name(msg["index"])
-            if dev in OWNED_LINKS:
+            if dev in OWNED_ADDRESS_DEVICES:
                 ip = msg.get("IFA_LOCAL") or msg.get("IFA_ADDRESS")
                 out.append(Address(dev=dev, address=IPv4Interface(f"{ip}/{msg['prefixlen']}")))
         return out
 
     def ensure(self, addr: Address) -> None:
-        _require_owned(addr.dev, "address")
+        _require_owned(addr.dev, "address", OWNED_ADDRESS_DEVICES)
         index = self.table.index(addr.dev)
         self.ipr.addr("replace", index=index, address=str(addr.address.ip), prefixlen=addr.address.network.prefixlen)
 
     def delete(self, addr: Address) -> None:
-        _require_owned(addr.dev, "address")
+        _require_owned(addr.dev, "address", OWNED_ADDRESS_DEVICES)
         index = _owned_index(self.table, addr.dev)
         if index is None:
             return

@@ -23,6 +23,10 @@ OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100, 149, 150})
 # Link names we create.
 OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel"})
 
+# Devices whose IPv4 addresses are all ours: our links, and OVN's ``ovn-k8s-sub0`` (the internal port of
+# ``br-submariner``, made by magw.drivers.ovs; the netlink driver never creates or deletes that device).
+OWNED_ADDRESS_DEVICES: frozenset[str] = OWNED_LINKS | {"ovn-k8s-sub0"}
+
 
 def owns_nexthop(nh_id: int) -> bool:
     return NEXTHOP_ID_MIN <= nh_id <= NEXTHOP_ID_MAX
