@@ -4,7 +4,9 @@ It runs on every node, inside the node's network namespace: it follows the file
 broker, plans the node (worker or gateway role) with the strategy the kernel
 supports, and reconciles links, addresses, neighbors, FDB entries, nexthops,
 groups, routes, rules and our nftables table through one Reconciler. It also
-sets ``net.ipv4.fib_multipath_hash_policy=1`` in that namespace. SIGTERM or
+sets ``net.ipv4.fib_multipath_hash_policy=1`` in that namespace. With ``cni: ovn``
+it plans the OVN node side and, given ``--ovs-db``, keeps ``br-submariner``
+(magw.agent.ovn_node, docs/ovn-node.md). SIGTERM or
 SIGINT stops it cleanly (exit 0); after a SIGKILL a restart converges again,
 because every sync compares the kernel with the plan.
 """
@@ -17,6 +19,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from ipaddress import IPv4Address
 from typing import Any
 
 import attrs
@@ -28,6 +31,7 @@ from magw.agent.health_options import HealthSettings, add_health_arguments, endp
 from magw.agent.healthcheck import build_monitor
 from magw.agent.options import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OneLineParser, common_parser, parse
 from magw.agent.ovn_host import add_ovn_arguments, check_ovn_arguments, hosted_syncer
+from magw.agent.ovn_node import add_ovn_node_arguments, check_ovn_node_arguments, ovn_node_driver
 from magw.agent.ovn_syncer import OvnSyncer
 from magw.agent.runner import run_until_signalled, start_metrics, write_json_atomic
 from magw.desired.planner import plan
@@ -35,7 +39,7 @@ from magw.desired.state import DesiredState
 from magw.drivers.netns import current_netns_refusal
 from magw.health.monitor import HealthMonitor
 from magw.logsetup import configure_logging
-from magw.model import Strategy
+from magw.model import Cni, Strategy
 from magw.reconcile.driver import Driver
 from magw.reconcile.loop import Reconciler, SyncResult
 from magw.sources.base import StateSource
@@ -63,6 +67,8 @@ class RouteAgent:
     status_file: str | None = None
     health: HealthMonitor | None = None
     ovn: OvnSyncer | None = None  # the OVN syncer this agent hosts (--ovn-nb), run beside the reconciler
+    ovn_mgmt_nexthop: IPv4Address | None = None  # --ovn-mgmt-nexthop (cni ovn: table 150's next hop)
+    cni: Cni = Cni.GENERIC  # the CNI of the last plan (the OVN node driver prepares the bridge only for ovn)
     reconciler: Reconciler = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
@@ -109,7 +115,8 @@ class RouteAgent:
         strategy = self._strategy(snapshot.config.strategy)
         if strategy is not snapshot.config.strategy:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
-        return plan(snapshot, self.node)
+        self.cni = snapshot.config.cni
+        return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop)
 
     def _on_sync(self, result: SyncResult | None) -> None:
         self._last_sync = result if result is not None else self._last_sync
@@ -222,6 +229,7 @@ def build_parser() -> OneLineParser:
     )
     add_health_arguments(p)
     add_ovn_arguments(p)
+    add_ovn_node_arguments(p)
     return p
 
 
@@ -275,16 +283,19 @@ def _agent(
     driver: Driver,
     picker: StrategyPicker,
 ) -> RouteAgent:
+    made: list[RouteAgent] = []  # the OVN node driver asks the agent (made next) what its last plan was for
     agent = RouteAgent(
         broker=source,
         node=args.node,
-        driver=driver,
+        driver=ovn_node_driver(args, driver, lambda: bool(made) and made[0].cni is Cni.OVN),
         resync_period=args.resync_period,
         pick_strategy=picker,
         status_file=args.status_file,
         health=build_monitor(args.node, health, allow_initial=args.allow_init_netns),
         registry=REGISTRY,
+        ovn_mgmt_nexthop=args.ovn_mgmt_nexthop,
     )
+    made.append(agent)
     agent.ovn = hosted_syncer(args, source, agent.health, args.resync_period)
     return agent
 
@@ -294,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser, argv)
     health = health_settings(parser, args)
     check_ovn_arguments(parser, args)
+    check_ovn_node_arguments(parser, args)
     configure_logging(args.log_format, args.log_level)
     refused = None if args.fake else current_netns_refusal("program", allow=args.allow_init_netns)
     if refused is not None:  # the host's namespace, or one we cannot tell from it
