@@ -184,3 +184,13 @@ def test_snapshot_round_trips_cni() -> None:
     assert parse_snapshot_text(dump_snapshot(s)) == s
     assert "cni: ovn" in dump_snapshot(s)
     assert "cni:" not in dump_snapshot(snapshot(cni=Cni.GENERIC))
+
+
+def test_kube_source_reads_the_cni_from_submariners_network_plugin() -> None:
+    from magw.sources.kube import mapping
+
+    (doc,) = mapping.config_docs({"spec": {"networkPlugin": "OVNKubernetes"}}, None)
+    assert doc.fields["cni"] == "ovn"
+    for spec in ({}, {"networkPlugin": "generic"}, {"networkPlugin": "calico"}):
+        (doc,) = mapping.config_docs({"spec": spec}, None)
+        assert "cni" not in doc.fields

@@ -192,7 +192,8 @@ def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Document, ...]:
     """The Config document: the seed's ``multiActiveGatewayEnabled`` (default false) and ``cni`` (``ovn`` when
-    Submariner's ``networkPlugin`` is ``OVNKubernetes``) from the Submariner object, the rest (``strategy``, ``underlayMTU``, ``resilient``) from the ConfigMap ``magw-config``."""
+    Submariner's ``networkPlugin`` is ``OVNKubernetes``) from the Submariner object, the rest (``strategy``,
+    ``underlayMTU``, ``resilient``) from the ConfigMap ``magw-config``."""
     raw: dict[str, Any] = {"kind": "Config"}
     spec = _spec(submariner) if submariner is not None else {}
     raw["multi_active_gateway"] = bool(spec.get("multiActiveGatewayEnabled", False))
