@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # libnftables through Debian's official Python binding python3-nftables (locked to libnftables1's version),
 # iperf3 (benchmarks/throughput.py), sysctl (procps; the lab), python3-venv (the virtualenv).
 # OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace (tests and
-# the lab start them by hand in temp dirs); python3-openvswitch gives the venv's ovs its C JSON parser (below).
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch)
+# the lab start them by hand in temp dirs); python3-openvswitch gives the venv's ovs its C JSON parser (below);
+# openvswitch-switch gives ovs-vswitchd and ovs-vsctl for br-submariner (the route agent's OVN mode, docs/ovn-node.md).
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -22,7 +23,7 @@ if ((${#missing[@]})); then
     exit 1
   fi
   apt-get update -qq
-  # Packages with daemons (ovn-central) must not start them on the host: a policy-rc.d
+  # Packages with daemons (ovn-central, openvswitch-switch) must not start them on the host: a policy-rc.d
   # that refuses every start, only for this install and only if the machine has none of its own.
   policy=/usr/sbin/policy-rc.d
   own_policy=0
