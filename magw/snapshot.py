@@ -23,8 +23,10 @@ import yaml
 
 from magw.gcpause import gc_paused
 from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
+from magw.model.egress import Egress
 from magw.model.globalnet import Globalnet
 from magw.snapshot_checks import HealthRefs, ParsedCluster, ParsedEndpoint, check_relations, located
+from magw.snapshot_egress import egress_to_doc, parse_egress
 from magw.snapshot_fields import (
     FieldError,
     Fields,
@@ -53,6 +55,7 @@ _TOP_KEYS = (
     "endpoints",
     "health",
     "globalnet",
+    "egress",
 )
 _T = TypeVar("_T")
 _MTU_MIN, _MTU_MAX = 576, 9216
@@ -129,6 +132,7 @@ def _snapshot(doc: object) -> Snapshot:
     config = _config(top)
     health, refs = _health(top)
     globalnet = parse_globalnet(top.optional("globalnet"), top.at("globalnet")) if top.has("globalnet") else Globalnet()
+    egress = parse_egress(top.optional("egress"), top.at("egress")) if top.has("egress") else Egress()
     check_relations(local_cluster=local, clusters=clusters, nodes=nodes, endpoints=endpoints, health=refs)
     return Snapshot(
         local_cluster=local,
@@ -138,6 +142,7 @@ def _snapshot(doc: object) -> Snapshot:
         config=config,
         health=health,
         globalnet=globalnet,
+        egress=egress,
     )
 
 
@@ -287,6 +292,8 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
         }
     if not snapshot.globalnet.empty:
         doc["globalnet"] = globalnet_to_doc(snapshot.globalnet)
+    if snapshot.egress != Egress():
+        doc["egress"] = egress_to_doc(snapshot.egress)
     return doc
 
 

@@ -338,7 +338,7 @@ def test_shape_errors_name_the_field(tmp_path: Path) -> None:
         "(known: multi_active_gateway, strategy, underlay_mtu, resilient, cni)",
         "odd.yaml: document 1: kind: 'Gateway' is not one of Cluster, Config, Node, Endpoint, Health, "
         "Namespace, Pod, Service, ServiceExport, ClusterGlobalEgressIP, GlobalEgressIP, GlobalIngressIP, "
-        "GlobalnetStatus, Lease",
+        "GlobalnetStatus, EgressConfig, EgressVIP, EgressVIPStatus, Lease",
     ]
     # config.yaml never had a good version: the snapshot uses the defaults.
     assert broker.snapshot is not None

@@ -108,8 +108,8 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "unknown-top-key",
         _set("colour", "blue"),
-        "snapshot.yaml: colour: unknown key (allowed: clusters, cni, endpoints, globalnet, health, local_cluster, "
-        "multi_active_gateway, nodes, resilient, strategy, underlay_mtu)",
+        "snapshot.yaml: colour: unknown key (allowed: clusters, cni, egress, endpoints, globalnet, health, "
+        "local_cluster, multi_active_gateway, nodes, resilient, strategy, underlay_mtu)",
     ),
     (
         "unknown-item-key",

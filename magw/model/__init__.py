@@ -12,6 +12,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.model.egress import Egress
 from magw.model.globalnet import Globalnet
 
 
@@ -195,6 +196,8 @@ class Snapshot:
     health: Health = Health()
     # The local cluster's Globalnet objects and statuses (empty unless the clusterset is Globalnet).
     globalnet: Globalnet = attrs.field(factory=Globalnet)
+    # The local cluster's egress gateway: config, VIPs and their statuses (empty unless it has EgressVIPs).
+    egress: Egress = attrs.field(factory=Egress)
     # Endpoints grouped by cluster, computed once: the planner asks per cluster, and scanning every
     # endpoint each time is quadratic in the number of clusters (issue 10).
     _by_cluster: dict[str, tuple[Endpoint, ...]] = attrs.field(init=False, eq=False, repr=False)

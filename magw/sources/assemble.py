@@ -25,7 +25,8 @@ from magw.model import Snapshot
 from magw.snapshot import SnapshotError, parse_snapshot
 from magw.snapshot_fields import FieldError
 from magw.snapshot_globalnet import item_parser
-from magw.sources.documents import GLOBALNET_SECTIONS, NODE_EXTRA_KEYS, Document
+from magw.sources.documents import EGRESS_SECTIONS, GLOBALNET_SECTIONS, NODE_EXTRA_KEYS, Document
+from magw.sources.egress_docs import check_egress_docs, egress_section
 
 Ident = tuple[str, ...]
 Parse = Callable[..., Snapshot]
@@ -37,7 +38,10 @@ _RANK = {
     "Endpoint": 3,
     "Health": 4,
     **dict.fromkeys(GLOBALNET_SECTIONS, 5),
-    "Lease": 6,
+    "EgressConfig": 6,  # before the VIPs: their addresses must lie in its ranges
+    "EgressVIP": 7,
+    "EgressVIPStatus": 7,
+    "Lease": 8,
 }
 _SECTION = {"Cluster": "clusters", "Node": "nodes", "Endpoint": "endpoints"}
 
@@ -62,7 +66,7 @@ class Assembly:
 def _in_snapshot(doc: Document, local: str) -> bool:
     if doc.kind == "Lease":
         return False
-    if doc.kind == "Node" or doc.kind in GLOBALNET_SECTIONS:
+    if doc.kind == "Node" or doc.kind in GLOBALNET_SECTIONS or doc.kind in EGRESS_SECTIONS:
         return doc.fields.get("cluster") == local
     return True
 
@@ -70,6 +74,7 @@ def _in_snapshot(doc: Document, local: str) -> bool:
 def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
     """The documents as one snapshot document (``magw.snapshot`` format)."""
     out: dict[str, Any] = {"local_cluster": local, "clusters": [], "nodes": [], "endpoints": []}
+    egress: list[Document] = []
     for doc in docs:
         if doc.kind == "Config":
             out.update(doc.fields)
@@ -82,10 +87,15 @@ def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
             if doc.fields.get("cluster") == local:
                 section = out.setdefault("globalnet", {}).setdefault(GLOBALNET_SECTIONS[doc.kind], [])
                 section.append({k: v for k, v in doc.fields.items() if k != "cluster"})
+        elif doc.kind in EGRESS_SECTIONS:
+            if doc.fields.get("cluster") == local:
+                egress.append(doc)
         elif doc.kind == "Lease":
             continue
         else:
             out[_SECTION[doc.kind]].append(dict(doc.fields))
+    if egress:
+        out["egress"] = egress_section(egress)
     return out
 
 
@@ -100,6 +110,11 @@ def _reason(exc: SnapshotError, doc: Document, accepted: Sequence[Document], loc
     elif doc.kind in GLOBALNET_SECTIONS:
         position = sum(1 for d in accepted if d.kind == doc.kind and _in_snapshot(d, local))
         prefix = f"globalnet.{GLOBALNET_SECTIONS[doc.kind]}[{position}]"
+    elif doc.kind == "EgressConfig":
+        prefix = "egress.config"
+    elif doc.kind in EGRESS_SECTIONS:
+        position = sum(1 for d in accepted if d.kind == doc.kind and _in_snapshot(d, local))
+        prefix = f"egress.{EGRESS_SECTIONS[doc.kind]}[{position}]"
     path = exc.path
     if prefix and (path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")):
         path = path[len(prefix) :].lstrip(".")
@@ -173,6 +188,8 @@ def assemble(
         else:
             return Assembly(snapshot=snap, accepted=tuple(ordered))
     docs, bad = _check_globalnet_items(local, ordered, last_good)
+    docs, bad_egress = check_egress_docs(local, docs, last_good)
+    bad = [*bad, *(Problem(file=f, error=e, kept_last_good=k) for f, e, k in bad_egress)]
     ordered = _order(local, docs, last_good)
     if unique and bad:  # the bad Globalnet documents were all that was wrong: still no walk
         try:

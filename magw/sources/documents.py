@@ -30,8 +30,20 @@ GLOBALNET_SECTIONS: dict[str, str] = {
     "GlobalIngressIP": "global_ingress_ips",
     "GlobalnetStatus": "statuses",
 }
+# Egress gateway kinds (issue 15): objects of one cluster, assembled into Snapshot.egress of that cluster.
+# Their fields are those of the snapshot's egress section (magw.snapshot_egress) plus ``cluster``.
+EGRESS_SECTIONS: dict[str, str] = {"EgressConfig": "config", "EgressVIP": "vips", "EgressVIPStatus": "statuses"}
 # A Lease document (magw.sources.filelease) lives in the directory too; it is not part of any snapshot.
-KINDS: tuple[str, ...] = ("Cluster", "Config", "Node", "Endpoint", "Health", *GLOBALNET_SECTIONS, "Lease")
+KINDS: tuple[str, ...] = (
+    "Cluster",
+    "Config",
+    "Node",
+    "Endpoint",
+    "Health",
+    *GLOBALNET_SECTIONS,
+    *EGRESS_SECTIONS,
+    "Lease",
+)
 
 # What each kind adds to the snapshot (magw.snapshot's top-level keys); Config and Health are singletons.
 CONFIG_KEYS: tuple[str, ...] = ("multi_active_gateway", "strategy", "underlay_mtu", "resilient", "cni")
@@ -54,6 +66,9 @@ _IDENTITY: dict[str, tuple[str, ...]] = {
     "GlobalEgressIP": ("cluster", "namespace", "name"),
     "GlobalIngressIP": ("cluster", "namespace", "name"),
     "GlobalnetStatus": ("cluster",),  # + the kind, namespace and name of its ``object``: see _identity
+    "EgressConfig": ("cluster",),
+    "EgressVIP": ("cluster", "name"),
+    "EgressVIPStatus": ("cluster", "name"),
     "Lease": ("name",),
 }
 
