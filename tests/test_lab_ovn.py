@@ -77,11 +77,39 @@ def test_up_runs_an_ovn_control_plane_and_verify_passes(lab: LabState) -> None:
     assert rc == 0, "\n".join(lines)
     checks = [line for line in lines if line.startswith(("OK", "FAIL"))]
     # Per cluster: 2 targets per node of every other cluster (egress), one ECMP check per remote cluster, one
-    # ingress check per uplink per node: east 3*2 + 1 + 2*3, west 2*2 + 1 + 1*2.
-    assert len(checks) == 13 + 7 and all(c.startswith("OK") for c in checks), "\n".join(lines)
+    # ingress check per uplink per node: east 3*2 + 1 + 2*3, west 2*2 + 1 + 1*2; node checks: one per worker and
+    # remote cluster, two per gateway (table 149, br-submariner): east 1 + 2*2, west 1 + 1*2.
+    assert len(checks) == 13 + 7 + 5 + 3 and all(c.startswith("OK") for c in checks), "\n".join(lines)
     ecmp = next(c for c in checks if "ecmp" in c and "east -> west" in c)
     assert "reach east-gw1, east-gw2" in ecmp
-    assert lines[-1] == "== 20/20 OK"
+    assert lines[-1] == "== 28/28 OK"
+
+
+def test_route_agents_run_in_ovn_mode(lab: LabState) -> None:
+    """The kernel's own lookups, here and not through the verifier: a worker's host traffic to west leaves by
+    ovn-k8s-mp0 (table 150), a gateway sends what arrives from west's tunnel into OVN by ovn-k8s-sub0 (table 149),
+    and the gateway's ovs-vswitchd has ovn-k8s-sub0 on br-submariner."""
+    lab_ = layout(lab.name, lab.topology)
+    east, west = lab_.cluster("east"), lab_.cluster("west")
+    worker = next(n for n in east.nodes if not n.gateway)
+    got = subprocess.run(
+        ["ip", "-n", worker.namespace, "route", "get", str(west.pods[0].ip)],
+        capture_output=True, text=True, timeout=10, check=True,
+    ).stdout  # fmt: skip
+    assert "via 169.254.253.1 dev ovn-k8s-mp0 table 150" in got, got
+    gw = east.gateways[0]
+    got = subprocess.run(
+        ["ip", "-n", gw.namespace, "route", "get", str(east.pods[0].ip), "from", str(west.pods[0].ip),
+         "iif", "vxlan-tunnel"],
+        capture_output=True, text=True, timeout=10, check=True,
+    ).stdout  # fmt: skip
+    assert "via 169.254.254.9 dev ovn-k8s-sub0 table 149" in got, got
+    d = lab.dir / "ovs" / gw.name
+    ports = subprocess.run(
+        ["ovs-vsctl", f"--db=unix:{d}/db.sock", "--timeout=5", "list-ports", "br-submariner"],
+        capture_output=True, text=True, timeout=10, check=True, env={"OVS_RUNDIR": str(d), "PATH": "/usr/bin:/bin"},
+    ).stdout.split()  # fmt: skip
+    assert ports == ["ovn-k8s-sub0"]
 
 
 def _routers_by_bucket(st: LabState, buckets: int) -> set[str]:

@@ -11,8 +11,9 @@ With ``--control-plane kube`` (``magw.lab.kube``) the same daemons run with ``--
 server emulator per cluster, the gateways syncing with the broker's emulator; the lab writes Kubernetes
 objects instead of documents and reads the emulators back (``magw.lab.kube_view``) where it read the broker.
 
-With ``--cni ovn`` (``magw.lab.ovn``) each cluster also gets an OVN control plane and an OVN syncer, and the
-last wait is for the syncers instead of pod-to-pod traffic (OVN is logical only in the lab).
+With ``--cni ovn`` (``magw.lab.ovn``) each cluster also gets an OVN control plane and an OVN syncer, each node
+``ovn-k8s-mp0`` and each gateway an Open vSwitch (``magw.lab.ovn_nodes``); the route agents run in OVN mode, and
+the last wait is for the syncers instead of pod-to-pod traffic (OVN is logical only in the lab).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import attrs
 import yaml
 
-from magw.lab import kube, kube_view, naming, procs
+from magw.lab import kube, kube_view, naming, ovn_nodes, procs
 from magw.lab import ovn as lab_ovn
 from magw.lab.errors import LabError
 from magw.lab.globalnet_docs import globalnet_documents
@@ -58,12 +59,6 @@ def script(name: str) -> Path:
     return path
 
 
-# The Config document's ``cni`` has landed (route agents plan the OVN node side from it, docs/ovn-node.md), but
-# lab nodes have no ovn-k8s-mp0 / ovn-k8s-sub0 yet and ``lab_ovn.route_agent_flags`` adds nothing, so an OVN-mode
-# agent could not converge there. TODO(lab): set True once the lab gives nodes those devices and the flags.
-CNI_IN_CONFIG = False
-
-
 def daemons_installed() -> bool:
     """True when the daemon console scripts are installed next to the interpreter."""
     return all(os.access(Path(sys.executable).parent / n, os.X_OK) for n in (ROUTE_AGENT, GATEWAY, GLOBALNET))
@@ -81,7 +76,7 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
             "underlay_mtu": topo.underlay_mtu,
         }
     }
-    if cni != "generic" and CNI_IN_CONFIG:
+    if cni != "generic":  # the route agents plan the CNI's node side from it (docs/ovn-node.md)
         docs["config.yaml"]["cni"] = cni
     for c in lab.clusters:
         docs[f"cluster-{c.id}.yaml"] = {
@@ -151,7 +146,7 @@ def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
 def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
     cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
-    ovn = lab_ovn.route_agent_flags(st, node) if st.ovn else []
+    ovn = ovn_nodes.route_agent_flags(st, node) if st.ovn else []
     return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn]
 
 
@@ -182,6 +177,8 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
     (st.dir / "status").mkdir(exist_ok=True)
     if st.ovn:
         st = lab_ovn.start_control_plane(lab, st, step)
+        ovn_nodes.add_mgmt_ports(lab, step)
+        st = ovn_nodes.start_gateway_ovs(lab, st, step)
     records = list(st.processes)
     if lab.topology.globalnet:
         for c in lab.clusters:

@@ -1,8 +1,10 @@
 """``magw lab up --cni ovn``: an OVN control plane per cluster, an OVN-K-like NB, and one OVN syncer per cluster.
 
 The lab cannot run an OVN datapath (no openvswitch kernel module, and no ovn-controller per node), so OVN is
-logical only here: the pods' packets still cross the lab's own host-gw network, and the OVN paths are proven
-with ``ovn-trace`` by ``magw lab verify`` (``magw.lab.ovn_verify``).
+logical only here: the OVN paths are proven with ``ovn-trace`` by ``magw lab verify`` (``magw.lab.ovn_verify``).
+The route agents run in OVN mode on nodes prepared by ``magw.lab.ovn_nodes``, so, as on a real OVN-Kubernetes
+node, traffic to other clusters leaves the host into OVN (``ovn-k8s-mp0``), which is not there: an OVN lab
+carries no inter-cluster pod traffic.
 
 Per cluster C, in ``<state dir>/ovn/C/`` (``magw.lab.ovn_servers``): the NB and SB ``ovsdb-server``s and
 ``ovn-northd``, lab processes (kinds ``ovsdb-nb``, ``ovsdb-sb``, ``ovn-northd``, owner C) in C's underlay
@@ -25,9 +27,9 @@ from typing import Any
 
 import attrs
 
-from magw.lab import ovn_topology, procs, state
+from magw.lab import ovn_nodes, ovn_topology, procs, state
 from magw.lab.errors import LabError, LabInputError
-from magw.lab.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
+from magw.lab.layout import ClusterLayout, LabLayout, PodLayout
 from magw.lab.ovn_servers import OvnDir, create_db, northd_argv, ovn_missing, server_argv
 from magw.lab.ovn_topology import OvnkNode, OvnkService, OvnkSpec, PodPort, ovnk_mac, tool_env
 from magw.lab.state import LabState
@@ -68,7 +70,7 @@ def check_supported(lab: LabLayout, control_plane: str) -> None:
         )
     if lab.topology.globalnet:
         raise LabInputError("--cni ovn: not with globalnet: true yet (magw lab verify has no Globalnet checks)")
-    missing = ovn_missing()
+    missing = ovn_missing() or ovn_nodes.ovs_missing()
     if missing is not None:
         raise LabError(f"--cni ovn: {missing}")
 
@@ -225,12 +227,3 @@ def status_doc(lab: LabLayout, st: LabState) -> dict[str, Any]:
         last = (syncer_status(st, c.id) or {}).get("last_sync")
         clusters.append({"cluster": c.id, "nb": d.nb, "sb": d.sb, "processes": procs_doc, "last_sync": last})
     return {"clusters": clusters}
-
-
-def route_agent_flags(st: LabState, node: NodeLayout) -> list[str]:
-    """The route agent's OVN mode flags on ``node``.
-
-    TODO(ovn node side): the route agent's OVN mode (br-submariner on ovs-vswitchd netdev, tables 149/150) has
-    not landed yet; until it does, the agents run as with the generic CNI and this adds nothing."""
-    del st, node
-    return []

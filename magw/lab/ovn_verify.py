@@ -14,7 +14,9 @@ broker say (which gateways are up), not what the syncer reports:
   traffic: with multi-active gateways every gateway whose Endpoint is published and that the broker's Health
   document does not mark down; else one;
 - **ingress**: from every ``submariner_gateway*`` switch's localnet port (a packet from a remote pod, addressed
-  to the router port's MAC) to the first pod of every node: it reaches that pod's port.
+  to the router port's MAC) to the first pod of every node: it reaches that pod's port;
+- **node**: the kernel and Open vSwitch side that the route agents in OVN mode programmed (tables 150 and 149,
+  ``br-submariner``), asked of the kernel and ``ovs-vsctl`` (``magw.lab.ovn_node_verify``).
 """
 
 from __future__ import annotations
@@ -228,6 +230,8 @@ def _ingress_checks(cl: _Cluster, lab: LabLayout) -> Iterator[Check]:
 
 def verify(lab: LabLayout, st: LabState) -> Verification:
     """Every check of every cluster (see the module docstring); a failing tool is a failed check, not a crash."""
+    from magw.lab.ovn_node_verify import node_checks  # it imports Check from here
+
     checks: list[Check] = []
     carriers: dict[tuple[str, str], tuple[str, ...]] = {}
     for c in lab.clusters:
@@ -241,4 +245,5 @@ def verify(lab: LabLayout, st: LabState) -> Verification:
         checks += _egress_checks(cl, lab)
         checks += _ecmp_checks(cl, lab, expected_carriers(lab, st, c), carriers)
         checks += _ingress_checks(cl, lab)
+        checks += node_checks(lab, st, c)
     return Verification(checks=tuple(checks), carriers=carriers)
