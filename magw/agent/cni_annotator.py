@@ -16,8 +16,9 @@ from ipaddress import IPv4Address
 import structlog
 from kubernetes_asyncio.client import ApiClient
 
+from magw.aio import wait_first
 from magw.sources.kube.annotate import annotation_of, local_addresses, pick_cni_ip, publish_cni_ip
-from magw.sources.kube.reflector import API_ERRORS, wait_first
+from magw.sources.kube.reflector import API_ERRORS
 from magw.sources.kube.source import KubeSource
 
 log = structlog.get_logger(__name__)

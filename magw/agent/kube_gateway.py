@@ -34,12 +34,13 @@ from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.agent.gateway import desired_endpoint
+from magw.aio import wait_first
 from magw.snapshot import endpoint_doc
 from magw.sources.kube.brokersync import BrokerSync
 from magw.sources.kube.crd import Crd
 from magw.sources.kube.lease import KubeLease, cluster_gateway_lease_name, gateway_lease_name, lease_expired
 from magw.sources.kube.mapping import endpoint_docs, endpoint_object_name, endpoint_spec
-from magw.sources.kube.reflector import API_ERRORS, wait_first
+from magw.sources.kube.reflector import API_ERRORS
 from magw.sources.kube.source import KubeSource
 from magw.sources.kube.status import GatewayStatusWriter, gateway_status
 

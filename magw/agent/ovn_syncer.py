@@ -21,10 +21,10 @@ import attrs
 import structlog
 
 from magw.agent.runner import write_json_atomic
+from magw.aio import wait_first
 from magw.model import Snapshot
 from magw.reconcile.ovnsync import OvnDriver, OvnSettings, OvnSyncResult, sync_ovn
 from magw.sources.base import StateSource
-from magw.sources.kube.reflector import wait_first
 
 log = structlog.get_logger(__name__)
 

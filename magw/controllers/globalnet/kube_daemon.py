@@ -18,12 +18,13 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from magw.aio import wait_first
 from magw.controllers.globalnet.controller import GlobalnetController
 from magw.controllers.globalnet.daemon import Daemon
 from magw.sources.kube.client import KubeConfigError, api_client
 from magw.sources.kube.globalnet_store import KubeGlobalnetStore
 from magw.sources.kube.lease import KubeLease, globalnet_lease_name
-from magw.sources.kube.reflector import API_ERRORS, wait_first
+from magw.sources.kube.reflector import API_ERRORS
 from magw.sources.kube.source import KubeSource
 
 log = structlog.get_logger(__name__)

@@ -30,6 +30,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from magw.aio import wait_first
 from magw.sources.kube.crd import Crd
 from magw.sources.kube.reflector import (
     API_ERRORS,
@@ -40,7 +41,6 @@ from magw.sources.kube.reflector import (
     Reflector,
     Timing,
     stop_all,
-    wait_first,
 )
 from magw.sources.kube.resources import GROUP, VERSION
 

@@ -223,19 +223,6 @@ class Reflector:
             pass
 
 
-async def wait_first(stop: asyncio.Event, wake: asyncio.Event | None, timeout: float | None = None) -> bool:
-    """Until ``stop`` or ``wake`` is set (True), or ``timeout`` passes (False)."""
-    waiters = {asyncio.ensure_future(stop.wait())}
-    if wake is not None:
-        waiters.add(asyncio.ensure_future(wake.wait()))
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
-    return bool(done)
-
-
 async def stop_all(reflectors: Iterable[Reflector], tasks: Iterable[asyncio.Task[Any]]) -> None:
     """Stop ``reflectors`` and wait for ``tasks`` (their runs and the caller's helpers) to end."""
     for reflector in reflectors:

@@ -30,12 +30,13 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import ApiClient
 
+from magw.aio import wait_first
 from magw.model import Snapshot
 from magw.snapshot import SnapshotError, parse_snapshot
 from magw.sources.assemble import Ident, Parse, assemble
 from magw.sources.documents import Document
 from magw.sources.kube import mapping
-from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all, wait_first
+from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
 from magw.sources.kube.resources import Resource, resources
 
 log = structlog.get_logger(__name__)
