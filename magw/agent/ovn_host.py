@@ -67,8 +67,13 @@ class LazyOvnDriver:
         driver = self._get()
         try:
             return getattr(driver, name)(*args)
-        except Exception:
-            self.close()  # a broken connection is rebuilt by the next sync
+        except Exception as exc:
+            from magw.drivers.ovn.nbrows import OvnInputError
+
+            # A refused input (a missing router, a row gone during the sync) came over a working connection:
+            # keep it. Anything else may be a broken connection: the next sync rebuilds it.
+            if not isinstance(exc, OvnInputError):
+                self.close()
             raise
 
     def observe(self) -> OvnState:
