@@ -142,3 +142,24 @@ def test_link_up_sets_the_internal_port_up(ovs: Ovs) -> None:
     )  # fmt: skip
     assert missing.returncode != 0
     assert "device nothere0 did not appear within 0.2 s" in missing.stderr
+
+
+def test_magw_cleanup_with_ovs_db_removes_ours_and_dry_run_changes_nothing(ovs: Ovs) -> None:
+    """``magw cleanup --ovs-db``, as a user runs it in the node's namespace: a dry run lists and keeps; the real
+    run removes our bridge and mapping entry and leaves a foreign bridge and mapping."""
+    ovs.vsctl("add-br", "br-foreign", "--", "set", "Bridge", "br-foreign", "datapath_type=netdev")
+    ovs.vsctl("set", "Open_vSwitch", ".", 'external_ids:ovn-bridge-mappings="physnet:br-foreign"')
+    foreign = db_text(ovs)
+    OvsBridge(ovs.db).ensure()
+    ours = db_text(ovs)
+    cmd = [sys.executable, "-m", "magw.cli.main", "cleanup", "--netns", ovs.ns, "--ovs-db", ovs.db]
+    dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=60, check=False)
+    assert dry.returncode == 0, dry.stderr
+    assert "would remove ovs br-submariner" in dry.stdout
+    assert "would remove ovs ovn-bridge-mappings -= submariner_gateway:br-submariner" in dry.stdout
+    assert db_text(ovs) == ours
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "remove ovs br-submariner" in done.stdout
+    assert db_text(ovs) == foreign
+    assert "ovn-k8s-sub0" not in devices(ovs)

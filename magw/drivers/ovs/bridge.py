@@ -178,8 +178,10 @@ class OvsBridge:
         self._run(*args)
         return tuple(changed)
 
-    def cleanup(self) -> tuple[str, ...]:
-        """Remove exactly ours: our bridge (with its ports), our port elsewhere, the mapping entry we added."""
+    def cleanup(self, *, dry_run: bool = False) -> tuple[str, ...]:
+        """Remove exactly ours: our bridge (with its ports), our port elsewhere, the mapping entry we added.
+
+        Returns what it removed (with ``dry_run``: what it would remove, and changes nothing)."""
         state = self.observe()
         args: list[str] = []
         removed = []
@@ -199,6 +201,6 @@ class OvsBridge:
             else:
                 args += ["--", "remove", "Open_vSwitch", ".", "external_ids", MAPPINGS_KEY]
             removed.append(f"{MAPPINGS_KEY} -= {NETWORK}:{BRIDGE}")
-        if args:
+        if args and not dry_run:
             self._run(*args[1:])
         return tuple(removed)
