@@ -54,7 +54,7 @@ async def api(tmp_path: Path) -> AsyncIterator[tuple[Path, Client]]:
 
 
 async def test_bind_unbind_rebind_through_the_api(api: tuple[Path, Client]) -> None:
-    d, c = api
+    _, c = api
     status, body = await c.post("/vip", {"action": "bind", "vip": "192.0.2.11", "namespace": "shop", "service": "web"})
     assert status == 200
     assert body["vip"] == {
@@ -142,7 +142,8 @@ async def test_unbinding_a_shared_vip_still_used_by_services_is_409_and_changes_
     before = _files(d)
     status, answer = await c.post("/vip", {"action": "unbind", "vip": "a", "namespace": "shop"})
     assert status == 409
-    assert answer == {"error": "VIP a is shared by namespace shop and still used by services shop/web: unbind them first"}
+    message = "VIP a is shared by namespace shop and still used by services shop/web: unbind them first"
+    assert answer == {"error": message}
     assert _files(d) == before
 
 
