@@ -155,6 +155,15 @@ OPERATOR_RULE = (
     " : (!has(self.values) || size(self.values) == 0)"
 )
 SUBMARINER_NAME_RULE = "self.metadata.name == 'submariner'"
+UNIQUE_BINDINGS_RULE = (
+    "self.all(b, self.filter(c, c.namespace == b.namespace && (has(c.service) ? c.service : '') =="
+    " (has(b.service) ? b.service : '')).size() == 1)"
+)
+
+
+def _unique_bindings(value: Any) -> bool:
+    keys = [(b["namespace"], b.get("service", "")) for b in value]
+    return len(set(keys)) == len(keys)
 
 
 def _no_host_bits(value: Any) -> bool:
@@ -174,6 +183,7 @@ TWINS: dict[str, Callable[[Any], bool]] = {
     CIDR_RULE: _no_host_bits,
     OPERATOR_RULE: _operator_values,
     SUBMARINER_NAME_RULE: lambda value: value["metadata"]["name"] == "submariner",
+    UNIQUE_BINDINGS_RULE: _unique_bindings,
 }
 
 

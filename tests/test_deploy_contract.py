@@ -133,6 +133,9 @@ def test_magw_reads_every_example(example: Any) -> None:
         docs = mapping.service_export_docs(doc, "east")
     elif kind in (CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, GLOBAL_INGRESS_IP):
         docs = mapping.globalnet_docs(kind, doc, "east")
+    elif kind == "EgressVIP":
+        docs = mapping.egress_vip_docs(doc, "east")
+        assert [d.kind for d in docs] == ["EgressVIP", "EgressVIPStatus"]
     else:
         assert kind == "Gateway"  # status only: magw writes it and nobody maps it back
         return

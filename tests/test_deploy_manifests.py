@@ -51,6 +51,7 @@ SPEC_KINDS = {
     ("submariner.io/v1", "GlobalIngressIP"),
     ("submariner.io/v1alpha1", "Submariner"),
     ("multicluster.x-k8s.io/v1alpha1", "ServiceExport"),
+    ("submariner.io/v1alpha1", "EgressVIP"),
 }
 
 
@@ -220,6 +221,18 @@ BAD = [
     ),
     ("Submariner", "metadata.name", "other", "only the Submariner object named submariner"),
     ("Submariner", "spec.multiActiveGatewayEnabled", "yes", "is not of type 'boolean'"),
+    ("EgressVIP", "spec.vip", "192.0.2.300", "does not match"),
+    ("EgressVIP", "spec.vrid", 0, "0 is less than the minimum of 1"),
+    ("EgressVIP", "spec.vrid", 256, "256 is greater than the maximum of 255"),
+    ("EgressVIP", "spec.candidates", [], "should be non-empty"),
+    ("EgressVIP", "spec.candidates", ["e-gw1", "e-gw1"], "non-unique elements"),
+    ("EgressVIP", "spec.candidates", ..., "'candidates' is a required property"),
+    ("EgressVIP", "spec.bindings[1]", {"namespace": "shop"}, "a binding is listed twice"),
+    ("EgressVIP", "spec.bindings[0].namespace", "Shop", "does not match"),
+    ("EgressVIP", "spec.bindings[0].svc", "web", "Additional properties"),
+    ("EgressVIP", "spec.advertInt", 1, "Additional properties"),
+    ("EgressVIP", "status.since", "yesterday", "is not a 'date-time'"),
+    ("EgressVIP", "status.services", ["web"], "does not match"),
 ]
 
 

@@ -237,3 +237,20 @@ egress:
 """
     with pytest.raises(ValueError, match=r"^<snapshot>: egress\.vips\[1\]\.vrid: vrid 7 is also VIP a's"):
         parse_snapshot_text(text)
+
+
+def test_the_example_cr_maps_to_documents_the_broker_accepts() -> None:
+    from magw.sources.kube.mapping import egress_vip_docs
+    from tests.deploy_checks import manifests
+
+    cr = next(m.doc for m in manifests("examples") if m.kind == "EgressVIP")
+    mapped = egress_vip_docs(cr, "east")
+    base = parse_file(BASE + "---\n" + CONFIG, file="base.yaml")
+    a = assemble("east", [*base, *mapped], {})
+    assert a.problems == () and a.snapshot is not None
+    vip = a.snapshot.egress.vip("shop")
+    assert vip is not None and vip.candidates == ("e-gw1", "e-gw2")
+    assert vip.bindings == (EgressBinding("shop"), EgressBinding("shop", "web"))
+    assert a.snapshot.egress.status_of("shop") == EgressVIPStatus(
+        holder="e-gw1", since="2025-01-01T00:00:00Z", services=("shop/db", "shop/web")
+    )

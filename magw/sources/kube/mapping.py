@@ -354,3 +354,21 @@ def globalnet_docs(kind: str, obj: Obj, cluster: str) -> tuple[Document, ...]:
     if status is not None:
         docs.append(status)
     return tuple(docs)
+
+
+def egress_vip_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
+    """An EgressVIP CR (deploy/crds/submariner.io_egressvips.yaml) -> its EgressVIP document, plus its
+    EgressVIPStatus document when the status names a holder or Services. The fields are the CRD's (issue 15)."""
+    spec = _spec(obj)
+    raw: dict[str, Any] = {"kind": "EgressVIP", "cluster": cluster, "name": _name(obj)}
+    raw.update({k: spec[k] for k in ("vip", "vrid", "candidates", "bindings") if k in spec})
+    docs = [_doc(raw, origin("EgressVIP", obj))]
+    status = _status(obj)
+    if status.get("holder") or status.get("services"):
+        body = {k: status[k] for k in ("holder", "since", "services") if k in status}
+        docs.append(
+            _doc(
+                {"kind": "EgressVIPStatus", "cluster": cluster, "name": _name(obj), **body}, origin("EgressVIP", obj), 1
+            )
+        )
+    return tuple(docs)
