@@ -53,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status.set_defaults(lab_run=_status)
 
     ex = verbs.add_parser("exec", help="run a command inside a lab namespace (node, pod, wan or <cluster>-ul)")
-    ex.add_argument("target", metavar="NODE", help="a node (east-gw1), a pod (east-w1-p1), 'wan' or '<cluster>-ul'")
+    ex.add_argument(
+        "target",
+        metavar="NODE",
+        help="a node (east-gw1), a pod (east-w1-p1), 'wan', '<cluster>-ul' or (egress labs) 'outside'",
+    )
     _name(ex)
     # REMAINDER keeps CMD's own options; "--name" may still come between NODE and "--" (see _split_exec).
     ex.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
@@ -219,7 +223,9 @@ def _exec(args: argparse.Namespace) -> int:
     st = _read(name)
     ns = args.target if args.target in st.namespaces else f"{name}-{args.target}"
     if ns not in st.namespaces:
-        raise LabInputError(f"exec: NODE: {args.target!r} is not a node, pod, 'wan' or '<cluster>-ul' of lab {name}")
+        raise LabInputError(
+            f"exec: NODE: {args.target!r} is not a node, pod, 'wan', '<cluster>-ul' or 'outside' of lab {name}"
+        )
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], check=False).returncode
 
 

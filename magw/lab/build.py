@@ -22,6 +22,7 @@ import attrs
 import structlog
 
 from magw.lab import daemons as lab_daemons
+from magw.lab import egress as lab_egress
 from magw.lab import naming, netns, ownership, procs, services, state, wiring
 from magw.lab import ovn as lab_ovn
 from magw.lab.connectivity import traffic_argv
@@ -158,6 +159,10 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str) -> None:
     netns.ip_batch(lab.wan_ns, wiring.port_commands(wiring.wan_ports(lab)))
     for c in lab.clusters:
         netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c)))
+    outside = lab_egress.outside_ns(lab)
+    if outside is not None:
+        netns.ip_batch(outside, lab_egress.outside_commands(lab))
+        netns.ip_batch(lab_egress.cluster_of(lab).underlay_ns, wiring.port_commands([lab_egress.OUTSIDE_PORT]))
     pods = ((p.namespace, wiring.pod_commands(p, lab.node(p.node))) for p in lab.pods)
     _parallel(netns.ip_batch, pods)
     step(f"network: {len(lab.clusters)} underlays, {len(lab.gateways)} gateways on the WAN, {len(lab.pods)} pods")
@@ -182,6 +187,12 @@ def start_echo_servers(lab: LabLayout, st: LabState) -> tuple[procs.ProcRecord, 
         argv = traffic_argv("serve", "--name", pod.name, "--port", str(ECHO_PORT))
         log_path = st.logs_dir / f"echo-{pod.name}.log"
         records.append(procs.start(kind="echo", owner=pod.name, namespace=pod.namespace, argv=argv, log_path=log_path))
+    outside = lab_egress.outside_ns(lab)
+    if outside is not None:  # the egress lab's server outside the cluster (magw.lab.egress)
+        name = lab_egress.OUTSIDE_NAME
+        argv = traffic_argv("serve", "--name", name, "--port", str(ECHO_PORT))
+        log_path = st.logs_dir / f"echo-{name}.log"
+        records.append(procs.start(kind="echo", owner=name, namespace=outside, argv=argv, log_path=log_path))
     return tuple(records)
 
 

@@ -31,6 +31,7 @@ import yaml
 
 from magw.lab import kube, kube_view, naming, ovn_nodes, procs
 from magw.lab import ovn as lab_ovn
+from magw.lab.egress import egress_documents
 from magw.lab.errors import LabError
 from magw.lab.globalnet_docs import globalnet_documents
 from magw.lab.globalview import ClusterView, Reader
@@ -89,7 +90,7 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
             docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
         for n in c.nodes:
             docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n)
-    return docs | globalnet_documents(lab)
+    return docs | globalnet_documents(lab) | egress_documents(lab)
 
 
 def _node_doc(node: NodeLayout) -> dict[str, Any]:

@@ -138,6 +138,8 @@ class LabLayout:
     def namespaces(self) -> tuple[str, ...]:
         """Every namespace of the lab, infrastructure first, in creation order."""
         infra = (self.wan_ns, *(c.underlay_ns for c in self.clusters))
+        if self.topology.egress is not None:
+            infra = (*infra, naming.outside_ns(self.name))
         return (*infra, *(n.namespace for n in self.nodes), *(p.namespace for p in self.pods))
 
     def cluster(self, cluster_id: str) -> ClusterLayout:

@@ -94,6 +94,11 @@ def underlay_ns(lab: str, cluster: str) -> str:
     return f"{lab}-{cluster}-ul"
 
 
+def outside_ns(lab: str) -> str:
+    """The egress gateway lab's world outside the cluster (``magw.lab.egress``)."""
+    return f"{lab}-outside"
+
+
 def wan_ns(lab: str) -> str:
     """The namespace holding the WAN bridge between all gateways."""
     return f"{lab}-wan"

@@ -17,9 +17,11 @@ from typing import Any
 import attrs
 import yaml
 
+from magw.lab import topology_egress as eg
 from magw.lab import topology_globalnet as gn
 from magw.lab.errors import LabInputError
 from magw.lab.naming import CLUSTER_ID_RE
+from magw.lab.topology_egress import EgressLabSpec, egress_doc
 from magw.lab.topology_globalnet import GlobalEgressSpec, Labels, PodSpec
 from magw.model import Strategy
 from magw.yamlstrict import StrictLoader
@@ -92,6 +94,7 @@ class Topology:
     underlay_mtu: int = 1500
     wan_rate: str | None = None
     globalnet: bool = False
+    egress: EgressLabSpec | None = None  # the egress gateway's VIPs (magw.lab.topology_egress)
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
@@ -119,6 +122,8 @@ class Topology:
         }
         if self.globalnet:
             doc["globalnet"] = True
+        if self.egress is not None:
+            doc["egress"] = egress_doc(self.egress)
         return doc
 
 
@@ -151,7 +156,8 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
     # messages, stay what they were before Globalnet (docs/lab.md lists every key).
     flag = doc.get("globalnet") is True if isinstance(doc, Mapping) else False
     hide = frozenset() if flag else gn.GLOBALNET_TOP_KEYS
-    top = p.mapping(doc, "", {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "globalnet"}, hide)
+    keys = {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "globalnet", *eg.TOP_KEYS}
+    top = p.mapping(doc, "", keys, hide)
     globalnet = p.boolean(top.get("globalnet", False), "globalnet")
     clusters_doc = p.sequence(top.get("clusters"), "clusters", min_len=1, max_len=MAX_CLUSTERS)
     clusters = tuple(p.cluster(c, f"clusters[{i}]", i, globalnet) for i, c in enumerate(clusters_doc))
@@ -162,6 +168,7 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
         underlay_mtu=p.integer(top.get("underlay_mtu", 1500), "underlay_mtu", 1280, 9000),
         wan_rate=p.rate(top.get("wan_rate"), "wan_rate"),
         globalnet=globalnet,
+        egress=eg.parse_egress(p, top["egress"], clusters) if top.get("egress") is not None else None,
     )
     _check_clusterset(p, topo)
     return topo
