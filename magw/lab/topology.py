@@ -156,6 +156,8 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
     # messages, stay what they were before Globalnet (docs/lab.md lists every key).
     flag = doc.get("globalnet") is True if isinstance(doc, Mapping) else False
     hide = frozenset() if flag else gn.GLOBALNET_TOP_KEYS
+    if not (isinstance(doc, Mapping) and "egress" in doc):  # listed only in an egress lab's messages, likewise
+        hide |= eg.TOP_KEYS
     keys = {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "globalnet", *eg.TOP_KEYS}
     top = p.mapping(doc, "", keys, hide)
     globalnet = p.boolean(top.get("globalnet", False), "globalnet")
