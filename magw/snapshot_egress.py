@@ -3,7 +3,7 @@
 The same item shapes serve the snapshot's ``egress:`` section and the broker's documents (one object per
 document, plus ``kind`` and ``cluster``): ``EgressConfig`` (one per cluster), ``EgressVIP`` and
 ``EgressVIPStatus`` (one per VIP, written by the controller). Field names are those of the EgressVIP CRD
-(``deploy/crds/magw.io_egressvips.yaml``), camelCase, so a CR and a document read the same.
+(``deploy/crds/submariner.io_egressvips.yaml``), camelCase, so a CR and a document read the same.
 ``docs/egress-gateway.md`` lists every field.
 
 What is refused (``FieldError``: path + one-line reason): a bad address or CIDR, a vrid out of 1..255, an

@@ -50,6 +50,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(name="diagnose", module="magw.cli.diagnose", help="report what the kernel supports and how it is set up"),
     Command(name="lab", module="magw.cli.lab", help="build and run a multi-cluster lab in network namespaces"),
     Command(name="globalnet", module="magw.cli.globalnet", help="show Globalnet objects, their addresses and the pool"),
+    Command(name="egress", module="magw.cli.egress", help="bind, unbind and show egress gateway VIPs (broker)"),
     Command(name="ovn", module="magw.cli.ovn", help="the OVN syncer: plan, sync, show and clean up magw's NB rows"),
 )
 
