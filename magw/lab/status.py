@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from ipaddress import IPv4Address
 from typing import Any
 
-from magw.lab import kube, kube_view, netns, procs
+from magw.lab import egress_status, kube, kube_view, netns, procs
 from magw.lab import ovn as lab_ovn
 from magw.lab.daemons import agent_status, read_views, views_readable
 from magw.lab.globalview import ClusterView
@@ -134,6 +134,7 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "control_plane": _control_plane_doc(st),
         "cni": st.cni,
         **({"ovn": lab_ovn.status_doc(lab, st)} if st.ovn else {}),
+        **({"egress": egress_status.status_doc(lab, st.broker_dir)} if st.topology.egress is not None else {}),
         "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind not in _NOT_DAEMONS],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
         "health": health_doc(lab, st),
@@ -187,6 +188,7 @@ def status_text(doc: dict[str, Any]) -> str:
         lines += _globalnet_text(c)
     lines += _control_plane_text(doc["control_plane"])
     lines += _ovn_text(doc.get("ovn"))
+    lines += egress_status.status_text(doc.get("egress"))
     alive = sum(1 for s in doc["servers"] if s["alive"])
     lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
     for d in doc["daemons"]:
