@@ -64,10 +64,17 @@ async def test_reader_survives_a_writer_that_closes_and_reopens(tmp_path: Path) 
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0)  # the task runs up to its first suspension: the reader's end is open by then
-    for text in ('INSTANCE "a" BACKUP 1\nnoise\n', 'INSTANCE "a" MASTER 1\n', 'INSTANCE "b" FAULT 2\n'):
+
+    async def seen(n: int) -> None:
+        while len(got) < n:
+            await asyncio.sleep(0.01)
+
+    for n, text in enumerate(
+        ('INSTANCE "a" BACKUP 1\nnoise\n', 'INSTANCE "a" MASTER 1\n', 'INSTANCE "b" FAULT 2\n'), 1
+    ):
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         os.write(fd, text.encode())
-        os.close(fd)  # a read-only reader would see end-of-file here
-        await asyncio.sleep(0)
+        os.close(fd)  # keepalived's reload; a read-only reader would see end-of-file once it has read the line
+        await asyncio.wait_for(seen(n), 10)  # read before the next writer opens
     await asyncio.wait_for(task, 10)
     assert [(e.name, e.state) for e in got] == [("a", "BACKUP"), ("a", "MASTER"), ("b", "FAULT")]
