@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Iterator
+from ipaddress import IPv4Address
 from pathlib import Path
 
 import attrs
@@ -55,18 +56,21 @@ class Candidates:
 
 
 @contextlib.contextmanager
-def candidates(tmp: Path, sync: bool) -> Iterator[Candidates]:
+def candidates(tmp: Path, sync: bool, multicast: bool = False) -> Iterator[Candidates]:
+    """n1 and n2 with keepalived (and conntrackd if ``sync``). ``multicast``: a third, absent peer in the
+    sync set makes the config use multicast instead of UDP to the one peer."""
     with contextlib.ExitStack() as stack:
         world = build_world(stack)
         net = world.net
         ips = {"n1": net.ip(1), "n2": net.ip(2)}
         kas, ctds = [], []
+        extra = (IPv4Address("172.31.0.9"),) if multicast else ()
         for i, name in ((1, "n1"), (2, "n2")):
             ns = net.nodes[i - 1]
             if sync:
                 ctd = Conntrackd(tmp / f"ctd{i}", ns)
                 paths = {"socket": str(ctd.socket), "lock_file": str(ctd.lock_file), "log_file": str(ctd.log)}
-                node = ConntrackdNode(interface="eth0", ip=ips[name], peers=tuple(ips.values()), **paths)
+                node = ConntrackdNode(interface="eth0", ip=ips[name], peers=(*ips.values(), *extra), **paths)
                 stack.callback(ctd.stop)
                 ctd.start(render_ctd(node, ignore=(VIP,)))
                 ctds.append(ctd)
@@ -85,9 +89,11 @@ def fail_over(c: Candidates) -> None:
     wait_until(lambda: holders(c.world.net) == [2], "the VIP moves to n2")
 
 
+@pytest.mark.parametrize("transport", ["udp", "multicast"])
 @pytest.mark.parametrize("kind", ["egress", "ingress"])
-def test_flow_survives_the_move_with_conntrackd(tmp_path: Path, kind: str) -> None:
-    with candidates(tmp_path, sync=True) as c, flow(c.world, kind) as f:
+def test_flow_survives_the_move_with_conntrackd(tmp_path: Path, kind: str, transport: str) -> None:
+    with candidates(tmp_path, sync=True, multicast=transport == "multicast") as c, flow(c.world, kind) as f:
+        assert ("Multicast {" in c.ctds[0].conf.read_text()) == (transport == "multicast")
         if kind == "egress":
             assert f.seen_from[0] == str(VIP)  # the server sees the VIP: n1 SNATed
         else:
