@@ -4,12 +4,22 @@ that write nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from magw.cli.main import main
 from tests.test_egress_controller import BASE, _files, _vip_text
+
+
+@pytest.fixture(autouse=True)
+def _keep_log_config() -> Iterator[None]:
+    """``main()`` configures logging (level warning): later tests' ``capture_logs`` must still see info."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture
