@@ -167,3 +167,30 @@ async def test_tcp_on_loopback_port_zero(tmp_path: Path) -> None:
             assert r.status == 200 and await r.json() == {"vips": []}
     finally:
         await asyncio.wait_for(runner.cleanup(), 10)
+
+
+async def test_the_daemon_serves_runs_passes_and_stops(tmp_path: Path) -> None:
+    from magw.controllers.egress.daemon import parser, run
+
+    broker_dir = tmp_path / "b"
+    broker_dir.mkdir()
+    (broker_dir / "base.yaml").write_text(BASE)
+    (broker_dir / "vip-a.yaml").write_text(_vip_text("a", 10, "[{namespace: blog}]"))
+    sock = tmp_path / "d.sock"
+    args = parser().parse_args(["--broker-dir", str(broker_dir), "--cluster", "east", "--socket", str(sock)])
+    stop = asyncio.Event()
+    task = asyncio.create_task(run(args, stop))
+    try:
+        status_file = broker_dir / "egress-status@east@a.yaml"
+        for _ in range(200):  # the first pass writes the status; bounded wait
+            if status_file.exists() and sock.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert "blog/api" in status_file.read_text()
+        connector = aiohttp.UnixConnector(path=str(sock))
+        async with aiohttp.ClientSession(connector=connector) as s, s.get("http://x/vip/a") as r:
+            assert r.status == 200 and (await r.json())["status"]["services"] == ["blog/api"]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert task.done() and task.exception() is None
