@@ -21,7 +21,7 @@ import attrs
 
 from magw.drivers.netns import in_netns
 from tests.egress_ha_net import VIP, Underlay, build
-from tests.netns import netns, run
+from tests.netns import netns, nft_json, run
 
 POD = "10.1.3.10"
 OUTSIDE = "203.0.113.10"
@@ -40,6 +40,19 @@ table ip magwtest {{
     type nat hook postrouting priority 90; policy accept;
     meta mark & 0x2 == 0x2 accept
     ip saddr 10.1.3.0/24 ip daddr != 10.1.0.0/16 snat to {VIP}
+  }}
+}}
+"""
+
+# The commit guard (a suggestion for the real datapath, docs/egress-ha.md): a TCP segment that is not a SYN
+# and would start a new conntrack entry for the VIP is dropped, not answered with RST by the node's own
+# stack; the sender retransmits, and after conntrackd's commit the retransmission matches the synced entry.
+# The counter lets a test know such a segment has arrived (with or without the drop).
+GUARD = """
+table ip magwguard {{
+  chain in {{
+    type filter hook input priority 0; policy accept;
+    ip daddr {vip} tcp flags & (syn | ack) != syn ct state new counter {verdict}
   }}
 }}
 """
@@ -79,6 +92,18 @@ def build_world(stack: contextlib.ExitStack) -> NatWorld:
         run(ns, "ip", "route", "add", "203.0.113.0/24", "via", str(net.ip(4)))
         _nft(ns, RULES)
     return NatWorld(net=net, pod=pod)
+
+
+def add_guard(world: NatWorld, drop: bool) -> None:
+    """The guard table on both candidates: count such segments, and drop them if ``drop``."""
+    for ns in world.net.nodes[:2]:
+        _nft(ns, GUARD.format(vip=VIP, verdict="drop" if drop else ""))
+
+
+def guarded(ns: str) -> int:
+    """How many segments the guard rule of ``ns`` has seen (read from the kernel)."""
+    rules = [o["rule"] for o in nft_json(ns, "list", "table", "ip", "magwguard")["nftables"] if "rule" in o]
+    return sum(e["counter"]["packets"] for r in rules for e in r["expr"] if "counter" in e)
 
 
 def _nft(ns: str, script: str) -> None:

@@ -27,7 +27,7 @@ from magw.drivers.keepalived.config import render as render_ka
 from magw.drivers.keepalived.process import Keepalived
 from magw.model.egress import EgressConfig, EgressVIP
 from tests.egress_ha_net import VIP, holders, wait_until
-from tests.egress_nat_net import NatWorld, build_world, exchange, flow
+from tests.egress_nat_net import NatWorld, add_guard, build_world, exchange, flow, guarded
 from tests.netns import run
 
 pytestmark = [
@@ -141,3 +141,24 @@ def test_without_conntrackd_egress_survives_only_if_the_pod_speaks_first(tmp_pat
         fail_over(c)
         assert exchange(f.client, f.server, b"after-1") == "ok"
         assert exchange(f.server, f.client, b"after-2") == "ok"
+
+
+@pytest.mark.parametrize("guard", [False, True])
+def test_a_segment_from_outside_before_the_commit(tmp_path: Path, guard: bool) -> None:
+    """The window between the GARP and conntrackd's commit: the server's segment reaches n2 first. Without the
+    guard, n2's own stack answers RST and the flow is lost *despite* conntrackd; with it, the segment is
+    dropped, the server retransmits (RTO >= 200 ms, longer than the commit here), and the flow survives."""
+    with candidates(tmp_path, sync=True) as c, flow(c.world, "egress") as f:
+        add_guard(c.world, drop=guard)
+        assert exchange(f.client, f.server, b"before-1") == "ok"
+        wait_until(lambda: "ESTABLISHED" in c.external_cache(2), "n2's external cache holds the flow")
+        fail_over(c)
+        f.server.sendall(b"early")  # before the commit
+        wait_until(lambda: guarded(c.world.net.nodes[1]) > 0, "the early segment reaches n2")
+        steps = c.ctds[1].become_master()
+        assert all(s.returncode == 0 for s in steps), steps
+        if guard:
+            assert f.client.recv(5) == b"early"
+            assert exchange(f.client, f.server, b"after") == "ok"
+        else:
+            assert exchange(f.client, f.server, b"after") == "reset"
