@@ -26,7 +26,7 @@ from magw.lab import egress as lab_egress
 from magw.lab import naming, netns, ownership, procs, services, state, wiring
 from magw.lab import ovn as lab_ovn
 from magw.lab.connectivity import traffic_argv
-from magw.lab.errors import LabError
+from magw.lab.errors import LabError, LabInputError
 from magw.lab.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.ready import wait_local
 from magw.lab.state import LabState
@@ -94,6 +94,11 @@ def up(
     must have published and allocated is still waited for): for labs whose inter-cluster datapath is under test.
     """
     lab = layout(name, topology)
+    if topology.egress is not None and (control_plane != "file" or cni != "generic"):
+        raise LabInputError(
+            "egress: only with --control-plane file and --cni generic (the egress controller and "
+            "agents follow the file broker)"
+        )
     if cni == "ovn":
         lab_ovn.check_supported(lab, control_plane)
     check_free(name)

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import yaml
 
-from magw.lab import kube, kube_view, naming, ovn_nodes, procs
+from magw.lab import egress_daemons, kube, kube_view, naming, ovn_nodes, procs
 from magw.lab import ovn as lab_ovn
 from magw.lab.egress import egress_documents
 from magw.lab.errors import LabError
@@ -189,6 +189,9 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
                 procs.start(kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path)
             )
         step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
+    if lab.topology.egress is not None:
+        records.append(egress_daemons.start_controller(lab, st))
+        step(f"daemons: the egress controller of cluster {lab.topology.egress.cluster} started")
     for node in lab.nodes:
         records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
         if node.gateway:

@@ -94,7 +94,12 @@ def status_text(doc: dict[str, Any] | None) -> list[str]:
         held = v["kernel"]
         kernel = held[0] if len(held) == 1 else ("nobody" if not held else f"SPLIT BRAIN: {', '.join(held)}")
         st = v["status"]
-        reported = f"{st.get('holder') or '-'} since {st.get('since') or '-'}" if st else "no status yet"
+        if not st:
+            reported = "no status yet"
+        elif st.get("holder"):
+            reported = f"{st['holder']} since {st.get('since') or '-'}"
+        else:
+            reported = "no holder reported"
         lines.append(f"  VIP {v['name']} {v['vip']} (vrid {v['vrid']}): held by {kernel}; status: {reported}")
         lines.append(f"    candidates {', '.join(v['candidates'])}; bound: {', '.join(v['bindings']) or 'nothing'}")
     return lines

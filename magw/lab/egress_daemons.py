@@ -1,0 +1,48 @@
+"""The egress gateway's daemons in the lab (issue 15): the controller per egress cluster, the HA agent per VIP
+candidate.
+
+- ``magw-egress`` (kind ``egress``, owner the cluster) in the cluster's underlay namespace: it needs no network,
+  only the broker directory and its API socket, ``<state dir>/egress/api.sock`` (the agents report holders
+  there with the seed's ``master_notify``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from magw.lab import procs
+from magw.lab.egress import cluster_of
+from magw.lab.errors import LabError
+from magw.lab.layout import LabLayout
+from magw.lab.state import LabState
+
+CONTROLLER = "magw-egress"
+CONTROLLER_KIND = "egress"
+
+
+def api_socket(st: LabState) -> Path:
+    return st.dir / "egress" / "api.sock"
+
+
+def _script(name: str) -> str:
+    path = Path(sys.executable).parent / name
+    if not os.access(path, os.X_OK):
+        raise LabError(f"{name}: not found next to {sys.executable} (install magw with: pip install -e .)")
+    return str(path)
+
+
+def controller_argv(lab: LabLayout, st: LabState) -> list[str]:
+    c = cluster_of(lab)
+    return [_script(CONTROLLER), "--broker-dir", str(st.broker_dir), "--cluster", c.id,
+            "--socket", str(api_socket(st)), "--log-format", "json"]  # fmt: skip
+
+
+def start_controller(lab: LabLayout, st: LabState) -> procs.ProcRecord:
+    api_socket(st).parent.mkdir(parents=True, exist_ok=True)
+    c = cluster_of(lab)
+    return procs.start(
+        kind=CONTROLLER_KIND, owner=c.id, namespace=c.underlay_ns, argv=controller_argv(lab, st),
+        log_path=st.logs_dir / f"egress-{c.id}.log",
+    )  # fmt: skip
