@@ -86,7 +86,7 @@ def test_instance_settings() -> None:
 
 def test_second_candidate_priority_and_unknown_peer_is_left_out_visibly() -> None:
     db = _instance(_render(), "db")
-    assert "  priority 126" in db  # second of three: 250, 126, 2
+    assert "  priority 230" in db  # second of three: 250, 230, 210
     peers = db[db.index("  unicast_peer {") + 1 : db.index("  }")]
     assert peers == ["    172.31.0.2"]
     assert "  # candidate gone: no underlay IP known, left out" in db
@@ -110,7 +110,13 @@ def test_without_a_check_no_script_is_tracked() -> None:
 
 @pytest.mark.parametrize(
     ("count", "expected"),
-    [(1, (250,)), (2, (250, 1)), (3, (250, 126, 2)), (5, (250, 188, 126, 64, 2))],
+    [
+        (1, (250,)),
+        (2, (250, 230)),
+        (3, (250, 230, 210)),
+        (13, tuple(range(250, 9, -20))),
+        (14, tuple(range(250, 0, -19))),
+    ],
 )
 def test_priorities_spread(count: int, expected: tuple[int, ...]) -> None:
     assert priorities(count) == expected

@@ -8,9 +8,11 @@ docs/egress-ha.md:
 - Unicast to the other candidates' underlay IPs: cloud underlays rarely carry multicast, and a VIP's
   adverts then reach only its candidates. A candidate without a known underlay IP is left out (a comment
   says so) instead of failing every node's config.
-- Priorities spread over 250..1 in candidate order, as far apart as possible: the master-down timer of
-  VRRPv3 is ``3 * advert_int + (256 - priority) * advert_int / 256``, so wide gaps let the preferred
-  surviving backup win clearly instead of two backups racing (a race is an extra VIP move and extra GARPs).
+- Priorities 250, 230, 210, ... in candidate order (step 20, smaller only past 13 candidates). VRRPv3's
+  master-down interval is ``3 * advert_int + (256 - priority) * advert_int / 256``: a high priority keeps
+  a backup's skew (and so the loss window) small, about 10 ms at advert_int 0.1 for the second candidate,
+  while a step of 20 still separates two backups' timers by ~8 ms, so the preferred survivor wins instead
+  of two backups racing (a race is an extra VIP move and extra GARPs).
 - ``nopreempt``: a returning preferred node does not take the VIP back. Taking it back is a second move
   with its own loss window and conntrack commit for nothing gained. All instances start ``BACKUP`` (which
   ``nopreempt`` requires); the election still prefers the higher priority when nodes start together.
@@ -37,6 +39,7 @@ from magw.model.egress import MAX_ADVERT_INT, MIN_ADVERT_INT, EgressConfig, Egre
 
 TOP_PRIORITY = 250  # 255 means "address owner" (RFC 5798); we never own the VIP
 BOTTOM_PRIORITY = 1
+PRIORITY_STEP = 20
 GARP_MASTER_DELAY = 1  # seconds: the second GARP burst after becoming master
 GARP_MASTER_REPEAT = 3  # GARPs per burst
 GARP_MASTER_REFRESH = 60  # seconds between refresh GARPs while master
@@ -78,14 +81,14 @@ class KeepalivedNode:
 
 
 def priorities(count: int) -> tuple[int, ...]:
-    """Priorities for ``count`` candidates in order, spread as far apart as 250..1 allows."""
+    """Priorities for ``count`` candidates in order: 250 down by 20, or by less when 250..1 must fit more."""
     if count < 1:
         return ()
     if count > TOP_PRIORITY - BOTTOM_PRIORITY + 1:
         raise KeepalivedConfigError(f"{count} candidates: VRRP priorities allow at most {TOP_PRIORITY}")
     if count == 1:
         return (TOP_PRIORITY,)
-    step = (TOP_PRIORITY - BOTTOM_PRIORITY) // (count - 1)
+    step = min(PRIORITY_STEP, (TOP_PRIORITY - BOTTOM_PRIORITY) // (count - 1))
     return tuple(TOP_PRIORITY - i * step for i in range(count))
 
 
