@@ -42,6 +42,9 @@ def link_text(link: Link) -> str:
     local = f" local {link.local}" if link.local is not None else ""
     learning = "learning" if link.learning else "nolearning"
     state = "up" if link.up else "down"
+    if link.external:  # the egress gateway's collect-metadata device (docs/egress-datapath.md)
+        gpe = " gpe" if link.gpe else ""
+        return f"link {link.name} type vxlan external{gpe} dstport {link.port} mtu {link.mtu} {state}"
     return (
         f"link {link.name} type vxlan id {link.vni} dstport {link.port} {learning}{local} mtu {link.mtu} "
         f"address {link.mac} {state}"
@@ -94,6 +97,8 @@ def route_text(route: Route) -> str:
         parts.append(_path_text(route.nexthops[0]))
     if route.src is not None:
         parts.append(f"src {inet_ntoa(route.src.packed)}")
+    if route.encap is not None:
+        parts.append(f"encap ip id {route.encap.id} dst {route.encap.dst}")
     parts.append(f"metric {route.metric}")
     lines = [" ".join(parts)]
     if route.nhid is None and len(route.nexthops) > 1:
@@ -103,6 +108,8 @@ def route_text(route: Route) -> str:
 
 def rule_text(rule: Rule) -> str:
     iif = f" iif {rule.iif}" if rule.iif is not None else ""
+    if rule.fwmark is not None:
+        iif += f" fwmark {rule.fwmark:#x}/{rule.fwmask if rule.fwmask is not None else 0xFFFFFFFF:#x}"
     return f"rule {rule.priority}: from all{iif} lookup {_table_name(rule.table)}"
 
 
@@ -176,6 +183,13 @@ def resolve_paths(state: DesiredState, route: Route) -> tuple[RouteNexthop, ...]
 
 
 def _route_json(state: DesiredState, route: Route) -> dict[str, Any]:
+    out = _route_json_base(state, route)
+    if route.encap is not None:  # only when set: the JSON of routes without it is unchanged
+        out["encap"] = {"type": "ip", "id": route.encap.id, "dst": str(route.encap.dst)}
+    return out
+
+
+def _route_json_base(state: DesiredState, route: Route) -> dict[str, Any]:
     return {
         "table": route.table,
         "dst": str(route.dst),
@@ -220,7 +234,7 @@ def nft_json(table: NftTable) -> dict[str, Any]:
 
 def _link_json(o: Link) -> dict[str, Any]:
     local = None if o.local is None else str(o.local)
-    return {
+    out: dict[str, Any] = {
         "name": o.name,
         "vni": o.vni,
         "port": o.port,
@@ -230,6 +244,9 @@ def _link_json(o: Link) -> dict[str, Any]:
         "learning": o.learning,
         "up": o.up,
     }
+    if o.external:  # only when set: the JSON of the Submariner devices is unchanged
+        out.update(external=True, gpe=o.gpe)
+    return out
 
 
 def _group_json(o: NexthopGroup) -> dict[str, Any]:
@@ -255,7 +272,12 @@ def render_json(state: DesiredState) -> dict[str, Any]:
         "groups": [_group_json(o) for o in state.groups],
         "routes": [_route_json(state, o) for o in state.routes],
         "rules": [
-            {"priority": o.priority, "table": o.table, **({"iif": o.iif} if o.iif is not None else {})}
+            {
+                "priority": o.priority,
+                "table": o.table,
+                **({"iif": o.iif} if o.iif is not None else {}),
+                **({"fwmark": o.fwmark, "fwmask": o.fwmask} if o.fwmark is not None else {}),
+            }
             for o in state.rules
         ],
         "nft": None if state.nft is None else nft_json(state.nft),

@@ -21,7 +21,12 @@ MAIN_TABLE = 254
 
 @attrs.frozen(kw_only=True)
 class Link:
-    """A VXLAN device we own."""
+    """A VXLAN device we own.
+
+    ``external`` is collect-metadata mode (the VNI and remote come from each route's ``encap``; ``vni`` is 0)
+    and ``gpe`` VXLAN-GPE (no inner Ethernet header, no MAC: ``mac`` is ""); the egress gateway's
+    ``magw-egress`` is both (docs/egress-datapath.md).
+    """
 
     name: str
     vni: int
@@ -31,6 +36,8 @@ class Link:
     local: IPv4Address | None = None
     learning: bool = False
     up: bool = True
+    external: bool = False
+    gpe: bool = False
 
     @property
     def key(self) -> str:
@@ -124,6 +131,14 @@ RouteType = Literal["unicast", "unreachable"]
 
 
 @attrs.frozen(kw_only=True)
+class RouteEncap:
+    """A lightweight-tunnel encapsulation of a route, ``encap ip id ID dst DST`` (for an ``external`` device)."""
+
+    id: int
+    dst: IPv4Address
+
+
+@attrs.frozen(kw_only=True)
 class Route:
     """A route we own.
 
@@ -139,6 +154,7 @@ class Route:
     type: RouteType = "unicast"
     nhid: int | None = None
     nexthops: tuple[RouteNexthop, ...] = ()
+    encap: RouteEncap | None = None
 
     @property
     def key(self) -> tuple[int, IPv4Network, int]:
@@ -148,11 +164,14 @@ class Route:
 @attrs.frozen(kw_only=True)
 class Rule:
     """An ip rule we own, identified by its priority: ``from all lookup TABLE``, or with ``iif``
-    ``from all iif DEV lookup TABLE`` (OVN's table 149 serves only what arrives from remote clusters)."""
+    ``from all iif DEV lookup TABLE`` (OVN's table 149 serves only what arrives from remote clusters), or with
+    ``fwmark``/``fwmask`` ``from all fwmark MARK/MASK lookup TABLE`` (the egress gateway's steering)."""
 
     priority: int
     table: int
     iif: str | None = None
+    fwmark: int | None = None
+    fwmask: int | None = None
 
     @property
     def key(self) -> int:

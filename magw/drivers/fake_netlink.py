@@ -89,7 +89,7 @@ log = structlog.get_logger(__name__)
 RTPROT_BOOT = 3
 
 # Link fields changed only by delete + create (the netlink driver's choice; see the module doc).
-_RECREATE_FIELDS = ("vni", "port", "local", "learning")
+_RECREATE_FIELDS = ("vni", "port", "local", "learning", "external", "gpe")
 
 
 def is_owned(obj: NetObject | ForeignLink, protocol: int = RTPROT_MAGW) -> bool:

@@ -114,10 +114,16 @@ def check_link(link: Link, links: Iterable[AnyLink]) -> None:
         raise KernelError("ERANGE", f"VXLAN ID must be lower than 16777216 ({link.name} id {link.vni})")
     if not 0 <= link.port <= 65535:  # 0 never gets here: normalize() makes it 8472, as the kernel does
         raise KernelError("EINVAL", f"invalid VXLAN destination port {link.port} ({link.name})")
-    check_lladdr(link.mac)
-    first = int(link.mac[:2], 16)
-    if first & 1 or link.mac == "00:00:00:00:00:00":
-        raise KernelError("EADDRNOTAVAIL", f"Cannot assign requested address ({link.name} address {link.mac})")
+    if link.gpe and not link.external:
+        raise KernelError("EINVAL", f"Unsupported VXLAN option: GPE needs external ({link.name})")
+    if link.gpe:  # VXLAN-GPE carries no Ethernet header: the device has no MAC (ARPHRD_NONE)
+        if link.mac:
+            raise KernelError("EOPNOTSUPP", f"Operation not supported ({link.name} is GPE: no address {link.mac})")
+    else:
+        check_lladdr(link.mac)
+        first = int(link.mac[:2], 16)
+        if first & 1 or link.mac == "00:00:00:00:00:00":
+            raise KernelError("EADDRNOTAVAIL", f"Cannot assign requested address ({link.name} address {link.mac})")
     for other in links:
         if isinstance(other, Link) and other.name != link.name and (other.vni, other.port) == (link.vni, link.port):
             raise KernelError("EEXIST", f"A VXLAN device with the specified VNI already exists ({other.name})")
@@ -201,7 +207,8 @@ def check_route(
         raise KernelError("EINVAL", f"Nexthop id does not exist (route {route.dst} nhid {route.nhid})")
     for path in route.nexthops:
         link = find_dev(path.dev, links)
-        if not link.up or not _on_link(path.via, path.dev, addresses):
+        device_route = not int(path.via)  # no gateway: ``dev DEV`` only (the egress gateway's encap routes)
+        if not link.up or not (device_route or _on_link(path.via, path.dev, addresses)):
             raise KernelError(
                 "ENETUNREACH", f"Nexthop has invalid gateway (route {route.dst} via {path.via} dev {path.dev})"
             )

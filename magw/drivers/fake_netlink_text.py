@@ -18,6 +18,9 @@ def link_line(link: AnyLink) -> str:
         return f"link {link.name} (not vxlan) {state}"
     local = f" local {link.local}" if link.local is not None else ""
     learning = "learning" if link.learning else "nolearning"
+    if link.external:
+        gpe = " gpe" if link.gpe else ""
+        return f"link {link.name} type vxlan external{gpe} dstport {link.port}{local} {learning} mtu {link.mtu} {state}"
     return (
         f"link {link.name} type vxlan id {link.vni} dstport {link.port}{local} {learning}"
         f" mtu {link.mtu} address {link.mac} {state}"
@@ -43,12 +46,16 @@ def route_line(route: Route, protocol: int) -> str:
         parts += ["nexthop", "via", str(path.via), "dev", path.dev, "weight", str(path.weight)]
     if route.src is not None:
         parts += ["src", str(route.src)]
+    if route.encap is not None:
+        parts += ["encap", "ip", "id", str(route.encap.id), "dst", str(route.encap.dst)]
     parts += ["metric", str(route.metric), "proto", str(protocol)]
     return " ".join(parts)
 
 
 def rule_line(rule: Rule) -> str:
     iif = f" iif {rule.iif}" if rule.iif is not None else ""
+    if rule.fwmark is not None:
+        iif += f" fwmark {rule.fwmark:#x}/{rule.fwmask if rule.fwmask is not None else 0xFFFFFFFF:#x}"
     return f"rule {rule.priority}: from all{iif} lookup {rule.table}"
 
 

@@ -55,6 +55,7 @@ def link_from_msg(msg: Any) -> Link | None:
     if data is None:
         return Link(name=name, vni=0, port=0, mtu=mtu, mac=mac, up=up)
     local = data.get("IFLA_VXLAN_LOCAL")
+    external = bool(data.get("IFLA_VXLAN_COLLECT_METADATA"))
     return Link(
         name=name,
         vni=int(data.get("IFLA_VXLAN_ID") or 0),
@@ -64,11 +65,13 @@ def link_from_msg(msg: Any) -> Link | None:
         local=IPv4Address(local) if local else None,
         learning=bool(data.get("IFLA_VXLAN_LEARNING")),
         up=up,
+        external=external,
+        gpe=data.get("IFLA_VXLAN_GPE") is not None,
     )
 
 
-def _immutable(link: Link) -> tuple[int, int, IPv4Address | None, bool]:
-    return (link.vni, link.port, link.local, link.learning)
+def _immutable(link: Link) -> tuple[int, int, IPv4Address | None, bool, bool, bool]:
+    return (link.vni, link.port, link.local, link.learning, link.external, link.gpe)
 
 
 def _require_owned(name: str) -> None:
@@ -112,7 +115,7 @@ class LinkIO:
             old = self.current(link.name)
             if old is None:
                 self._add(link)
-            elif old.vni == 0 or _immutable(old) != _immutable(link):
+            elif old.port == 0 or _immutable(old) != _immutable(link):  # port 0: not a VXLAN (link_from_msg)
                 log.info("netlink.link_recreate", link=link.name, old_vni=old.vni, vni=link.vni)
                 self._delete(link.name)
                 self._add(link)
@@ -131,18 +134,29 @@ class LinkIO:
 
     def _add(self, link: Link) -> None:
         extra: dict[str, object] = {"vxlan_local": str(link.local)} if link.local is not None else {}
+        if link.mac:
+            extra["address"] = link.mac
+        if link.external:
+            extra["vxlan_collect_metadata"] = 1
+        else:
+            extra["vxlan_id"] = link.vni
+        if link.gpe:
+            extra["vxlan_gpe"] = True
         self.ipr.link(
             "add",
             ifname=link.name,
             kind="vxlan",
-            vxlan_id=link.vni,
             vxlan_port=link.port,
             vxlan_learning=int(link.learning),
             mtu=link.mtu,
-            address=link.mac,
             state="up" if link.up else "down",
             **extra,
         )
+        if link.gpe:
+            # The egress gateway's device receives pods' packets whose source routes back through the underlay:
+            # loose reverse-path filtering on the device (the effective value is max(all, device), so this holds
+            # whatever the host's ``all`` is; docs/egress-datapath.md). Only our device's own sysctl.
+            write_sysctl(self.netns, f"net.ipv4.conf.{link.name}.rp_filter", "2")
         # Kernel 6.18 (promote_secondaries=0 by default): deleting a link's primary address deletes its
         # secondaries too, and losing the last address flushes the link's neighbors. Our address changes
         # create the new address before deleting the old one, so the new one must survive: promote it.
@@ -156,7 +170,7 @@ class LinkIO:
             changes["mtu"] = link.mtu
         if old.up != link.up:
             changes["state"] = "up" if link.up else "down"
-        if old.mac != link.mac:
+        if old.mac != link.mac and link.mac:
             self._set_mac(index, link.mac)
         if changes:
             self.ipr.link("set", index=index, **changes)

@@ -9,7 +9,9 @@ universe; the table goes in ``rtm_table`` and always also in ``RTA_TABLE`` (need
 ``RTA_PRIORITY``; ``src`` in ``RTA_PREFSRC``; the path in ``RTA_NH_ID`` (a nexthop object or
 group), ``RTA_GATEWAY`` + ``RTA_OIF`` (one inline path) or ``RTA_MULTIPATH`` (several:
 ``struct rtnexthop`` with ``hops = weight - 1`` followed by its ``RTA_GATEWAY``).
-Unreachable routes have type RTN_UNREACHABLE and no path.
+Unreachable routes have type RTN_UNREACHABLE and no path. A device-only path is an inline
+nexthop with ``via`` 0.0.0.0 (no gateway). ``encap`` is ``RTA_ENCAP_TYPE`` LWTUNNEL_ENCAP_IP
+plus ``RTA_ENCAP`` {LWTUNNEL_IP_ID (be64), LWTUNNEL_IP_DST} (the egress gateway's routes).
 
 Ownership: parsers return None for what is not ours: routes of another protocol, in a
 table outside ``OWNED_TABLES``, not IPv4; nexthops with ids outside our range.
@@ -26,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from magw.desired.state import GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop
+from magw.desired.state import GroupMember, Nexthop, NexthopGroup, Route, RouteEncap, RouteNexthop
 from magw.drivers.netlink.constants import OWNED_TABLES, RTPROT_MAGW, owns_nexthop
 from magw.drivers.netlink.nexthop import (
     GroupSpec,
@@ -43,9 +45,11 @@ from magw.drivers.netlink.nlattr import (
     NLM_F_REPLACE,
     NLM_F_REQUEST,
     NLMSGHDR,
+    U16,
     U32,
     align4,
     attr,
+    attr_u16,
     attr_u32,
     attrs_of,
     message,
@@ -64,7 +68,12 @@ RTA_PRIORITY = 6
 RTA_PREFSRC = 7
 RTA_MULTIPATH = 9
 RTA_TABLE = 15
+RTA_ENCAP_TYPE = 21
+RTA_ENCAP = 22
 RTA_NH_ID = 30
+LWTUNNEL_ENCAP_IP = 2
+LWTUNNEL_IP_ID = 1
+LWTUNNEL_IP_DST = 2
 
 RTN_UNSPEC = 0
 RTN_UNICAST = 1
@@ -149,7 +158,26 @@ def pack_route(route: Route, ifindex: IfIndex, *, flags: int = FLAGS_REPLACE) ->
     if route.src is not None:
         parts.append(attr(RTA_PREFSRC, route.src.packed))
     parts.append(_path_attrs(route, ifindex))
+    if route.encap is not None:
+        parts.append(_encap_attrs(route.encap))
     return message(RTM_NEWROUTE, flags, b"".join(parts))
+
+
+def _encap_attrs(encap: RouteEncap) -> bytes:
+    """``encap ip id ID dst DST``: the tunnel key goes big-endian, as the kernel keeps it (``__be64``)."""
+    nested = attr(LWTUNNEL_IP_ID, encap.id.to_bytes(8, "big")) + attr(LWTUNNEL_IP_DST, encap.dst.packed)
+    return attr_u16(RTA_ENCAP_TYPE, LWTUNNEL_ENCAP_IP) + attr(RTA_ENCAP, nested)
+
+
+def _parse_encap(attrs: dict[int, bytes]) -> RouteEncap | None:
+    kind = attrs.get(RTA_ENCAP_TYPE, b"")
+    if RTA_ENCAP not in attrs or len(kind) < U16.size or U16.unpack_from(kind)[0] != LWTUNNEL_ENCAP_IP:
+        return None
+    nested = attrs_of(attrs[RTA_ENCAP], 0, len(attrs[RTA_ENCAP]))
+    if LWTUNNEL_IP_DST not in nested:
+        return None
+    tun_id = int.from_bytes(nested.get(LWTUNNEL_IP_ID, bytes(8))[:8], "big")
+    return RouteEncap(id=tun_id, dst=IPv4Address(nested[LWTUNNEL_IP_DST][:4]))
 
 
 def _path_attrs(route: Route, ifindex: IfIndex) -> bytes:
@@ -233,7 +261,8 @@ def parse_route(msg: bytes, ifname: IfName) -> Route | None:
         # With nexthop_compat_mode=1 (the default) the kernel also expands the group into
         # RTA_GATEWAY/RTA_MULTIPATH; the id is what we manage.
         return Route(table=table, dst=dst, metric=metric, src=src, nhid=U32.unpack(attrs[RTA_NH_ID])[0])
-    return Route(table=table, dst=dst, metric=metric, src=src, nexthops=_parse_paths(attrs, ifname))
+    paths = _parse_paths(attrs, ifname)
+    return Route(table=table, dst=dst, metric=metric, src=src, nexthops=paths, encap=_parse_encap(attrs))
 
 
 # The layout the kernel dumps our route via nhid with src in: (len, type) of RTA_TABLE, RTA_DST, RTA_PRIORITY,

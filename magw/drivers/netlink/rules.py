@@ -1,7 +1,8 @@
 """IPv4 policy rules at the priorities we own (``constants.OWNED_RULE_PRIORITIES``).
 
-A priority of ours holds exactly one rule, ``from all lookup TABLE`` or
-``from all iif DEV lookup TABLE`` (OVN's table 149), written with protocol
+A priority of ours holds exactly one rule, ``from all lookup TABLE``,
+``from all iif DEV lookup TABLE`` (OVN's table 149) or ``from all fwmark M/MASK
+lookup TABLE`` (the egress gateway's steering), written with protocol
 RTPROT_MAGW. Anything else found at such a priority (a rule with other
 selectors, another action, or several rules) is observed as ``Rule(table=0)``,
 which never equals a planned rule, so the next sync clears the priority and
@@ -30,9 +31,11 @@ _EBUSY = 16
 _FR_ACT_TO_TBL = 1
 # More rules than this at one priority means something keeps adding them: stop and report.
 _MAX_RULES_PER_PRIORITY = 64
-# Attributes that make a rule more specific than "from all".
+# Attributes that make a rule more specific than "from all" (iif and fwmark are read, see ``_is_plain``).
+_READ = ("FRA_IIFNAME", "FRA_FWMARK", "FRA_FWMASK")
 _SELECTORS = (
     "FRA_FWMARK",
+    "FRA_FWMASK",
     "FRA_IIFNAME",
     "FRA_OIFNAME",
     "FRA_UID_RANGE",
@@ -45,10 +48,23 @@ _SELECTORS = (
 
 
 def _is_plain(msg: Any) -> bool:
-    """True for ``from all [iif DEV] lookup TABLE`` with no other selector (``iif`` is read by ``_iif``)."""
+    """True for ``from all [iif DEV] [fwmark M/MASK] lookup TABLE`` with no other selector (read by ``_fields``)."""
     if msg["action"] != _FR_ACT_TO_TBL or msg["src_len"] or msg["dst_len"] or msg["tos"]:
         return False
-    return all(msg.get(name) is None for name in _SELECTORS if name != "FRA_IIFNAME")
+    return all(msg.get(name) is None for name in _SELECTORS if name not in _READ)
+
+
+def _fwmark(msg: Any) -> tuple[int | None, int | None]:
+    mark = msg.get("FRA_FWMARK")
+    if not mark and not msg.get("FRA_FWMASK"):
+        return None, None
+    mask = msg.get("FRA_FWMASK")
+    return int(mark or 0), (int(mask) if mask is not None else 0xFFFFFFFF)
+
+
+def _rule_of(priority: int, msg: Any) -> Rule:
+    mark, mask = _fwmark(msg)
+    return Rule(priority=priority, table=_table(msg), iif=_iif(msg), fwmark=mark, fwmask=mask)
 
 
 def _iif(msg: Any) -> str | None:
@@ -76,22 +92,30 @@ class RuleIO:
         return [m for m in self.ipr.get_rules(family=socket.AF_INET) if m.get("FRA_PRIORITY") == priority]
 
     def observe(self) -> list[Rule]:
+        """One dump, grouped by priority (the egress gateway owns 255 priorities: one dump each was wasteful)."""
+        by_priority: dict[int, list[Any]] = {}
+        for m in self.ipr.get_rules(family=socket.AF_INET):
+            priority = m.get("FRA_PRIORITY")
+            if priority in OWNED_RULE_PRIORITIES:
+                by_priority.setdefault(int(priority), []).append(m)
         out = []
-        for priority in sorted(OWNED_RULE_PRIORITIES):
-            msgs = self._at(priority)
+        for priority, msgs in sorted(by_priority.items()):
             if len(msgs) == 1 and _is_plain(msgs[0]):
-                out.append(Rule(priority=priority, table=_table(msgs[0]), iif=_iif(msgs[0])))
-            elif msgs:
+                out.append(_rule_of(priority, msgs[0]))
+            else:
                 out.append(Rule(priority=priority, table=0))
         return out
 
     def ensure(self, rule: Rule) -> None:
         _require_owned(rule.priority)
         msgs = self._at(rule.priority)
-        if len(msgs) == 1 and _is_plain(msgs[0]) and _table(msgs[0]) == rule.table and _iif(msgs[0]) == rule.iif:
+        if len(msgs) == 1 and _is_plain(msgs[0]) and _rule_of(rule.priority, msgs[0]) == rule:
             return
         self._clear(rule.priority)
-        extra = {"iifname": rule.iif} if rule.iif is not None else {}
+        extra: dict[str, Any] = {"iifname": rule.iif} if rule.iif is not None else {}
+        if rule.fwmark is not None:
+            extra["fwmark"] = rule.fwmark
+            extra["fwmask"] = rule.fwmask if rule.fwmask is not None else 0xFFFFFFFF
         self.ipr.rule(
             "add", family=socket.AF_INET, priority=rule.priority, table=rule.table, protocol=RTPROT_MAGW, **extra
         )
