@@ -93,3 +93,8 @@ def resolve(egress: Egress, services: Iterable[Service], pods: Iterable[Pod]) ->
         (name, VipUsers(services=tuple(sorted(s)), pods=tuple(sorted(p)))) for name, (s, p) in sorted(by_vip.items())
     )
     return Resolution(users=users, conflicts=tuple(sorted(set(conflicts))))
+
+
+def service_backends(service: Service, pods: Iterable[Pod]) -> tuple[IPv4Address, ...]:
+    """A Service's backend pod IPs, sorted, by the same rule ``resolve`` uses (the egress planner's DNAT targets)."""
+    return tuple(sorted(_backends(service, pods)))
