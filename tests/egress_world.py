@@ -168,7 +168,7 @@ def _build(w: World) -> None:
         run(sw, "ip", "link", "set", f"u{short}", "master", "br0", "up")
         run(w.ns(short), "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
         run(w.ns(short), "ip", "link", "set", "eth0", "up")
-    for node, ip in NODES.items():
+    for node in NODES:
         run(w.ns(node), "sysctl", "-qw", "net.ipv4.ip_forward=1")
         for other, other_ip in NODES.items():
             if other != node:

@@ -37,14 +37,23 @@ def _operand(expr: Any) -> str:
         key = body["key"]
         return key if key in _BARE_META else f"meta {key}"
     if kind in ("ct", "rt"):
-        return f"{kind} {body['key']}"
+        direction = f" {body['dir']}" if "dir" in body else ""  # ct original ip daddr
+        return f"{kind}{direction} {body['key']}"
+    if kind == "fib":
+        return f"fib {' . '.join(body['flags'])} {body['result']}"
+    if kind == "numgen":
+        offset = f" offset {body['offset']}" if body.get("offset") else ""
+        return f"numgen {body['mode']} mod {body['mod']}{offset}"
     if kind == "tcp option":
         return f"tcp option {body['name']} {body['field']}"
     if kind == "|":
         left, bits = body
         return f"{_operand(left)} | {_value(bits)}"
     if kind == "map":
-        return f"{_operand(body['key'])} map {body['data']}"
+        data = body["data"]
+        if isinstance(data, dict) and "set" in data:  # an anonymous map: { 0 : 10.0.0.1, 1 : 10.0.0.2 }
+            data = "{ " + ", ".join(f"{_value(k)} : {_value(v)}" for k, v in data["set"]) + " }"
+        return f"{_operand(body['key'])} map {data}"
     if kind == "&":
         left, mask = body
         mask_text = "(" + " | ".join(mask) + ")" if isinstance(mask, list) else _value(mask)
@@ -110,8 +119,8 @@ def _statement(stmt: Any) -> str:
         return f"{kind} {body['target']}"
     if kind in ("snat", "dnat"):
         return _nat(kind, body)
-    if kind == "counter":
-        return "counter"
+    if kind in ("counter", "notrack"):
+        return str(kind)
     if kind == "mangle":
         return f"{_operand(body['key'])} set {_value(body['value'])}"
     raise ValueError(f"nft expr: unsupported statement {kind!r}")
