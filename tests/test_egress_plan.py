@@ -23,7 +23,7 @@ from magw.drivers.fake_netlink import FakeNetlink
 from magw.model.egress import Egress, EgressBinding
 from magw.model.globalnet import Service, ServicePort
 from magw.reconcile.diff import diff
-from tests.egress_world import NODES, PODS, POD_CIDR, REMOTE_CIDR, SERVICE_CIDR, VIP_A, VIP_B, egress_model
+from tests.egress_world import NODES, POD_CIDR, PODS, REMOTE_CIDR, SERVICE_CIDR, VIP_A, VIP_B, egress_model
 
 GOLDEN = Path(__file__).parent / "golden"
 
