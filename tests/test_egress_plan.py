@@ -12,6 +12,7 @@ import os
 import random
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -28,7 +29,7 @@ from tests.egress_world import NODES, POD_CIDR, PODS, REMOTE_CIDR, SERVICE_CIDR,
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def _inputs(node: str, *, shuffle: int | None = None, **changes: object) -> EgressInputs:
+def _inputs(node: str, *, shuffle: int | None = None, **changes: Any) -> EgressInputs:
     egress, services, pods = egress_model()
     node_ips = [IPv4Address(ip) for ip in NODES.values()]
     if shuffle is not None:  # the same input in another order
@@ -49,7 +50,7 @@ def _inputs(node: str, *, shuffle: int | None = None, **changes: object) -> Egre
     return attrs.evolve(inputs, **changes)
 
 
-def _table(node: str, **changes: object) -> NftTable:
+def _table(node: str, **changes: Any) -> NftTable:
     table = plan_egress(_inputs(node, **changes)).state.nft
     assert table is not None
     return table
