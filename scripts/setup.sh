@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 # OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace (tests and
 # the lab start them by hand in temp dirs); python3-openvswitch gives the venv's ovs its C JSON parser (below);
 # openvswitch-switch gives ovs-vswitchd and ovs-vsctl for br-submariner (the route agent's OVN mode, docs/ovn-node.md).
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch)
+# The egress gateway (issue 15): keepalived holds each VIP (VRRPv3), conntrackd syncs the NAT'ed flows between a
+# VIP's candidates, conntrack (the CLI) reads the kernel's table in the tests (docs/egress-ha.md).
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -23,7 +25,7 @@ if ((${#missing[@]})); then
     exit 1
   fi
   apt-get update -qq
-  # Packages with daemons (ovn-central, openvswitch-switch) must not start them on the host: a policy-rc.d
+  # Packages with daemons (ovn-central, openvswitch-switch, keepalived, conntrackd) must not start them on the host: a policy-rc.d
   # that refuses every start, only for this install and only if the machine has none of its own.
   policy=/usr/sbin/policy-rc.d
   own_policy=0
