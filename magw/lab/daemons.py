@@ -191,7 +191,9 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
         step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
     if lab.topology.egress is not None:
         records.append(egress_daemons.start_controller(lab, st))
-        step(f"daemons: the egress controller of cluster {lab.topology.egress.cluster} started")
+        agents = egress_daemons.start_agents(lab, st)
+        records += agents
+        step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {lab.topology.egress.cluster}")
     for node in lab.nodes:
         records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
         if node.gateway:

@@ -17,6 +17,7 @@ same command lines and logs; their new PIDs go into the state file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,7 +34,7 @@ from magw.lab.state import LabState
 
 log = structlog.get_logger(__name__)
 
-DAEMON_KINDS = ("route-agent", "gateway")
+DAEMON_KINDS = ("route-agent", "gateway", "egress-agent")
 KILL_WAIT = 2.0
 
 
@@ -100,6 +101,27 @@ def _kill(records: list[procs.ProcRecord]) -> list[int]:
     return killed
 
 
+def _children_in(ns: str, parents: set[int]) -> list[tuple[int, int]]:
+    """(pid, start ticks) of the processes in ``ns`` descended from ``parents`` (keepalived forks its VRRP child
+    under its own parent), read before the kill: once a parent dies its children belong to init."""
+    parent_of: dict[int, tuple[int, int]] = {}
+    for pid in netns.namespace_pids(ns):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        ticks = procs.start_ticks(pid)
+        if ticks is not None:
+            parent_of[pid] = (int(stat[stat.rindex(")") + 2 :].split()[1]), ticks)
+    family = set(parents)
+    for _ in range(len(parent_of)):  # bounded: each round adds at least one descendant or stops
+        more = {pid for pid, (ppid, _t) in parent_of.items() if ppid in family and pid not in family}
+        if not more:
+            break
+        family |= more
+    return [(pid, ticks) for pid, (_p, ticks) in parent_of.items() if pid in family - parents]
+
+
 def _read(name: str) -> tuple[LabState, LabLayout]:
     st = state.read(name)
     if st is None:
@@ -121,7 +143,12 @@ def fail(name: str, node_name: str, *, wan_only: bool = False) -> tuple[str, ...
     done = [f"{p.what} link down" for p in cut]
     if not wan_only:
         records = [r for r in st.processes if r.owner == node.name and r.kind in DAEMON_KINDS]
+        children = _children_in(node.namespace, {r.pid for r in records if procs.alive(r)})
         killed = _kill(records)
+        for pid, ticks in children:  # keepalived and conntrackd of the egress agent die with the node too
+            if procs.is_alive(pid, ticks):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         done.append(f"{len(killed)} daemons killed (SIGKILL)")
     log.info("lab.node_failed", lab=name, node=node.name, wan_only=wan_only, done=", ".join(done))
     return tuple(done)
