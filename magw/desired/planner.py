@@ -13,6 +13,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.desired.egressgw.node import plan_node_egress
 from magw.desired.globalnet import globalnet_mode
 from magw.desired.nftplan import plan_nft
 from magw.desired.ovnnode import plan_ovn_gateway, plan_ovn_worker
@@ -91,7 +92,7 @@ def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None) -
         ovn = plan_ovn_gateway(snapshot)
         routing = attrs.evolve(routing, routes=(*routing.routes, *ovn.routes), rules=(*routing.rules, *ovn.rules))
         vxlan = attrs.evolve(vxlan, addresses=(*vxlan.addresses, *ovn.addresses))
-    return DesiredState(
+    state = DesiredState(
         links=vxlan.links,
         addresses=vxlan.addresses,
         neighbors=vxlan.neighbors,
@@ -101,4 +102,19 @@ def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None) -
         routes=routing.routes,
         rules=routing.rules,
         nft=plan_nft(snapshot, role),
+    )
+    egress = plan_node_egress(snapshot, node)
+    return state if egress is None else _with_egress(state, egress.state)
+
+
+def _with_egress(state: DesiredState, egress: DesiredState) -> DesiredState:
+    """``state`` plus the egress gateway's objects (magw.desired.egressgw): its own device, tables 12001-12255,
+    rules at those priorities and its own nft table, so nothing of it can collide with the rest."""
+    return attrs.evolve(
+        state,
+        links=(*state.links, *egress.links),
+        addresses=(*state.addresses, *egress.addresses),
+        routes=(*state.routes, *egress.routes),
+        rules=(*state.rules, *egress.rules),
+        extra_nft=(*state.extra_nft, *((egress.nft,) if egress.nft is not None else ())),
     )

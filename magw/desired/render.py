@@ -150,8 +150,8 @@ def render_text(state: DesiredState) -> str:
         *(rule_text(o) for o in state.rules),
     ]
     text = "\n".join(lines) + "\n" if lines else ""
-    if state.nft is not None:
-        text += ("\n" if text else "") + table_text(state.nft)
+    for table in state.nft_tables():
+        text += ("\n" if text else "") + table_text(table)
     return text
 
 
@@ -281,4 +281,5 @@ def render_json(state: DesiredState) -> dict[str, Any]:
             for o in state.rules
         ],
         "nft": None if state.nft is None else nft_json(state.nft),
+        **({"extra_nft": [nft_json(t) for t in state.extra_nft]} if state.extra_nft else {}),
     }

@@ -209,6 +209,10 @@ def _sorted(objs: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(sorted(objs, key=_sort_key))
 
 
+def _tables_by_key(tables: Iterable[NftTable]) -> tuple[NftTable, ...]:
+    return tuple(sorted(tables, key=lambda t: (t.family, t.name)))
+
+
 @attrs.frozen(kw_only=True)
 class DesiredState:
     """The complete state of one node, sorted by key in every kind.
@@ -225,6 +229,13 @@ class DesiredState:
     routes: tuple[Route, ...] = attrs.field(default=(), converter=_sorted)
     rules: tuple[Rule, ...] = attrs.field(default=(), converter=_sorted)
     nft: NftTable | None = None
+    # Further tables of ours beside ``nft`` (the egress gateway's ``ip magw-egress``), sorted by key. A table
+    # of its own keeps its chain and set names apart from ``ip magw``'s; the drivers own every table listed.
+    extra_nft: tuple[NftTable, ...] = attrs.field(default=(), converter=_tables_by_key)
+
+    def nft_tables(self) -> tuple[NftTable, ...]:
+        """Every nft table of this state: ``nft`` first, then ``extra_nft``."""
+        return (*(() if self.nft is None else (self.nft,)), *self.extra_nft)
 
     def of_kind(self, kind: str) -> tuple[NetObject, ...]:
         objs: tuple[NetObject, ...] = getattr(self, kind)

@@ -27,7 +27,7 @@ from magw.desired.nfttext import rule_text
 from magw.drivers import fake_nft_checks
 from magw.drivers.fake_nft_elements import ElementRefused, with_elements
 from magw.drivers.nft import elemcmds, kernel_checks, preflight
-from magw.drivers.nft.preflight import TableKey, change_refusal
+from magw.drivers.nft.preflight import NODE_TABLES, TableKey, change_refusal
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.driver import ApplyResult, Failure
 
@@ -54,7 +54,7 @@ def _table_errors(table: NftTable) -> list[str]:
 class FakeNft:
     """In-memory nftables of one namespace. ``tables``: the (family, name) we own, the first is observe()'s."""
 
-    tables: tuple[TableKey, ...] = (("ip", "magw"),)
+    tables: tuple[TableKey, ...] = NODE_TABLES
     _state: dict[TableKey, NftTable] = attrs.field(factory=dict, init=False)
 
     def add_foreign(self, table: NftTable) -> None:

@@ -64,8 +64,14 @@ class NodeDriver:
     def observe(self) -> DesiredState:
         # nft first: libnftables' listing of a 100k-element set peaks at about 150 MB of its own, better
         # reached before the 100k observed routes exist than after (issue 10: peak RSS of a re-run).
-        nft = self.nft.observe()
-        return attrs.evolve(self.netlink.observe(), nft=nft)
+        observe_all = getattr(self.nft, "observe_all", None)
+        if observe_all is None:  # an nft half of one table
+            return attrs.evolve(self.netlink.observe(), nft=self.nft.observe())
+        main_key = self.nft.tables[0]  # type: ignore[attr-defined]
+        tables = observe_all()
+        main = next((t for t in tables if (t.family, t.name) == main_key), None)
+        extra = tuple(t for t in tables if (t.family, t.name) != main_key)
+        return attrs.evolve(self.netlink.observe(), nft=main, extra_nft=extra)
 
     def apply(self, changes: ChangeSet) -> ApplyResult:
         if changes.ops and changes.nft:

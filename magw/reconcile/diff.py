@@ -97,7 +97,13 @@ def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
     dropped = _closure(early, observed)
     early_refs = {ref for refs in early.values() for ref in refs}
     ops = [*_forward(want, have, early, dropped), *_backward(want, have, early_refs)]
-    return ChangeSet(ops=tuple(ops), nft=nft_changes(desired.nft, observed.nft))
+    nft = nft_changes(desired.nft, observed.nft)
+    if desired.extra_nft or observed.extra_nft:
+        want_t = {(t.family, t.name): t for t in desired.extra_nft}
+        have_t = {(t.family, t.name): t for t in observed.extra_nft}
+        for key in sorted(want_t.keys() | have_t.keys()):
+            nft += nft_changes(want_t.get(key), have_t.get(key))
+    return ChangeSet(ops=tuple(ops), nft=nft)
 
 
 def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[NftChange, ...]:

@@ -17,14 +17,24 @@ import attrs
 from magw.desired.state import DesiredState, NetObject
 from magw.reconcile.changeset import NftChange, Op
 
+MAIN_TABLE = ("ip", "magw")  # DesiredState.nft's table (magw.desired.nftplan); any other is one of extra_nft
+
 
 def carry_out(state: DesiredState, applied: Iterable[Op | NftChange]) -> DesiredState:
     """``state`` with ``applied`` operations done, as a driver would have done them."""
     by_kind: dict[str, dict[Hashable, NetObject]] = {}
     nft = state.nft
+    main = MAIN_TABLE if nft is None else (nft.family, nft.name)
+    extra = {(t.family, t.name): t for t in state.extra_nft}
     for op in applied:
         if isinstance(op, NftChange):
-            nft = op.table  # the table after the change, also when only its elements were sent
+            # the table after the change, also when only its elements were sent
+            if (op.family, op.name) == main:
+                nft = op.table
+            elif op.table is None:
+                extra.pop((op.family, op.name), None)
+            else:
+                extra[(op.family, op.name)] = op.table
             continue
         objs = by_kind.get(op.kind)
         if objs is None:
@@ -35,7 +45,7 @@ def carry_out(state: DesiredState, applied: Iterable[Op | NftChange]) -> Desired
         else:
             objs[op.obj.key] = op.obj
     changes: dict[str, Any] = {kind: tuple(objs.values()) for kind, objs in by_kind.items()}
-    return attrs.evolve(state, nft=nft, **changes)
+    return attrs.evolve(state, nft=nft, extra_nft=tuple(extra.values()), **changes)
 
 
 def needs_observe(applied: Iterable[Op | NftChange]) -> bool:

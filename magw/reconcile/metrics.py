@@ -112,7 +112,7 @@ class ReconcilerMetrics:
     def owned(self, state: DesiredState) -> None:
         for kind in KINDS:
             self._f.objects.labels(reconciler=self.name, kind=kind).set(len(state.of_kind(kind)))
-        self._f.objects.labels(reconciler=self.name, kind="nft").set(0 if state.nft is None else 1)
+        self._f.objects.labels(reconciler=self.name, kind="nft").set(len(state.nft_tables()))
 
     def record_sync(
         self, known: DesiredState, result: ApplyResult, *, full: bool, seconds: float, skipped: int, deferred: int

@@ -72,15 +72,14 @@ class ReconcilerStatus:
 
 def _desired_ids(desired: DesiredState) -> list[ObjectId]:
     ids: list[ObjectId] = [(kind, obj.key) for kind in KINDS for obj in desired.of_kind(kind)]
-    if desired.nft is not None:
-        ids.append(("nft", desired.nft.key))
+    ids += [("nft", t.key) for t in desired.nft_tables()]
     return ids
 
 
 def _desired_keys(desired: DesiredState, kind: str) -> Iterator[Hashable]:
     """The keys of ``kind`` (or ``nft``) in ``desired``, in ``_desired_ids``' order."""
     if kind == "nft":
-        yield from (() if desired.nft is None else (desired.nft.key,))
+        yield from (t.key for t in desired.nft_tables())
     else:
         yield from (obj.key for obj in desired.of_kind(kind))
 
@@ -138,7 +137,7 @@ class StatusBook:
         desired = self.desired
         if desired is None:
             return 0, tuple(self.exceptions.values())
-        total = sum(len(desired.of_kind(kind)) for kind in KINDS) + (desired.nft is not None)
+        total = sum(len(desired.of_kind(kind)) for kind in KINDS) + len(desired.nft_tables())
         kinds = {oid[0] for oid in self.exceptions}
         out: list[ObjectStatus] = []
         seen: set[ObjectId] = set()

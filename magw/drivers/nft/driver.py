@@ -24,7 +24,7 @@ import structlog
 from magw.desired.nft import NftTable
 from magw.drivers.nft import codec, elemcmds, preflight
 from magw.drivers.nft.libnft import Nft, NftError
-from magw.drivers.nft.preflight import TableKey, change_refusal
+from magw.drivers.nft.preflight import NODE_TABLES, TableKey, change_refusal
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.driver import ApplyResult, Failure
 
@@ -72,7 +72,7 @@ class NftDriver:
     def __init__(
         self,
         netns: str | None = None,
-        tables: Iterable[TableKey] = (("ip", "magw"),),
+        tables: Iterable[TableKey] = NODE_TABLES,
         *,
         nft: Nft | None = None,
     ) -> None:

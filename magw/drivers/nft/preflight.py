@@ -29,6 +29,10 @@ from magw.drivers.nft.refs import lookups
 from magw.reconcile.changeset import NftChange
 
 TableKey = tuple[str, str]
+# The tables a node's drivers own: the route agent's ``ip magw`` (first: DesiredState.nft) and the egress
+# gateway's ``ip magw-egress`` (DesiredState.extra_nft, magw.desired.egressgw). Owned means observed, replaced
+# and, by ``magw cleanup``, deleted; nothing else is ever touched.
+NODE_TABLES: tuple[TableKey, ...] = (("ip", "magw"), ("ip", "magw-egress"))
 
 FAMILIES = ("ip", "ip6", "inet")
 SET_FLAGS = ("constant", "dynamic", "interval", "timeout")
