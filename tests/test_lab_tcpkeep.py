@@ -89,3 +89,24 @@ def test_nothing_listening_is_a_connect_error(pair: tuple[str, str]) -> None:
     doc = json.loads(run(a, *argv).stdout)
     assert doc["established"] == 0 and doc["survived"] == 0
     assert all(c["error"].startswith("connect:") for c in doc["connections"])
+
+
+def test_hold_works_against_the_lab_echo_server_and_a_probe_still_gets_one_reply(pair: tuple[str, str]) -> None:
+    a, b = pair
+    echo = subprocess.Popen(
+        ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "b", "--port", "9200",
+         "--max-seconds", "60"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert echo.stdout is not None and "traffic.serving" in echo.stdout.readline()
+        argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", "10.9.0.2:9200", "--conns", "3",
+                "--duration", "0.5"]  # fmt: skip
+        doc = json.loads(run(a, *argv).stdout)
+        assert doc["survived"] == 3 and {c["seen_ip"] for c in doc["connections"]} == {"10.9.0.1"}
+        assert all(c["echoed"] == c["sent"] > 1 for c in doc["connections"])  # many lines on one connection
+        probe = run(a, sys.executable, "-m", "magw.lab.traffic", "probe", "--target", "tcp:10.9.0.2:9200").stdout
+        assert json.loads(probe)["ok"] is True and json.loads(probe)["server"] == "b"
+    finally:
+        echo.terminate()
+        echo.wait(timeout=10)

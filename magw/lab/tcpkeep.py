@@ -5,6 +5,8 @@ Run as ``ip netns exec NS python -m magw.lab.tcpkeep ...``:
 - ``serve --port 9100 [--max-seconds S]``: a TCP server that echoes every line back on the same connection,
   prefixed with the source address it saw (``10.1.3.2 17\\n`` for the line ``17``), for as long as the client
   keeps the connection.
+- ``hold`` works against that server and against the lab's echo servers (``magw.lab.traffic serve``, which
+  answer every line with one JSON object naming the address they saw).
 - ``hold --target IP:PORT --conns N --interval 0.02 --duration 6 [--timeout 2]``: opens ``N`` connections,
   then on each sends a numbered line every ``interval`` seconds and reads the echoes, for ``duration`` seconds.
   Prints one JSON object: per connection whether it was established, whether it **survived** (still answering
@@ -133,8 +135,14 @@ def _read(c: _Conn, sel: selectors.BaseSelector, now: float) -> None:
     c.buf += data
     *lines, c.buf = c.buf.split(b"\n")
     for line in lines:
-        ip, _, _seq = line.decode(errors="replace").partition(" ")
-        c.seen_ip = ip
+        text = line.decode(errors="replace")
+        if text.startswith("{"):  # the lab's echo server (magw.lab.traffic): one JSON object per line
+            try:
+                c.seen_ip = str(json.loads(text).get("seen_ip"))
+            except ValueError:
+                c.seen_ip = None
+        else:
+            c.seen_ip = text.partition(" ")[0]
         c.echoed += 1
         c.max_gap = max(c.max_gap, now - c.last_echo)
         c.last_echo = now

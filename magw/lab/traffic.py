@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_PORT = 8080
+MAX_CONN_SECONDS = 600.0  # a TCP connection is served at most this long
 MAX_REQUEST = 2048
 # Bursts of flows (64 requests at once) overflowed the default ~208 KiB UDP receive buffer of a busy server
 # (UdpRcvbufErrors in the pod's nstat). Root may exceed net.core.rmem_max with SO_RCVBUFFORCE.
@@ -67,11 +68,30 @@ def _serve_udp(sock: socket.socket, name: str, stop: threading.Event) -> None:
 
 
 def _serve_tcp_conn(conn: socket.socket, peer: tuple[str, int], name: str) -> None:
+    """One reply per request line, for as long as the client keeps the connection (a probe sends one line and
+    closes; ``magw.lab.tcpkeep hold`` keeps sending): bounded by ``MAX_CONN_SECONDS`` and a 5 s silence."""
+    deadline = time.monotonic() + MAX_CONN_SECONDS
     with conn:
         conn.settimeout(5.0)
+        buf = b""
+        first = True
         try:
-            conn.recv(MAX_REQUEST)
-            conn.sendall(_reply(name, peer))
+            while time.monotonic() < deadline:
+                data = conn.recv(MAX_REQUEST)
+                if not data:
+                    return
+                if first:  # the first request is answered whatever it holds, as a probe expects
+                    first = False
+                    lines = max(data.count(b"\n"), 1)
+                    buf = data.rpartition(b"\n")[2] if b"\n" in data else b""
+                else:
+                    buf += data
+                    lines = buf.count(b"\n")
+                    buf = buf.rpartition(b"\n")[2]
+                    if len(buf) >= MAX_REQUEST:  # an endless line: answer it and start over
+                        lines, buf = lines + 1, b""
+                if lines:
+                    conn.sendall(_reply(name, peer) * lines)
         except OSError:
             return
 
