@@ -84,3 +84,27 @@ def test_stream_through_a_reflector_loses_nothing_and_a_starved_one_stops_on_tim
     finally:
         reflector.kill()
         reflector.wait(timeout=10)
+
+
+@pytest.mark.kernel
+def test_the_lab_echo_server_reflects_stream_datagrams_and_still_answers_probes(ns: str) -> None:
+    """A losswatch stream against ``magw.lab.traffic serve``: every datagram comes back; a probe to the same
+    port still gets its JSON reply naming the server."""
+    subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+    argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "echo",
+            "--port", "9300", "--max-seconds", "60"]  # fmt: skip
+    server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and "traffic.serving" in server.stdout.readline()
+        out = subprocess.run(_python(ns, "stream", "--target", "127.0.0.1:9300", "--flows", "2", "--rate", "100",
+                                     "--duration", "0.3", "--drain", "0.5"),
+                             cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+        doc = json.loads(out.stdout)
+        assert [(f["sent"], f["received"], f["lost"]) for f in doc["flows"]] == [(30, 30, 0), (30, 30, 0)]
+        probe = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.traffic", "probe",
+                                "--target", "udp:127.0.0.1:9300"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+        assert json.loads(probe.stdout)["server"] == "echo"
+    finally:
+        server.kill()
+        server.wait(timeout=10)

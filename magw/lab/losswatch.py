@@ -33,6 +33,9 @@ from collections.abc import Sequence
 from typing import Any
 
 HEADER = struct.Struct("!I")
+# Every datagram starts with MAGIC, then its sequence number: the lab's echo servers (magw.lab.traffic) send such
+# datagrams back unchanged, so a stream can target any pod's or the outside server's echo port too.
+MAGIC = b"magw-lw1"
 PAYLOAD = 32
 RCVBUF = 8 * 1024 * 1024
 MAX_RUNS = 8
@@ -121,8 +124,8 @@ def _drain(sock: socket.socket, got: bytearray, limit: int) -> None:
             return
         except OSError:  # e.g. ICMP port unreachable reported on the socket
             continue
-        if len(data) >= HEADER.size:
-            seq = HEADER.unpack_from(data)[0]
+        if len(data) >= len(MAGIC) + HEADER.size and data.startswith(MAGIC):
+            seq = HEADER.unpack_from(data, len(MAGIC))[0]
             if seq < len(got):
                 got[seq] = 1
 
@@ -137,7 +140,7 @@ def stream(target: str, n_flows: int, rate: int, duration: float, base_port: int
     for sock in socks:
         poller.register(sock.fileno(), select.EPOLLIN)
     ticks: list[float] = []
-    pad = b"\0" * (PAYLOAD - HEADER.size)
+    pad = b"\0" * (PAYLOAD - len(MAGIC) - HEADER.size)
     start = time.monotonic()
     stop = start + duration  # a starved sender stops on time with fewer datagrams, it does not run late
     try:
@@ -147,7 +150,7 @@ def stream(target: str, n_flows: int, rate: int, duration: float, base_port: int
             for _ in range(min(due - len(ticks), MAX_CATCH_UP)):
                 seq = len(ticks)
                 ticks.append(time.monotonic())
-                data = HEADER.pack(seq) + pad
+                data = MAGIC + HEADER.pack(seq) + pad
                 for sock in socks:
                     try:  # noqa: SIM105  # the hot loop: contextlib.suppress costs a context manager per datagram
                         sock.send(data)

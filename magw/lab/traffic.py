@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_PORT = 8080
+LOSSWATCH_MAGIC = b"magw-lw1"  # magw.lab.losswatch.MAGIC (this tool stays importable on its own)
 MAX_CONN_SECONDS = 600.0  # a TCP connection is served at most this long
 MAX_REQUEST = 2048
 # Bursts of flows (64 requests at once) overflowed the default ~208 KiB UDP receive buffer of a busy server
@@ -56,13 +57,14 @@ def _serve_udp(sock: socket.socket, name: str, stop: threading.Event) -> None:
     sock.settimeout(0.5)
     while not stop.is_set():
         try:
-            _data, peer = sock.recvfrom(MAX_REQUEST)
+            data, peer = sock.recvfrom(MAX_REQUEST)
         except TimeoutError:
             continue
         except OSError:
             return
         try:
-            sock.sendto(_reply(name, peer), peer)
+            # A losswatch stream's datagram goes back unchanged (it counts its own sequence numbers).
+            sock.sendto(data if data.startswith(LOSSWATCH_MAGIC) else _reply(name, peer), peer)
         except OSError:
             continue
 
