@@ -186,3 +186,19 @@ def snat_rules(held: Sequence[tuple[int, IPv4Address]]) -> list[NftRule]:
         for vrid, vip in held
     ]
     return rules
+
+
+def commit_guard_rule() -> NftRule:
+    """``prerouting-guard`` of a candidate, with conntrack sync: a TCP segment to a VIP that is no SYN and finds
+    no conntrack entry is dropped, not answered. Between the GARP that brings a VIP here and conntrackd's commit
+    of the synced flows (tens of ms), a segment of an established flow would otherwise open a fresh entry and
+    draw a RST from this host (docs/egress-ha.md, "the GARP-to-commit window"); dropped, it is retransmitted
+    and then meets the committed entry. Without conntrack sync nothing will be committed: no guard."""
+    return x.rule(
+        "prerouting-guard",
+        x.match(x.ip_daddr(), x.set_ref(VIPS_SET)),
+        x.match(x.bitand(x.payload("tcp", "flags"), ["syn", "ack"]), "syn", "!="),
+        x.flags_in(x.ct("state"), "new"),
+        x.drop(),
+        comment="magw egress: no RST before conntrackd's commit",
+    )

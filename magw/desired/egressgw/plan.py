@@ -154,6 +154,12 @@ def plan_nft(inputs: EgressInputs, problems: list[str]) -> NftTable:
         ]
         rules += [*n.dnat_classify_rules(), *_dnat_rules(inputs, held, problems)]
         rules += n.snat_rules([(v.vrid, v.vip) for v in held])
+        if inputs.egress.config.conntrack_sync:
+            guard = NftChain(
+                name="prerouting-guard", type="filter", hook="prerouting", priority=n.MANGLE_PRIORITY, policy="accept"
+            )
+            chains.append(guard)
+            rules.append(n.commit_guard_rule())
     return NftTable(family="ip", name=TABLE_NAME, sets=sets, chains=chains, rules=rules)
 
 
