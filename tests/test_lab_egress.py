@@ -188,28 +188,36 @@ def test_unbind_shared_bind_and_rebind_exclusive_at_runtime(lab: LabState) -> No
     assert seen(lab, "east-gw2-p2", target) == "172.17.0.12"
 
 
-def _hold(lab: LabState, ns: str, target: str, conns: int, duration: float) -> subprocess.Popen[str]:
+def _hold(lab: LabState, ns: str, target: str, conns: int, duration: float, *push: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", target, "--conns", str(conns),
-            "--duration", str(duration), "--interval", "0.02", "--timeout", "3"]  # fmt: skip
+            "--duration", str(duration), "--interval", "0.02", "--timeout", "3", *push]  # fmt: skip
     return subprocess.Popen(["ip", "netns", "exec", f"{lab.name}-{ns}", *argv], stdout=subprocess.PIPE, text=True)
 
 
 def test_zz_failover_moves_the_vips_and_established_connections_survive(lab: LabState) -> None:
     """Last (it fails a node): TCP connections through the egress SNAT (cart-0 to the outside server) and
     through the ingress DNAT (the outside client to pay-0 through VIP shop:8081) are open when VIP shop's holder
-    fails; conntrackd had synced them, so they go on through the new holder."""
+    fails; conntrackd had synced them, so they go on through the new holder. Both ways round: the client speaks
+    (a line every 20 ms, echoed), and the server speaks (``--push``: after the move the first segment comes
+    from the far side, which only a committed entry can translate back)."""
     holder = holders(lab)["shop"][0]
-    egress = _hold(lab, "east-w1-p2", f"{OUTSIDE}:8080", 16, 5.0)
-    ingress = _hold(lab, "outside", f"{VIP_SHOP}:8081", 16, 5.0)
+    runs = {
+        ("egress", "client"): _hold(lab, "east-w1-p2", f"{OUTSIDE}:8080", 16, 5.0),
+        ("ingress", "client"): _hold(lab, "outside", f"{VIP_SHOP}:8081", 16, 5.0),
+        ("egress", "push"): _hold(lab, "east-w1-p2", f"{OUTSIDE}:8080", 16, 5.0, "--push"),
+        ("ingress", "push"): _hold(lab, "outside", f"{VIP_SHOP}:8081", 16, 5.0, "--push"),
+    }
     time.sleep(1.5)
     fail = magw("lab", "fail", "--name", lab.name, holder)
     assert fail.returncode == 0, fail.stderr
-    results = [json.loads(p.communicate(timeout=60)[0]) for p in (egress, ingress)]
+    results = {k: json.loads(p.communicate(timeout=60)[0]) for k, p in runs.items()}
     after = holders(lab)
     assert len(after["shop"]) == 1 and after["shop"] != [holder], after
-    for doc, want_seen in zip(results, (VIP_SHOP, OUTSIDE), strict=True):
-        assert doc["established"] == 16, doc
-        assert doc["survived"] >= 15, [c for c in doc["connections"] if not c["survived"]]  # the 95% target
+    for (way, who), doc in results.items():
+        assert doc["established"] == 16, (way, who, doc)
+        broken = [c for c in doc["connections"] if not c["survived"]]
+        assert doc["survived"] >= 15, (way, who, broken)  # the 95% target
+        want_seen = VIP_SHOP if way == "egress" else OUTSIDE
         assert {c["seen_ip"] for c in doc["connections"] if c["survived"]} == {want_seen}
     # New connections leave through the new holder, as the same VIP.
     assert seen(lab, "east-w2-p2", f"udp:{OUTSIDE}:8080") == VIP_SHOP

@@ -110,3 +110,30 @@ def test_hold_works_against_the_lab_echo_server_and_a_probe_still_gets_one_reply
     finally:
         echo.terminate()
         echo.wait(timeout=10)
+
+
+def test_push_mode_the_echo_server_speaks_unasked(pair: tuple[str, str]) -> None:
+    """--push: the client asks once, the lab's echo server then sends a line every interval; a cut longer than
+    the timeout shows as a stall of the reader, not of a sender."""
+    a, b = pair
+    echo = subprocess.Popen(
+        ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "b", "--port", "9201",
+         "--max-seconds", "60"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert echo.stdout is not None and "traffic.serving" in echo.stdout.readline()
+        base = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", "10.9.0.2:9201", "--push",
+                "--interval", "0.02"]  # fmt: skip
+        doc = json.loads(run(a, *base, "--conns", "2", "--duration", "1").stdout)
+        assert doc["survived"] == 2
+        assert all(c["sent"] == 1 and c["echoed"] >= 20 for c in doc["connections"]), doc  # ~50 in 1 s
+        argv = ["ip", "netns", "exec", a, *base, "--conns", "2", "--duration", "3", "--timeout", "0.5"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        time.sleep(0.8)
+        run(a, "ip", "link", "set", "v0", "down")
+        cut = _result(proc)
+        assert cut["survived"] == 0 and all("stalled" in c["error"] for c in cut["connections"])
+    finally:
+        echo.terminate()
+        echo.wait(timeout=10)

@@ -148,9 +148,22 @@ def _read(c: _Conn, sel: selectors.BaseSelector, now: float) -> None:
         c.last_echo = now
 
 
-def hold(target: str, n: int, interval: float, duration: float, timeout: float) -> int:
+def hold(target: str, n: int, interval: float, duration: float, timeout: float, push: bool = False) -> int:
     host, _, port = target.rpartition(":")
     conns = _open(host, int(port), n, timeout)
+    if push:  # the server sends, every interval, unasked; we only read (and ask once)
+        for c in conns:
+            if c.sock is not None:
+                c.sock.setblocking(True)
+                try:
+                    c.sock.sendall(f"push {interval}\n".encode())
+                    c.sent = 1
+                except OSError as exc:
+                    c.error = f"send: {exc}"
+                    c.sock.close()
+                    c.sock = None
+                    continue
+                c.sock.setblocking(False)
     sel = selectors.DefaultSelector()
     for c in conns:
         if c.sock is not None:
@@ -161,7 +174,9 @@ def hold(target: str, n: int, interval: float, duration: float, timeout: float) 
     end = start + duration
     while True:
         now = time.monotonic()
-        if now >= next_send and now < end:
+        if push:
+            next_send = now + interval  # nothing to send: wake up once per interval to check for stalls
+        elif now >= next_send and now < end:
             for c in conns:
                 if c.sock is not None:
                     try:
@@ -174,13 +189,13 @@ def hold(target: str, n: int, interval: float, duration: float, timeout: float) 
             next_send += interval
         if now >= end + timeout:
             break
-        if now >= end and all(c.sock is None or c.echoed >= c.sent for c in conns):
+        if now >= end and (push or all(c.sock is None or c.echoed >= c.sent for c in conns)):
             break
         for key, _ in sel.select(timeout=max(0.0, min(next_send, end + timeout) - now)) if sel.get_map() else []:
             _read(key.data, sel, time.monotonic())
         now = time.monotonic()
         for c in conns:
-            if c.sock is not None and now - c.last_echo > timeout and c.sent > c.echoed:
+            if c.sock is not None and now - c.last_echo > timeout and (push or c.sent > c.echoed):
                 _fail(c, sel, f"stalled: no echo for {timeout:g} s")
         if not sel.get_map():
             time.sleep(min(interval, max(0.0, end - now)))
@@ -228,10 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     h.add_argument("--interval", type=_positive(10), default=0.02)
     h.add_argument("--duration", type=_positive(600), default=6.0)
     h.add_argument("--timeout", type=_positive(60), default=2.0)
+    h.add_argument("--push", action="store_true",
+                   help="the server speaks: it sends a line every --interval, unasked (the lab's echo server "
+                        "does, magw.lab.traffic)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.cmd == "serve":
         return serve(args.port, args.max_seconds)
-    return hold(args.target, args.conns, args.interval, args.duration, args.timeout)
+    return hold(args.target, args.conns, args.interval, args.duration, args.timeout, args.push)
 
 
 if __name__ == "__main__":

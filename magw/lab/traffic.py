@@ -82,6 +82,9 @@ def _serve_tcp_conn(conn: socket.socket, peer: tuple[str, int], name: str) -> No
                 data = conn.recv(MAX_REQUEST)
                 if not data:
                     return
+                if first and data.startswith(b"push "):  # magw.lab.tcpkeep hold --push: the server speaks
+                    _push(conn, peer, name, data, deadline)
+                    return
                 if first:  # the first request is answered whatever it holds, as a probe expects
                     first = False
                     lines = max(data.count(b"\n"), 1)
@@ -96,6 +99,23 @@ def _serve_tcp_conn(conn: socket.socket, peer: tuple[str, int], name: str) -> No
                     conn.sendall(_reply(name, peer) * lines)
         except OSError:
             return
+
+
+def _push(conn: socket.socket, peer: tuple[str, int], name: str, request: bytes, deadline: float) -> None:
+    """``push SECONDS``: send a reply line every SECONDS (0.005 to 10) until the client closes, unasked, so the
+    far end of the connection is the one that speaks after a failover (``magw.lab.tcpkeep``)."""
+    try:
+        interval = min(max(float(request.split()[1]), 0.005), 10.0)
+    except (IndexError, ValueError):
+        interval = 0.02
+    line = _reply(name, peer)
+    next_send = time.monotonic()
+    while time.monotonic() < deadline:
+        conn.sendall(line)
+        next_send += interval
+        readable, _, _ = select.select([conn], [], [], max(0.0, next_send - time.monotonic()))
+        if readable and not conn.recv(MAX_REQUEST):
+            return  # the client closed
 
 
 def _serve_tcp(sock: socket.socket, name: str, stop: threading.Event) -> None:
