@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--globalnet", action="store_true",
                       help="three clusters with identical CIDRs (or --topology with globalnet: true): which source "
                            "IP each server saw, and why")  # fmt: skip
+    demo.add_argument("--egress-gateway", action="store_true",
+                      help="the egress gateway lab (examples/lab-egress-gateway.yaml, or --topology with egress:): "
+                           "source IPs outside, ingress, hairpin, a VIP failover")  # fmt: skip
     _control_plane(demo)
     demo.set_defaults(lab_run=_demo)
 
@@ -264,6 +267,14 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.egress_gateway:
+        from magw.lab.egress_demo import demo_topology as egress_topology
+        from magw.lab.egress_demo import run_egress_demo
+
+        topo = load_topology(args.topology) if args.topology else egress_topology()
+        if topo.egress is None:
+            raise LabInputError(f"{args.topology}: --egress-gateway needs a topology with an egress: key")
+        return run_egress_demo(topo, name=args.name, keep=args.keep, out=_out)
     if args.globalnet:
         from magw.lab.gndemo import demo_topology, run_globalnet_demo
 
