@@ -19,10 +19,11 @@ from pathlib import Path
 
 import attrs
 
+from magw.lab.ovn_nodes import VSWITCH_SCHEMA, ovs_missing
 from tests.ovn_fixture import _read_pid, _stop
 
-VSWITCH_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
-OVS_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovs-vswitchd", "ovs-vsctl")
+__all__ = ["VSWITCH_SCHEMA", "Ovs", "ovs_env", "ovs_in_netns", "ovs_missing"]
+
 CMD_TIMEOUT = 30
 
 
@@ -43,18 +44,6 @@ class Ovs:
             env=ovs_env(self.dir),
             timeout=CMD_TIMEOUT,
         ).stdout.strip()
-
-
-def ovs_missing() -> str | None:
-    """Why a real OVS cannot run here, or None."""
-    missing = [t for t in OVS_TOOLS if shutil.which(t) is None]
-    if missing:
-        return f"Open vSwitch tools missing: {', '.join(missing)} (Debian openvswitch-switch)"
-    if not os.path.exists(VSWITCH_SCHEMA):
-        return f"no {VSWITCH_SCHEMA} (Debian openvswitch-common)"
-    if not os.path.exists("/dev/net/tun"):
-        return "no /dev/net/tun: the userspace datapath cannot make its tap devices"
-    return None
 
 
 def ovs_env(d: Path) -> dict[str, str]:

@@ -25,7 +25,7 @@ USED_BY = {
     "python3-venv": ("scripts/setup.sh", "-m venv .venv"),
     "ovn-central": ("magw/lab/ovn_servers.py", '"ovn-northd", "--no-chdir"'),
     "python3-openvswitch": ("scripts/setup.sh", "/usr/lib/python3/dist-packages/ovs/_json"),
-    "openvswitch-switch": ("tests/ovs_fixture.py", '"ovs-vswitchd", "ovs-vsctl"'),
+    "openvswitch-switch": ("magw/lab/ovn_nodes.py", '"ovs-vswitchd", "ovs-vsctl"'),
     "keepalived": ("magw/drivers/keepalived/process.py", 'BINARY = "keepalived"'),
     "conntrackd": ("magw/drivers/conntrackd/process.py", 'BINARY = "conntrackd"'),
     "conntrack": ("tests/test_egress_nat_sync.py", '"conntrack", "-L"'),
