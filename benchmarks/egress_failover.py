@@ -22,9 +22,10 @@ The traffic of a round, all started before the failure:
 Per configuration it prints the loss window of the UDP flows (per flow its longest run of lost datagrams, from
 the send of the first lost one to the send of the next one that came back; p50 and max over the flows of every
 round) for egress and ingress, and the share of established TCP connections that survived (still answering at
-the end, no reset, no stall over 3 s), with the failover time itself (keepalived's master-down interval is about
-3 x advert_int plus skew). Targets: loss window <= 400 ms at advert_int 0.1 s; >= 95% of the connections survive
-with conntrackd. The seed's own path measured about 3.6 s at advert_int 1 s.
+the end, no reset, no silence over ``--stall`` seconds, default 10), with the failover time itself
+(keepalived's master-down interval is about 3 x advert_int plus skew). Targets: loss window <= 400 ms at
+advert_int 0.1 s; >= 95% of the connections survive with conntrackd. The seed's own path measured about
+3.6 s at advert_int 1 s.
 
 Run as root: ``.venv/bin/python benchmarks/egress_failover.py [--repeat 3] [--advert 0.1,1]``. Every lab has a
 unique name and is removed in ``finally``.
@@ -87,10 +88,15 @@ def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
     holder = _holder(lab, time.monotonic() + 30)
     vip = str(next(v.vip for v in lab.topology.egress.vips if v.name == "shop"))  # type: ignore[union-attr]
     out_ip = str(lab.cluster("east").underlay.network_address + 250)
-    duration = str(args.fail_at + args.after)
+    # Long enough after the failure for keepalived's master-down interval (3 x advert_int + skew) and then some.
+    advert = lab.topology.egress.advert_int  # type: ignore[union-attr]
+    duration = str(args.fail_at + max(args.after, 5 * advert + 3))
     stream = ["stream", "--flows", str(args.flows), "--rate", str(args.rate), "--duration", duration,
               "--drain", "1"]  # fmt: skip
-    hold = ["hold", "--conns", str(args.conns), "--duration", duration, "--interval", "0.02", "--timeout", "3"]
+    # A connection counts as broken only when silent for --stall seconds: TCP's retransmission backoff (0.2, 0.6,
+    # 1.4, 3.0 s ...) can keep a surviving connection quiet well beyond the outage itself.
+    hold = ["hold", "--conns", str(args.conns), "--duration", duration, "--interval", "0.02",
+            "--timeout", str(args.stall)]  # fmt: skip
     procs = {
         "egress_udp": _in(lab, SOURCE_POD, "magw.lab.losswatch", *stream, "--target", f"{out_ip}:8080"),
         "ingress_udp": _in(lab, "outside", "magw.lab.losswatch", *stream, "--target", f"{vip}:{INGRESS_PORT}"),
@@ -165,6 +171,7 @@ def main() -> int:
     p.add_argument("--fail-at", type=float, default=2.0, help="seconds of traffic before the failure")
     p.add_argument("--after", type=float, default=5.0, help="seconds of traffic after it")
     p.add_argument("--settle", type=float, default=3.0, help="seconds to wait after up and after a recovery")
+    p.add_argument("--stall", type=float, default=10.0, help="a TCP connection silent this long is broken")
     p.add_argument("--json", help="also write every figure to this file")
     args = p.parse_args()
     configure_logging("console", "warning")  # the lab's progress lines would bury the table
