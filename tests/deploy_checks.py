@@ -155,6 +155,7 @@ OPERATOR_RULE = (
     " : (!has(self.values) || size(self.values) == 0)"
 )
 SUBMARINER_NAME_RULE = "self.metadata.name == 'submariner'"
+EGRESS_CONFIG_NAME_RULE = "self.metadata.name == 'default'"
 UNIQUE_BINDINGS_RULE = (
     "self.all(b, self.filter(c, c.namespace == b.namespace && (has(c.service) ? c.service : '') =="
     " (has(b.service) ? b.service : '')).size() == 1)"
@@ -183,6 +184,7 @@ TWINS: dict[str, Callable[[Any], bool]] = {
     CIDR_RULE: _no_host_bits,
     OPERATOR_RULE: _operator_values,
     SUBMARINER_NAME_RULE: lambda value: value["metadata"]["name"] == "submariner",
+    EGRESS_CONFIG_NAME_RULE: lambda value: value["metadata"]["name"] == "default",
     UNIQUE_BINDINGS_RULE: _unique_bindings,
 }
 

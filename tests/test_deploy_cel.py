@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.deploy_checks import CIDR_RULE, OPERATOR_RULE, SUBMARINER_NAME_RULE, TWINS, find
+from tests.deploy_checks import CIDR_RULE, EGRESS_CONFIG_NAME_RULE, OPERATOR_RULE, SUBMARINER_NAME_RULE, TWINS, find
 
 celpy = pytest.importorskip("celpy", reason="cel-python is not installed: the CEL text is checked by twins only")
 celtypes = pytest.importorskip("celpy.celtypes")
@@ -91,6 +91,12 @@ def test_the_selector_operator_rule_agrees_with_its_twin(operator: str, values: 
 def test_the_submariner_name_rule_agrees_with_its_twin(name: str, admitted: bool) -> None:
     obj = {"metadata": {"name": name}, "spec": {}}
     assert rule_passes(SUBMARINER_NAME_RULE, obj) is TWINS[SUBMARINER_NAME_RULE](obj) is admitted
+
+
+@pytest.mark.parametrize(("name", "admitted"), [("default", True), ("default-2", False), ("other", False)])
+def test_the_egress_config_name_rule_agrees_with_its_twin(name: str, admitted: bool) -> None:
+    obj = {"metadata": {"name": name}, "spec": {}}
+    assert rule_passes(EGRESS_CONFIG_NAME_RULE, obj) is TWINS[EGRESS_CONFIG_NAME_RULE](obj) is admitted
 
 
 # ----- the route agent's Node policy ----------------------------------------------------------------------

@@ -136,6 +136,9 @@ def test_magw_reads_every_example(example: Any) -> None:
     elif kind == "EgressVIP":
         docs = mapping.egress_vip_docs(doc, "east")
         assert [d.kind for d in docs] == ["EgressVIP", "EgressVIPStatus"]
+    elif kind == "EgressConfig":
+        docs = mapping.egress_config_docs(doc, "east")
+        assert docs[0].fields["vipRanges"] == ["192.0.2.0/24"]
     else:
         assert kind == "Gateway"  # status only: magw writes it and nobody maps it back
         return

@@ -52,6 +52,7 @@ SPEC_KINDS = {
     ("submariner.io/v1alpha1", "Submariner"),
     ("multicluster.x-k8s.io/v1alpha1", "ServiceExport"),
     ("submariner.io/v1alpha1", "EgressVIP"),
+    ("submariner.io/v1alpha1", "EgressConfig"),
 }
 
 
@@ -233,6 +234,14 @@ BAD = [
     ("EgressVIP", "spec.advertInt", 1, "Additional properties"),
     ("EgressVIP", "status.since", "yesterday", "is not a 'date-time'"),
     ("EgressVIP", "status.services", ["web"], "does not match"),
+    ("EgressConfig", "metadata.name", "other", "only the EgressConfig named default"),
+    ("EgressConfig", "spec.vipRanges", ["192.0.2.1/24"], "no host bits set"),
+    ("EgressConfig", "spec.vipRanges", ["192.0.2.0"], "does not match"),
+    ("EgressConfig", "spec.vipRanges", ["192.0.2.0/24", "192.0.2.0/24"], "non-unique elements"),
+    ("EgressConfig", "spec.advertInt", 0.001, "less than the minimum of 0.01"),
+    ("EgressConfig", "spec.advertInt", 41, "greater than the maximum of 40.95"),
+    ("EgressConfig", "spec.conntrackSync", "yes", "is not of type 'boolean'"),
+    ("EgressConfig", "spec.advert_int", 1, "Additional properties"),
 ]
 
 

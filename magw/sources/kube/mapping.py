@@ -372,3 +372,19 @@ def egress_vip_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
             )
         )
     return tuple(docs)
+
+
+EGRESS_CONFIG = "default"  # the only EgressConfig magw reads (deploy/crds/submariner.io_egressconfigs.yaml)
+
+
+def egress_config_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
+    """The EgressConfig CR ``default`` in magw's namespace -> the cluster's EgressConfig document (the same
+    fields: ``vipRanges``, ``advertInt``, ``conntrackSync``). Another name is refused: a second config would
+    make two documents of one identity."""
+    where = origin("EgressConfig", obj)
+    if _name(obj) != EGRESS_CONFIG:
+        raise MappingError(f"{where}: only the EgressConfig named {EGRESS_CONFIG} is read")
+    spec = _spec(obj)
+    raw: dict[str, Any] = {"kind": "EgressConfig", "cluster": cluster}
+    raw.update({k: spec[k] for k in ("vipRanges", "advertInt", "conntrackSync") if k in spec})
+    return (_doc(raw, where),)

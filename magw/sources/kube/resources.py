@@ -3,6 +3,8 @@
 One ``Resource`` per input: the core and discovery kinds through their typed APIs (``CoreV1Api.list_node``...),
 the CRDs through ``CustomObjectsApi``. The Globalnet kinds and the workloads are read only where they are
 needed: ``globalnet=False`` leaves them all out, ``workloads=False`` the workloads (the gateway daemon).
+``egress=True`` adds the egress gateway's kinds (EgressConfig, EgressVIP, both in magw's namespace) and the
+workloads its bindings resolve against (Namespaces, Pods, Services, EndpointSlices), with or without Globalnet.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from magw.sources.kube.mapping import CONFIG_MAP, SUBMARINER
 GROUP = "submariner.io"
 VERSION = "v1"
 SUBMARINER_VERSION = "v1alpha1"
+EGRESS_VERSION = "v1alpha1"
 MCS_GROUP = "multicluster.x-k8s.io"
 MCS_VERSION = "v1alpha1"
 
@@ -62,12 +65,24 @@ def _slices(api: ApiClient) -> CallSpec:
     return DiscoveryV1Api(api).list_endpoint_slice_for_all_namespaces, (), {}
 
 
-def resources(namespace: str, *, globalnet: bool = True, workloads: bool = True) -> tuple[Resource, ...]:
+def _workloads() -> list[Resource]:
+    return [
+        Resource(kind="Namespace", call=_core("list_namespace")),
+        Resource(kind="Pod", call=_core("list_pod_for_all_namespaces")),
+        Resource(kind="Service", call=_core("list_service_for_all_namespaces")),
+        Resource(kind="EndpointSlice", call=_slices),
+    ]
+
+
+def resources(
+    namespace: str, *, globalnet: bool = True, workloads: bool = True, egress: bool = False
+) -> tuple[Resource, ...]:
     """The inputs of a cluster's snapshot: magw's own objects in ``namespace`` and Nodes; with ``globalnet`` the
     egress kinds (the gateway publishes its block of each one's addresses); with ``workloads`` too, the
     Namespaces, Pods, Services, EndpointSlices, ServiceExports and GlobalIngressIPs of every namespace (what the
     Globalnet controller allocates for and the route agents' Globalnet rules translate; the gateway daemon
-    needs none of them)."""
+    needs none of them). With ``egress`` the EgressConfig and EgressVIP CRs of ``namespace`` and the Namespaces,
+    Pods, Services and EndpointSlices (the workloads option does not drop them: the egress daemons need them)."""
     out = [
         Resource(kind="Node", call=_core("list_node")),
         Resource(kind="Cluster", call=_custom(GROUP, VERSION, "clusters", namespace)),
@@ -83,16 +98,19 @@ def resources(namespace: str, *, globalnet: bool = True, workloads: bool = True)
             Resource(kind="ClusterGlobalEgressIP", call=_custom(GROUP, VERSION, "clusterglobalegressips", namespace)),
             Resource(kind="GlobalEgressIP", call=_custom(GROUP, VERSION, "globalegressips", None)),
         ]
+    if (globalnet and workloads) or egress:
+        out += _workloads()
     if globalnet and workloads:
         out += [
-            Resource(kind="Namespace", call=_core("list_namespace")),
-            Resource(kind="Pod", call=_core("list_pod_for_all_namespaces")),
-            Resource(kind="Service", call=_core("list_service_for_all_namespaces")),
-            Resource(kind="EndpointSlice", call=_slices),
             Resource(kind="ServiceExport", call=_custom(MCS_GROUP, MCS_VERSION, "serviceexports", None)),
             Resource(kind="GlobalIngressIP", call=_custom(GROUP, VERSION, "globalingressips", None)),
+        ]
+    if egress:
+        out += [
+            Resource(kind="EgressConfig", call=_custom(GROUP, EGRESS_VERSION, "egressconfigs", namespace)),
+            Resource(kind="EgressVIP", call=_custom(GROUP, EGRESS_VERSION, "egressvips", namespace)),
         ]
     return tuple(out)
 
 
-__all__ = ["GROUP", "MCS_GROUP", "PLURALS", "SUBMARINER", "VERSION", "Resource", "resources"]
+__all__ = ["EGRESS_VERSION", "GROUP", "MCS_GROUP", "PLURALS", "SUBMARINER", "VERSION", "Resource", "resources"]

@@ -64,6 +64,7 @@ class KubeSource:
         namespace: str,
         globalnet: bool = True,
         workloads: bool = True,
+        egress: bool = False,
         parse: Parse = parse_snapshot,
         coalesce: float = 0.02,
         timing: Timing = DEFAULT_TIMING,
@@ -75,7 +76,7 @@ class KubeSource:
         self._parse = parse
         self.coalesce = coalesce
         self.reflectors: dict[str, Reflector] = {}
-        for resource in resources(namespace, globalnet=globalnet, workloads=workloads):
+        for resource in resources(namespace, globalnet=globalnet, workloads=workloads, egress=egress):
             self.reflectors[resource.kind] = self._reflector(resource, timing)
         self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
         self._errors: dict[tuple[str, Key], mapping.MappingError] = {}
@@ -161,6 +162,10 @@ class KubeSource:
             return mapping.service_export_docs(obj, cluster)
         if kind in _GLOBALNET_KINDS:
             return mapping.globalnet_docs(kind, obj, cluster)
+        if kind == "EgressVIP":
+            return mapping.egress_vip_docs(obj, cluster)
+        if kind == "EgressConfig":
+            return mapping.egress_config_docs(obj, cluster)
         return ()  # EndpointSlice, Submariner, ConfigMap: folded into Service and Config documents
 
     def _slices_of(self, service: Obj) -> list[Obj]:

@@ -1,0 +1,125 @@
+"""KubeSource with ``egress=True`` against the API server emulator: EgressConfig and EgressVIP CRs (from
+deploy/crds) and the workloads, without Globalnet, give the file broker's Snapshot of the same objects, the
+same binding resolution, and follow changes; a bad CR is left out and named."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import shutil
+from collections.abc import AsyncIterator
+from ipaddress import IPv4Address
+from pathlib import Path
+
+from kubernetes_asyncio.client import CustomObjectsApi
+
+from magw.desired.egressgw.bindings import resolve
+from magw.sources.filebroker import FileBroker
+from magw.sources.kube.reflector import Timing
+from magw.sources.kube.resources import resources
+from magw.sources.kube.source import KubeSource
+from tests import egress_kube_objects as eko
+from tests import kube_objects as ko
+from tests import kubeemu_fixtures
+
+kube_env = kubeemu_fixtures.kube_env
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "broker"
+FAST = Timing(watch_timeout=5, inactivity=3, request_timeout=5)
+until = functools.partial(kubeemu_fixtures.until, timeout=5.0)
+MERGE = "application/merge-patch+json"
+
+
+def _source(env: kubeemu_fixtures.KubeEnv) -> KubeSource:
+    return KubeSource(env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egress=True, timing=FAST)
+
+
+@contextlib.asynccontextmanager
+async def running(source: KubeSource) -> AsyncIterator[None]:
+    task = asyncio.create_task(source.run())
+    try:
+        yield
+    finally:
+        source.stop()
+        await asyncio.wait_for(task, 5)
+
+
+def test_egress_lists_its_kinds_and_the_workloads_without_globalnet() -> None:
+    kinds = {r.kind for r in resources(ko.NS, globalnet=False, egress=True)}
+    assert {"EgressConfig", "EgressVIP", "Namespace", "Pod", "Service", "EndpointSlice"} <= kinds
+    assert not kinds & {"GlobalEgressIP", "GlobalIngressIP", "ServiceExport"}
+    plain = {r.kind for r in resources(ko.NS, globalnet=False)}
+    assert not plain & {"EgressConfig", "EgressVIP", "Pod"}
+    gateway = {r.kind for r in resources(ko.NS, workloads=False, egress=True)}
+    assert {"EgressVIP", "Pod"} <= gateway  # the egress daemons need the workloads whatever workloads= says
+
+
+async def test_egress_crs_and_workloads_are_the_file_brokers_snapshot(
+    kube_env: kubeemu_fixtures.KubeEnv, tmp_path: Path
+) -> None:
+    eko.serve_egress_crds(kube_env.emulator)
+    kube_env.emulator.load([*ko.east(), *eko.world()])
+    broker_dir = tmp_path / "broker"
+    shutil.copytree(EXAMPLE, broker_dir)
+    (broker_dir / "egress.yaml").write_text(eko.WORLD_DOCUMENTS)
+    broker = FileBroker(broker_dir, local_cluster="east")
+    broker.scan()
+    assert broker.snapshot is not None and broker.problem_files() == frozenset()
+    source = KubeSource(
+        kube_env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egress=True, timing=FAST
+    )
+    async with running(source):
+        await until(lambda: source.initial_sync_done)
+        snap = source.snapshot
+        assert snap is not None and source.problem_files() == frozenset()
+        assert snap == broker.snapshot
+        # what the planners and the controller compute from it, written out by hand
+        assert [v.name for v in snap.egress.vips] == ["a", "b", "c"]
+        assert snap.egress.config.advert_int == 0.1 and snap.egress.config.conntrack_sync is False
+        users = resolve(snap.egress, snap.globalnet.services, snap.globalnet.pods)
+        assert users.of("a").services == ("shop/web",) and users.of("a").pods == (IPv4Address("10.1.3.10"),)
+        assert users.of("b").services == ("shop/db",) and users.of("b").pods == (IPv4Address("10.1.3.11"),)
+        assert users.of("c").services == () and users.conflicts == ()
+        status = snap.egress.status_of("a")
+        assert status is not None and status.holder == "e-gw1"
+
+        # a binding changed in the CR is followed: c now takes blog
+        custom = CustomObjectsApi(kube_env.client)
+        patch = {"spec": {"bindings": [{"namespace": "blog"}]}}
+        await custom.patch_namespaced_custom_object(
+            "submariner.io", "v1alpha1", ko.NS, "egressvips", "c", patch, _content_type=MERGE
+        )
+
+        def c_users() -> tuple[str, ...]:
+            s = source.snapshot
+            assert s is not None
+            return resolve(s.egress, s.globalnet.services, s.globalnet.pods).of("c").services
+
+        await until(lambda: c_users() == ("blog/api",))
+
+
+async def test_a_vip_outside_the_ranges_and_a_second_config_are_left_out_and_named(
+    kube_env: kubeemu_fixtures.KubeEnv,
+) -> None:
+    eko.serve_egress_crds(kube_env.emulator)
+    outside = eko.egress_vip("d", 13, [])
+    outside["spec"]["vip"] = "198.51.100.13"
+    other = eko.egress_config("other", vipRanges=["198.51.100.0/24"])
+    kube_env.emulator.load([*ko.east(), *eko.world(), outside, other])
+    source = KubeSource(
+        kube_env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egress=True, timing=FAST
+    )
+    async with running(source):
+        await until(lambda: source.initial_sync_done)
+        snap = source.snapshot
+        assert snap is not None
+        assert [v.name for v in snap.egress.vips] == ["a", "b", "c"]
+        assert [str(n) for n in snap.egress.config.vip_ranges] == ["192.0.2.0/24"]
+        problems = source.problem_files()
+        assert f"kube:EgressVIP/{ko.NS}/d" in problems
+        assert f"kube:EgressConfig/{ko.NS}/other" in problems
+        # without the config there are no ranges: every VIP is refused, as with the file broker
+        await CustomObjectsApi(kube_env.client).delete_namespaced_custom_object(
+            "submariner.io", "v1alpha1", ko.NS, "egressconfigs", "default"
+        )
+        await until(lambda: source.snapshot is not None and not source.snapshot.egress.vips)
