@@ -134,6 +134,14 @@ def test_push_mode_the_echo_server_speaks_unasked(pair: tuple[str, str]) -> None
         run(a, "ip", "link", "set", "v0", "down")
         cut = _result(proc)
         assert cut["survived"] == 0 and all("stalled" in c["error"] for c in cut["connections"])
+        # Cut for less than the stall timeout but through the run's end: silent at the end is not surviving.
+        run(a, "ip", "link", "set", "v0", "up")
+        argv = ["ip", "netns", "exec", a, *base, "--conns", "2", "--duration", "2.5", "--timeout", "10"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        time.sleep(0.8)
+        run(a, "ip", "link", "set", "v0", "down")
+        late = _result(proc)
+        assert late["survived"] == 0 and all("silent for the last" in c["error"] for c in late["connections"]), late
     finally:
         echo.terminate()
         echo.wait(timeout=10)

@@ -14,7 +14,8 @@ Run as ``ip netns exec NS python -m magw.lab.tcpkeep ...``:
   window: TCP retransmits, so a short outage shows as a gap, not as a loss), the address the server saw, and
   the totals.
 
-Every loop is bounded in count and time; a connection that stalls longer than ``timeout`` counts as broken.
+Every loop is bounded in count and time; a connection that stalls longer than ``timeout``, or that has not
+answered in the last second of the run, counts as broken.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 MAX_CONNS = 512
+FRESH = 1.0  # seconds: a surviving connection has answered within this long of the run's end
 MAX_LINE = 256
 
 
@@ -201,7 +203,13 @@ def hold(target: str, n: int, interval: float, duration: float, timeout: float, 
             time.sleep(min(interval, max(0.0, end - now)))
             if time.monotonic() >= end:
                 break
+    # Alive means answering at the end too: a connection reset on the far side only, or still in TCP's
+    # retransmission backoff, is silent rather than failed, and would otherwise count as surviving.
+    t_end = time.monotonic()
+    fresh = max(FRESH, 3 * interval)
     for c in conns:
+        if c.sock is not None and c.error is None and t_end - c.last_echo > fresh:
+            c.error = f"silent for the last {t_end - c.last_echo:.1f} s of the run"
         if c.sock is not None:
             c.sock.close()
     reports = [c.report() for c in conns]
