@@ -66,7 +66,8 @@ class NodeDriver:
         # reached before the 100k observed routes exist than after (issue 10: peak RSS of a re-run).
         observe_all = getattr(self.nft, "observe_all", None)
         if observe_all is None:  # an nft half of one table
-            return attrs.evolve(self.netlink.observe(), nft=self.nft.observe())
+            nft = self.nft.observe()
+            return attrs.evolve(self.netlink.observe(), nft=nft)
         main_key = self.nft.tables[0]  # type: ignore[attr-defined]
         tables = observe_all()
         main = next((t for t in tables if (t.family, t.name) == main_key), None)
