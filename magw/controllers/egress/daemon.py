@@ -1,4 +1,5 @@
-"""``magw-egress``: the egress controller over a file broker directory, with the seed's HTTP API.
+"""``magw-egress``: the egress controller over a file broker directory (``--source file``) or the Kubernetes
+API (``--source kube``, ``kube_daemon``), with the seed's HTTP API.
 
 One process per cluster: passes (``EgressController.run``) every ``--interval`` seconds and after every API
 change, and the API on ``--socket PATH`` or ``--listen HOST:PORT``. It takes no lease yet: run one replica
@@ -22,13 +23,14 @@ from magw.controllers.egress.controller import EgressController
 from magw.logsetup import configure_logging
 from magw.sources.egress_store import EgressStore
 from magw.sources.filebroker import FileBroker
+from magw.sources.flags import add_source_arguments, check_source
 
 log = structlog.get_logger(__name__)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="magw-egress", description="The egress gateway controller and its HTTP API.")
-    p.add_argument("--broker-dir", required=True, help="the file broker directory")
+    add_source_arguments(p)
     p.add_argument("--cluster", required=True, help="the local cluster's id")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--socket", help="serve the API on this unix socket")
@@ -39,8 +41,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def run(args: argparse.Namespace, stop: asyncio.Event) -> None:
+async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
     """Serve until ``stop`` is set."""
+    if args.source == "kube":
+        from magw.controllers.egress.kube_daemon import run_kube
+
+        return await run_kube(args, stop)
     broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
     controller = EgressController(broker=broker, store=EgressStore(args.broker_dir, args.cluster))
     if args.socket is not None:
@@ -57,22 +63,24 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await passes
         await runner.cleanup()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    check_source(p, args)
     try:
         configure_logging(args.log_format, args.log_level)
     except ValueError as exc:
         print(f"magw-egress: error: {exc}", file=sys.stderr)
         return 2
 
-    async def body() -> None:
+    async def body() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run(args, stop)
+        return await run(args, stop)
 
-    asyncio.run(body())
-    return 0
+    return asyncio.run(body())
