@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator
 from ipaddress import IPv4Address
 from pathlib import Path
 
+import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
 
 from magw.desired.egressgw.bindings import resolve
 from magw.sources.filebroker import FileBroker
+from magw.sources.kube import mapping
 from magw.sources.kube.reflector import Timing
 from magw.sources.kube.resources import resources
 from magw.sources.kube.source import KubeSource
@@ -123,3 +125,20 @@ async def test_a_vip_outside_the_ranges_and_a_second_config_are_left_out_and_nam
             "submariner.io", "v1alpha1", ko.NS, "egressconfigs", "default"
         )
         await until(lambda: source.snapshot is not None and not source.snapshot.egress.vips)
+
+
+def test_an_empty_status_written_by_the_controller_maps_back_and_an_unwritten_one_does_not() -> None:
+    """A VIP nobody holds or uses has a status too: it must read back, or the controller would write it again at
+    every pass; a CR whose status was never written has none."""
+    written = eko.egress_vip("c", 12, [], {"holder": "", "services": []})
+    docs = mapping.egress_vip_docs(written, "east")
+    assert [d.kind for d in docs] == ["EgressVIP", "EgressVIPStatus"]
+    assert docs[1].fields == {"cluster": "east", "name": "c", "holder": "", "services": []}
+    assert [d.kind for d in mapping.egress_vip_docs(eko.egress_vip("c", 12, []), "east")] == ["EgressVIP"]
+
+
+def test_only_the_egress_config_named_default_is_read() -> None:
+    (doc,) = mapping.egress_config_docs(eko.egress_config(vipRanges=["192.0.2.0/24"], advertInt=0.5), "east")
+    assert doc.fields == {"cluster": "east", "vipRanges": ["192.0.2.0/24"], "advertInt": 0.5}
+    with pytest.raises(mapping.MappingError, match="only the EgressConfig named default"):
+        mapping.egress_config_docs(eko.egress_config("other"), "east")
