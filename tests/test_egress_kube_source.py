@@ -52,8 +52,8 @@ def test_egress_lists_its_kinds_and_the_workloads_without_globalnet() -> None:
     assert not kinds & {"GlobalEgressIP", "GlobalIngressIP", "ServiceExport"}
     plain = {r.kind for r in resources(ko.NS, globalnet=False)}
     assert not plain & {"EgressConfig", "EgressVIP", "Pod"}
-    gateway = {r.kind for r in resources(ko.NS, workloads=False, egress=True)}
-    assert {"EgressVIP", "Pod"} <= gateway  # the egress daemons need the workloads whatever workloads= says
+    agent = {r.kind for r in resources(ko.NS, globalnet=False, workloads=False, egress=True)}
+    assert {"EgressVIP", "EgressConfig", "Node"} <= agent and not agent & {"Pod", "Service", "Namespace"}
 
 
 async def test_egress_crs_and_workloads_are_the_file_brokers_snapshot(

@@ -1,4 +1,5 @@
-"""``magw-egress-agent``: one node's egress gateway HA (issue 15), fed by the file broker.
+"""``magw-egress-agent``: one node's egress gateway HA (issue 15), fed by the file broker (``--source file``) or
+the Kubernetes API (``--source kube``: read only, ``magw.sources.egress_kube_watch``).
 
 On every node that may hold a VIP it keeps keepalived (one VRRPv3 instance per VIP the node is a candidate of)
 and conntrackd (FTFW with the other candidates) in line with the broker's ``EgressVIP``/``EgressConfig``
@@ -22,7 +23,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ from magw.agent.egress_ha_http import serve
 from magw.agent.egress_ha_node import EgressHANode
 from magw.logsetup import configure_logging
 from magw.model import Snapshot
+from magw.sources.egress_kube_watch import kube_snapshots
 from magw.sources.filebroker import FileBroker
+from magw.sources.flags import add_source_arguments, check_source
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +48,7 @@ REPORT_TIMEOUT = 5.0
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="magw-egress-agent", description="One node's egress gateway HA.")
-    p.add_argument("--broker-dir", required=True, help="the file broker directory")
+    add_source_arguments(p)
     p.add_argument("--cluster", required=True, help="the local cluster's id")
     p.add_argument("--node", required=True, help="this node's name, as in its Node document")
     p.add_argument("--interface", default="eth0", help="the underlay interface that carries the VIPs (default eth0)")
@@ -112,11 +115,13 @@ def _node_ips(snapshot: Snapshot) -> dict[str, IPv4Address]:
     return {n.name: n.ip for n in snapshot.nodes}
 
 
-async def _follow(args: argparse.Namespace, broker: FileBroker, reporter: Reporter, stop: asyncio.Event) -> None:
+async def _follow(
+    args: argparse.Namespace, snapshots: AsyncIterator[Snapshot | None], reporter: Reporter, stop: asyncio.Event
+) -> None:
     ha: EgressHANode | None = None
     runner: Any = None
     try:
-        async for snap in broker.watch():
+        async for snap in snapshots:
             if stop.is_set():
                 return
             if snap is None:
@@ -146,9 +151,12 @@ async def _follow(args: argparse.Namespace, broker: FileBroker, reporter: Report
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> None:
-    broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
+    if args.source == "kube":
+        snapshots = kube_snapshots(args.kubeconfig, cluster=args.cluster, namespace=args.namespace)
+    else:
+        snapshots = FileBroker(args.broker_dir, local_cluster=args.cluster).watch()
     reporter = Reporter(args.node, socket=args.controller_socket, url=args.controller_url)
-    follow = asyncio.create_task(_follow(args, broker, reporter, stop))
+    follow = asyncio.create_task(_follow(args, snapshots, reporter, stop))
     try:
         done, _ = await asyncio.wait({follow, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
         if follow in done:
@@ -163,6 +171,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    check_source(p, args)
     if args.controller_socket and args.controller_url:
         p.error("--controller-socket and --controller-url: give one")
     _host, sep, port = args.status_listen.rpartition(":")

@@ -3,8 +3,9 @@
 One ``Resource`` per input: the core and discovery kinds through their typed APIs (``CoreV1Api.list_node``...),
 the CRDs through ``CustomObjectsApi``. The Globalnet kinds and the workloads are read only where they are
 needed: ``globalnet=False`` leaves them all out, ``workloads=False`` the workloads (the gateway daemon).
-``egress=True`` adds the egress gateway's kinds (EgressConfig, EgressVIP, both in magw's namespace) and the
-workloads its bindings resolve against (Namespaces, Pods, Services, EndpointSlices), with or without Globalnet.
+``egress=True`` adds the egress gateway's kinds (EgressConfig, EgressVIP, both in magw's namespace) and, unless
+``workloads=False``, the workloads its bindings resolve against (Namespaces, Pods, Services, EndpointSlices),
+with or without Globalnet.
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def resources(
     egress kinds (the gateway publishes its block of each one's addresses); with ``workloads`` too, the
     Namespaces, Pods, Services, EndpointSlices, ServiceExports and GlobalIngressIPs of every namespace (what the
     Globalnet controller allocates for and the route agents' Globalnet rules translate; the gateway daemon
-    needs none of them). With ``egress`` the EgressConfig and EgressVIP CRs of ``namespace`` and the Namespaces,
-    Pods, Services and EndpointSlices (the workloads option does not drop them: the egress daemons need them)."""
+    needs none of them). With ``egress`` the EgressConfig and EgressVIP CRs of ``namespace``, and with
+    ``workloads`` too the Namespaces, Pods, Services and EndpointSlices, Globalnet or not (the egress controller
+    and the route agents resolve bindings against them; the egress agent, keepalived's, needs none)."""
     out = [
         Resource(kind="Node", call=_core("list_node")),
         Resource(kind="Cluster", call=_custom(GROUP, VERSION, "clusters", namespace)),
@@ -98,7 +100,7 @@ def resources(
             Resource(kind="ClusterGlobalEgressIP", call=_custom(GROUP, VERSION, "clusterglobalegressips", namespace)),
             Resource(kind="GlobalEgressIP", call=_custom(GROUP, VERSION, "globalegressips", None)),
         ]
-    if (globalnet and workloads) or egress:
+    if (globalnet or egress) and workloads:
         out += _workloads()
     if globalnet and workloads:
         out += [
