@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from magw.agent import egress_agent
 from magw.agent import gateway as gateway_daemon
 from magw.agent import route_agent as route_agent_daemon
+from magw.controllers.egress import daemon as egress_daemon
 from magw.controllers.globalnet import daemon as globalnet_daemon
 from magw.ipam.globalnet import plan_globalnet
 from magw.model import Endpoint
@@ -151,6 +153,8 @@ def test_magw_reads_every_example(example: Any) -> None:
         ("DaemonSet", "magw-route-agent", route_agent_daemon.build_parser),
         ("DaemonSet", "magw-gateway", gateway_daemon.build_parser),
         ("Deployment", "magw-globalnet", globalnet_daemon.parser),
+        ("Deployment", "magw-egress", egress_daemon.parser),
+        ("DaemonSet", "magw-egress-agent", egress_agent.parser),
     ],
 )
 def test_the_daemons_parsers_accept_the_manifests_arguments(kind: str, name: str, build: Any) -> None:

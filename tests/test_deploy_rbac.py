@@ -68,6 +68,27 @@ def test_globalnet_writes_its_statuses_ingress_ips_cluster_egress_ips_and_its_le
     assert statuses == {"patch"}  # merge patches through the status subresource, nothing else
 
 
+def test_the_egress_controller_patches_egress_vips_and_their_status_only() -> None:
+    """Bindings and statuses are merge patches of the EgressVIPs in magw's namespace; everything else is read."""
+    found = grants(NAMESPACE, "magw-egress")
+    assert {(g.namespace, g.group, g.resource, g.verb) for g in found if g.verb in WRITE_VERBS} == {
+        (NAMESPACE, "submariner.io", "egressvips", "patch"),
+        (NAMESPACE, "submariner.io", "egressvips/status", "patch"),
+    }
+    reads = {(g.group, g.resource) for g in found if g.verb == "watch"}
+    assert {("", "pods"), ("", "services"), ("", "namespaces"), ("discovery.k8s.io", "endpointslices")} <= reads
+    assert {("submariner.io", "egressvips"), ("submariner.io", "egressconfigs"), ("", "nodes")} <= reads
+
+
+def test_the_egress_agent_only_reads_nodes_and_the_egress_kinds() -> None:
+    found = grants(NAMESPACE, "magw-egress-agent")
+    assert {g.verb for g in found} == {"get", "list", "watch"}
+    assert {("", "nodes"), ("submariner.io", "egressvips"), ("submariner.io", "egressconfigs")} <= {
+        (g.group, g.resource) for g in found
+    }
+    assert not [g for g in found if g.resource in {"pods", "services", "namespaces", "endpointslices"}]
+
+
 def test_the_broker_client_reads_and_writes_endpoints_and_clusters_only() -> None:
     found = grants(BROKER_NAMESPACE, "magw-broker-client")
     assert {(g.namespace, g.group, g.resource) for g in found} == {

@@ -19,7 +19,13 @@ from tests.deploy_checks import BROKER_NAMESPACE, DEPLOY, NAMESPACE, find, manif
 
 ROOT = DEPLOY.parent
 KUBE_MANIFESTS = [m for m in manifests() if "examples" not in m.path.parts]
-DAEMONS = [("DaemonSet", "magw-route-agent"), ("DaemonSet", "magw-gateway"), ("Deployment", "magw-globalnet")]
+DAEMONS = [
+    ("DaemonSet", "magw-route-agent"),
+    ("DaemonSet", "magw-gateway"),
+    ("Deployment", "magw-globalnet"),
+    ("Deployment", "magw-egress"),
+    ("DaemonSet", "magw-egress-agent"),
+]
 
 
 def _container(kind: str, name: str) -> dict[str, Any]:
@@ -99,6 +105,56 @@ def test_globalnet_is_one_replica_with_its_flags_and_no_host_access() -> None:
     assert _env_sources(c) == {"CLUSTER_ID": CLUSTER_FROM_CONFIG}
     assert "hostNetwork" not in pod and pod["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_the_egress_controller_is_one_replica_serving_its_api_behind_its_service() -> None:
+    deployment = find("Deployment", "magw-egress")
+    pod = deployment["spec"]["template"]["spec"]
+    c = _container("Deployment", "magw-egress")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert c["command"] == ["magw-egress"]
+    flags = _flags(c)
+    assert {k: v for k, v in flags.items() if k != "--log-format"} == {
+        "--source": "kube",
+        "--cluster": "$(CLUSTER_ID)",
+        "--namespace": NAMESPACE,
+        "--listen": "0.0.0.0:9610",
+    }
+    assert _env_sources(c) == {"CLUSTER_ID": CLUSTER_FROM_CONFIG}
+    assert "hostNetwork" not in pod and pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["serviceAccountName"] == "magw-egress" and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    service = find("Service", "magw-egress")["spec"]
+    assert service["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    (port,) = service["ports"]
+    assert (
+        port["port"] == 9610 and port["targetPort"] == c["ports"][0]["name"] and c["ports"][0]["containerPort"] == 9610
+    )
+
+
+def test_the_egress_agent_runs_on_every_node_on_the_host_network_and_reports_to_the_controllers_service() -> None:
+    ds = find("DaemonSet", "magw-egress-agent")["spec"]["template"]["spec"]
+    c = _container("DaemonSet", "magw-egress-agent")
+    flags = _flags(c)
+    assert c["command"] == ["magw-egress-agent"]
+    assert {k: flags[k] for k in ("--source", "--node", "--cluster", "--namespace")} == {
+        "--source": "kube",
+        "--node": "$(NODE_NAME)",
+        "--cluster": "$(CLUSTER_ID)",
+        "--namespace": NAMESPACE,
+    }
+    service = find("Service", "magw-egress")
+    name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
+    assert flags["--controller-url"] == f"http://{name}.{namespace}.svc:{service['spec']['ports'][0]['port']}"
+    assert ds["hostNetwork"] is True and ds["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert ds["tolerations"] == [{"operator": "Exists"}] and "nodeSelector" not in ds
+    assert ds["serviceAccountName"] == "magw-egress-agent"
+    caps = c["securityContext"]["capabilities"]
+    assert caps == {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_RAW"]}
+    assert not c["securityContext"]["privileged"]
+    # the workdir is the pod's own (keepalived and conntrackd end with the pod): an emptyDir
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == flags["--workdir"])
+    assert next(v for v in ds["volumes"] if v["name"] == mount["name"]) == {"name": mount["name"], "emptyDir": {}}
+    assert ds["containers"][0]["readinessProbe"]["httpGet"]["port"] == int(flags["--status-listen"].rpartition(":")[2])
 
 
 def _host_dir(kind: str, name: str, path: str) -> str:
