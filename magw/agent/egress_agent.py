@@ -57,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--controller-url", help="the egress controller's API base URL (magw-egress --listen)")
     p.add_argument("--status-listen", default="0.0.0.0:9620", metavar="HOST:PORT",
                    help="the status endpoint (default 0.0.0.0:9620)")  # fmt: skip
-    p.add_argument("--log-format", default="text", help="text or json (default text)")
+    p.add_argument(
+        "--log-format", choices=("console", "json"), default="console", help="console or json (default console)"
+    )
     p.add_argument("--log-level", default="info", help="debug, info, warning (default info)")
     return p
 

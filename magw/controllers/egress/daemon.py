@@ -36,7 +36,9 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--socket", help="serve the API on this unix socket")
     where.add_argument("--listen", metavar="HOST:PORT", help="serve the API on this address (port 0: any)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between passes (default 1)")
-    p.add_argument("--log-format", default="text", help="text or json (default text)")
+    p.add_argument(
+        "--log-format", choices=("console", "json"), default="console", help="console or json (default console)"
+    )
     p.add_argument("--log-level", default="info", help="debug, info, warning (default info)")
     return p
 
