@@ -63,14 +63,20 @@ class KubeEgressView:
         self._clock = clock
 
     def seen(self, name: str) -> str:
-        """The resourceVersion of EgressVIP ``name`` as the source last saw it ("" if it has none)."""
+        """The resourceVersion of EgressVIP ``name`` as this controller knows it ("" if none): its own last write
+        while the source has not seen that yet (two API requests in a row must not refuse the second as
+        "changed meanwhile" by our own first), else the source's."""
+        written = self._pending().get(name)
+        return written.resource_version if written is not None and written.resource_version else self._source_rv(name)
+
+    def _source_rv(self, name: str) -> str:
         obj = self.source.objects("EgressVIP").get((self.source.namespace, name))
         return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
 
     def _pending(self) -> dict[str, Written]:
         now = self._clock()
         for name, w in list(self.store.written.items()):
-            if now - w.at > self.hold or _newer_or_same(self.seen(name), w.resource_version):
+            if now - w.at > self.hold or _newer_or_same(self._source_rv(name), w.resource_version):
                 del self.store.written[name]
         return dict(self.store.written)
 
