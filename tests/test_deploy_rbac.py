@@ -68,6 +68,13 @@ def test_globalnet_writes_its_statuses_ingress_ips_cluster_egress_ips_and_its_le
     assert statuses == {"patch"}  # merge patches through the status subresource, nothing else
 
 
+def test_the_route_agent_reads_the_egress_kinds_in_magws_namespace() -> None:
+    """It plans the egress datapath from EgressVIPs and the EgressConfig (docs/egress-gateway.md)."""
+    found = grants(NAMESPACE, "magw-route-agent")
+    egress = {(g.namespace, g.resource, g.verb) for g in found if g.resource in ("egressvips", "egressconfigs")}
+    assert egress == {(NAMESPACE, r, v) for r in ("egressvips", "egressconfigs") for v in ("get", "list", "watch")}
+
+
 def test_the_egress_controller_patches_egress_vips_and_their_status_only() -> None:
     """Bindings and statuses are merge patches of the EgressVIPs in magw's namespace; everything else is read."""
     found = grants(NAMESPACE, "magw-egress")
