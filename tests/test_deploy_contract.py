@@ -21,11 +21,15 @@ from magw.agent import egress_agent
 from magw.agent import gateway as gateway_daemon
 from magw.agent import route_agent as route_agent_daemon
 from magw.controllers.egress import daemon as egress_daemon
+from magw.controllers.egress.controller import rfc3339
 from magw.controllers.globalnet import daemon as globalnet_daemon
 from magw.ipam.globalnet import plan_globalnet
 from magw.model import Endpoint
+from magw.model.egress import EgressBinding, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, GLOBAL_INGRESS_IP, ObjectRef
 from magw.snapshot import endpoint_doc, load_snapshot
+from magw.snapshot_egress import vip_to_doc
+from magw.sources.egress_kube_store import status_body as egress_status_body
 from magw.sources.kube import mapping
 from magw.sources.kube.globalnet_store import object_spec, status_body
 from magw.sources.kube.status import gateway_status
@@ -166,3 +170,30 @@ def test_the_daemons_parsers_accept_the_manifests_arguments(kind: str, name: str
     assert (parsed.source, parsed.namespace, parsed.cluster) == ("kube", NAMESPACE, values["CLUSTER_ID"])
     assert getattr(parsed, "node", "e-gw1") == "e-gw1"
     assert os.path.basename(getattr(parsed, "broker_kubeconfig", None) or "kubeconfig") == "kubeconfig"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        EgressVIPStatus(),
+        EgressVIPStatus(holder="e-gw1", since=rfc3339(T0.timestamp()), services=("shop/db", "shop/web")),
+    ],
+    ids=["empty", "held"],
+)
+def test_the_egress_controllers_writes_are_admitted(status: EgressVIPStatus) -> None:
+    """What magw-egress --source kube merge-patches into an EgressVIP (its status, and the bindings the API
+    changes: shared and exclusive) passes the CRD, the null of an empty ``since`` pruned as the API server does."""
+    vip = EgressVIP(
+        name="shop",
+        vip=IPv4Address("192.0.2.10"),
+        vrid=10,
+        candidates=("e-gw1", "e-gw2"),
+        bindings=(EgressBinding("shop"), EgressBinding("blog", "api")),
+    )
+    (cr,) = [m.doc for m in manifests("examples") if m.kind == "EgressVIP"]
+    patched = {
+        **cr,
+        "spec": {**cr["spec"], "bindings": vip_to_doc(vip)["bindings"]},
+        "status": egress_status_body(status),
+    }
+    assert cr_errors(patched) == []
