@@ -257,3 +257,27 @@ async def test_bad_kube_flags_are_one_line_and_exit_2(kube_env: KubeEnv, tmp_pat
         _, err = await proc.communicate()
         lines = err.decode().strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and reason in lines[0], (argv, lines)
+
+
+async def test_route_agent_egress_flag_plans_the_egress_datapath_from_the_api(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    """``--egress``: the route agent also lists the EgressVIP/EgressConfig objects and the workloads, and its one
+    sync owns the egress gateway's objects too (the status file counts them); without it, it plans none."""
+    from tests import egress_kube_objects as eko
+
+    eko.serve_egress_crds(kube_env.emulator)
+    kube_env.emulator.load([*ko.east(), *eko.world()])
+    done = {}
+    for flag in ("", "--egress"):
+        status = tmp_path / f"status{flag or '-none'}.json"
+        args = ("--node", "e-w1", "--cluster", "east", "--fake", "--once", "--cni-interface", "lo",
+                "--status-file", str(status), *((flag,) if flag else ()))  # fmt: skip
+        async with daemon(kube_env, "magw.agent.route_agent", *args) as proc:
+            assert await asyncio.wait_for(proc.wait(), 40) == 0
+        doc = json.loads(status.read_text())
+        reconciler = doc.get("reconciler", doc)
+        done[flag] = reconciler["counts"]["done"]
+    # The egress objects of e-w1: the GPE device and its address, a table route and a rule per VIP (3 VIPs),
+    # and the ip magw-egress table: 1 + 1 + 3 + 3 + 1 = 9 more than without the flag.
+    assert done["--egress"] - done[""] == 9, done

@@ -227,6 +227,12 @@ def build_parser() -> OneLineParser:
         help="--source kube: publish this interface's first IPv4 address as the node's CNI address (default: the "
         "first local address inside the cluster's pod CIDRs)",
     )
+    p.add_argument(
+        "--egress",
+        action="store_true",
+        help="--source kube: also read the egress gateway's EgressVIP/EgressConfig objects and the workloads, and "
+        "plan its datapath (needs their CRDs; the file broker reads them whenever they are there)",
+    )
     add_health_arguments(p)
     add_ovn_arguments(p)
     add_ovn_node_arguments(p)
