@@ -27,6 +27,7 @@ import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from magw.agent.drivers import LazyDriver, fake_driver, real_node_driver
+from magw.agent.egress_problems import EgressProblems
 from magw.agent.health_options import HealthSettings, add_health_arguments, endpoint_ttl, health_settings
 from magw.agent.healthcheck import build_monitor
 from magw.agent.options import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OneLineParser, common_parser, parse
@@ -73,8 +74,10 @@ class RouteAgent:
     not_ready: str | None = attrs.field(init=False, default=None)
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
     _last_sync: SyncResult | None = attrs.field(init=False, default=None)
+    egress_problems: EgressProblems = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        self.egress_problems = EgressProblems(self.node)
         self.reconciler = Reconciler(
             self.driver,
             self.plan,
@@ -116,6 +119,7 @@ class RouteAgent:
         if strategy is not snapshot.config.strategy:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
         self.cni = snapshot.config.cni
+        self.egress_problems.check(snapshot)
         return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop)
 
     def _on_sync(self, result: SyncResult | None) -> None:
