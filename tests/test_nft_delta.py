@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import attrs
 from hypothesis import given
@@ -194,30 +193,23 @@ def _big(n: int, offset: int) -> NftTable:
     return _maps(_sets(TABLE, gn_in=addrs), gn_egress=pairs)
 
 
-def test_100k_elements_diff_in_well_under_100_ms() -> None:
-    """A 100k-element set and a 100k-pair map with a few changes: the diff takes milliseconds (best of 3)."""
+def test_100k_elements_with_a_few_changes_diff_to_those_changes_only() -> None:
+    """A 100k-element set and a 100k-pair map with a few changes: the change carries those elements only. How
+    long it takes is a benchmark's business (``benchmarks/globalnet_scale.py``, its diff column), not a unit
+    test's: these machines are shared."""
     observed, desired = _big(100_000, 0), _big(100_000, 3)
-    took = []
-    for _ in range(3):
-        start = time.perf_counter()
-        (change,) = nft_changes(desired, observed)
-        took.append(time.perf_counter() - start)
+    (change,) = nft_changes(desired, observed)
     assert change.elements is not None
     assert change.describe() == "nft ip magw: +6 -6 elements (gn_egress +3 -3, gn_in +3 -3)"
-    assert min(took) < 0.1, took
 
 
-def test_100k_new_elements_diff_in_well_under_100_ms() -> None:
-    """Every element of a 100k-element set replaced (the worst case: 200k elements sorted): still under 100 ms."""
+def test_100k_new_elements_replace_every_element() -> None:
+    """Every element of a 100k-element set replaced (the worst case: 200k elements sorted): an element change
+    of all of them, not a table rewrite."""
     observed = _sets(TABLE, gn_in=_big(100_000, 0).sets[1].elements)
     desired = _sets(TABLE, gn_in=_big(100_000, 100_000).sets[1].elements)
-    took = []
-    for _ in range(3):
-        start = time.perf_counter()
-        (change,) = nft_changes(desired, observed)
-        took.append(time.perf_counter() - start)
+    (change,) = nft_changes(desired, observed)
     assert change.describe() == "nft ip magw: +100000 -100000 elements (gn_in +100000 -100000)"
-    assert min(took) < 0.1, took
 
 
 def _naive(want: tuple[str, ...], have: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
