@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -159,14 +158,15 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> None:
         snapshots = FileBroker(args.broker_dir, local_cluster=args.cluster).watch()
     reporter = Reporter(args.node, socket=args.controller_socket, url=args.controller_url)
     follow = asyncio.create_task(_follow(args, snapshots, reporter, stop))
+    stopped = asyncio.create_task(stop.wait())
     try:
-        done, _ = await asyncio.wait({follow, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({follow, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if follow in done:
             follow.result()
     finally:
-        follow.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follow
+        for task in (follow, stopped):
+            task.cancel()
+        await asyncio.gather(follow, stopped, return_exceptions=True)
         await reporter.close()
 
 
