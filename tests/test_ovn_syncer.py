@@ -139,3 +139,38 @@ def test_a_converged_nb_gets_no_transaction() -> None:
     result = sync_ovn(driver, east_snapshot())
     assert result.ok and result.changes is not None and result.changes.empty
     assert len(driver.applied) == 1
+
+
+@attrs.define
+class Reading(Recorder):
+    """A Recorder that notes each read of the NB ("nb") and of the SB ("sb")."""
+
+    reads: list[str] = attrs.field(factory=list)
+
+    def observe(self) -> OvnState:
+        self.reads.append("nb")
+        return super().observe()
+
+    def chassis_by_hostname(self) -> dict[str, str]:
+        self.reads.append("sb")
+        return super().chassis_by_hostname()
+
+
+async def test_a_change_syncs_from_the_known_rows_and_the_period_reads_the_nb_again() -> None:
+    """The first sync reads the NB; a new snapshot (a gateway down) is synced from what the last sync left,
+    without reading; when the resync period runs out, the NB is read again."""
+    source, driver = Source(), Reading()
+    reads = driver.reads
+    syncer = OvnSyncer(source, driver, resync_period=0.5)  # type: ignore[arg-type]
+    source.publish(east_snapshot())
+    stop = asyncio.Event()
+    task = asyncio.create_task(syncer.run(stop))
+    await _until(lambda: len(driver.applied) == 1)
+    assert reads == ["nb", "sb"] and syncer.last is not None and syncer.last.observed
+    source.publish(east_snapshot(down=("gw2",)))
+    await _until(lambda: len(driver.applied) == 2)
+    assert reads == ["nb", "sb"] and not syncer.last.observed
+    await _until(lambda: len(reads) == 4, timeout=5)  # the period ran out: a full sync
+    await _until(lambda: syncer.last is not None and syncer.last.observed)
+    stop.set()
+    await asyncio.wait_for(task, 5)

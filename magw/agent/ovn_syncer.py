@@ -7,12 +7,17 @@ broker round trip. Each sync (``magw.reconcile.ovnsync.sync_ovn``) runs in a wor
 OVSDB IDL calls block; a failed sync is logged once per distinct error and retried with a capped backoff;
 a resync every ``resync_period`` repairs rows changed or deleted behind our back.
 
+A sync that a change asked for (a new snapshot, a health change) starts from what the last successful sync
+left in the NB (``known``) instead of reading every row of ours back: a failover is plan, diff and one
+transaction. The periodic resync, the first sync and every sync after a failure read the NB and the SB.
+
 One syncer per cluster: it is the only writer of our rows (docs/ovn.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -57,12 +62,18 @@ class OvnSyncer:
             return None
         return self.planning(snapshot)
 
-    async def sync(self) -> OvnSyncResult | None:
-        """One sync now (None while the source has no snapshot yet)."""
+    async def sync(self, *, full: bool = True) -> OvnSyncResult | None:
+        """One sync now (None while the source has no snapshot yet); ``full=False`` starts from the last
+        successful sync's rows when there is one."""
         snapshot = self._snapshot()
         if snapshot is None:
             return None
-        result = await asyncio.to_thread(sync_ovn, self.driver, snapshot, self.settings)
+        last = self.last if not full and self.last is not None and self.last.ok else None
+        known = None if last is None else last.known
+        chassis = None if last is None else last.chassis
+        result = await asyncio.to_thread(
+            functools.partial(sync_ovn, self.driver, snapshot, self.settings, known=known, chassis=chassis)
+        )
         self.syncs += 1
         self.last = result
         self._report(result)
@@ -84,6 +95,7 @@ class OvnSyncer:
                     slots=dict(result.slots),
                     policies={m: list(h) for m, h in result.nexthops.items()},
                     took_ms=round(result.took_ms, 1),
+                    full=result.observed,
                 )
         if self.status_file is not None:
             try:
@@ -105,9 +117,9 @@ class OvnSyncer:
         self._dirty.set()
         while not stop.is_set():
             timeout = self.resync_period if self.last is None or self.last.ok else backoff
-            await wait_first(stop, self._dirty, timeout)
+            asked = await wait_first(stop, self._dirty, timeout)  # False: the period (or backoff) ran out
             if stop.is_set():
                 return
             self._dirty.clear()
-            result = await self.sync()
+            result = await self.sync(full=not asked)
             backoff = min(backoff * 2, MAX_BACKOFF) if result is not None and not result.ok else 0.5

@@ -47,6 +47,11 @@ class OvnSyncResult:
     nexthops: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # policy match -> its ECMP set
     error: str | None = None
     took_ms: float = 0.0
+    # What the NB holds of ours after this sync (the plan when it was applied), and the chassis it planned
+    # with: the next sync may start from them instead of reading the NB again (``known``). None after a failure.
+    known: OvnState | None = None
+    chassis: Mapping[str, str] | None = None
+    observed: bool = True  # this sync read the NB (a full sync) rather than starting from ``known``
 
     @property
     def ok(self) -> bool:
@@ -60,17 +65,33 @@ class OvnSyncResult:
             "slots": dict(sorted(self.slots.items())),
             "policies": {m: list(h) for m, h in sorted(self.nexthops.items())},
             "took_ms": round(self.took_ms, 1),
+            "observed": self.observed,
         }
 
 
-def sync_ovn(driver: OvnDriver, snapshot: Snapshot, settings: OvnSettings | None = None) -> OvnSyncResult:
-    """One level-driven sync of the NB toward the plan of ``snapshot``."""
+def sync_ovn(
+    driver: OvnDriver,
+    snapshot: Snapshot,
+    settings: OvnSettings | None = None,
+    *,
+    known: OvnState | None = None,
+    chassis: Mapping[str, str] | None = None,
+) -> OvnSyncResult:
+    """One level-driven sync of the NB toward the plan of ``snapshot``.
+
+    With ``known`` and ``chassis`` (a previous result's) it skips reading the NB and the SB: a failover's sync
+    (a gateway leaving the ECMP sets) is then plan, diff and one transaction. Rows changed behind our back are
+    not seen until a full sync; the driver's checks before writing refuse a transaction whose rows went away,
+    and such an error drops ``known`` so the next sync reads everything again.
+    """
     settings = settings or OvnSettings()
     start = time.monotonic()
+    full = known is None or chassis is None
     try:
-        observed = driver.observe()
+        observed = driver.observe() if known is None or chassis is None else known
+        by_host = driver.chassis_by_hostname() if known is None or chassis is None else dict(chassis)
         inputs = OvnInputs(
-            chassis=driver.chassis_by_hostname(),
+            chassis=by_host,
             previous_slots=observed_slots(observed.routers),
             cluster_router=settings.cluster_router,
             lb_group=settings.lb_group,
@@ -80,12 +101,16 @@ def sync_ovn(driver: OvnDriver, snapshot: Snapshot, settings: OvnSettings | None
         if not changes.empty:
             driver.apply(changes, plan)
     except OvnPlanError as exc:
-        return OvnSyncResult(error=str(exc), took_ms=(time.monotonic() - start) * 1000)
+        return OvnSyncResult(error=str(exc), took_ms=(time.monotonic() - start) * 1000, observed=full)
     except Exception as exc:  # the driver's input and connection errors: reported, retried by the daemon
-        return OvnSyncResult(error=f"{type(exc).__name__}: {exc}", took_ms=(time.monotonic() - start) * 1000)
+        err = f"{type(exc).__name__}: {exc}"
+        return OvnSyncResult(error=err, took_ms=(time.monotonic() - start) * 1000, observed=full)
     return OvnSyncResult(
         changes=changes,
         slots=plan.slots,
         nexthops={p.match: p.nexthops for p in plan.state.policies},
         took_ms=(time.monotonic() - start) * 1000,
+        known=plan.state,
+        chassis=by_host,
+        observed=full,
     )
