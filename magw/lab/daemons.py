@@ -190,8 +190,8 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
             )
         step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
     if lab.topology.egress is not None:
-        records.append(egress_daemons.start_controller(lab, st))
-        agents = egress_daemons.start_agents(lab, st)
+        records.append(egress_daemons.start_controller(lab, st, script))
+        agents = egress_daemons.start_agents(lab, st, script)
         records += agents
         step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {lab.topology.egress.cluster}")
     for node in lab.nodes:

@@ -25,8 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from magw.lab import ovn_nodes, ovn_topology, procs, state
 from magw.lab.errors import LabError, LabInputError
 from magw.lab.layout import ClusterLayout, LabLayout, PodLayout
@@ -38,7 +36,6 @@ OVN_KINDS = ("ovsdb-nb", "ovsdb-sb", "ovn-northd", "ovn-syncer")
 SERVER_KINDS = OVN_KINDS[:3]
 SYNCER_KIND = OVN_KINDS[3]
 START_TIMEOUT = 10.0  # seconds for a server's socket to appear
-_POLL = 0.05
 
 Progress = Callable[[str], None]
 
@@ -117,26 +114,11 @@ def pod_port(pod: PodLayout) -> str:
     return f"{pod.kube_namespace}_{pod.name}"
 
 
-def _record(st: LabState, rec: procs.ProcRecord) -> LabState:
-    st = attrs.evolve(st, processes=(*st.processes, rec))
-    state.write(st)
-    return st
-
-
 def _start(st: LabState, c: ClusterLayout, kind: str, argv: list[str]) -> tuple[LabState, procs.ProcRecord]:
     d = ovn_dir(st, c.id).dir
     log_path = st.logs_dir / f"{kind}-{c.id}.log"
     rec = procs.start(kind=kind, owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path, env=tool_env(d))
-    return _record(st, rec), rec
-
-
-def _wait_socket(path: Path, rec: procs.ProcRecord, deadline: float) -> None:
-    while not path.exists():
-        if not procs.alive(rec):
-            raise LabError(f"{rec.kind} of cluster {rec.owner} exited (see {rec.log})")
-        if time.monotonic() >= deadline:
-            raise LabError(f"{rec.kind} of cluster {rec.owner}: no socket {path} after {START_TIMEOUT:g} s")
-        time.sleep(_POLL)
+    return state.add_process(st, rec), rec
 
 
 def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabState:
@@ -151,7 +133,7 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
             waits.append((d.socket(db), rec))
     deadline = time.monotonic() + START_TIMEOUT
     for path, rec in waits:
-        _wait_socket(path, rec, deadline)
+        procs.wait_for_path(path, rec, timeout=max(deadline - time.monotonic(), 0.0))
     for c in lab.clusters:
         st, _ = _start(st, c, "ovn-northd", northd_argv(ovn_dir(st, c.id).dir))
     step(f"ovn: NB, SB and ovn-northd for {len(lab.clusters)} clusters in {st.dir / 'ovn'}")

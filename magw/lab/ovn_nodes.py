@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
-
-import attrs
 
 from magw.desired.ovnnode import MGMT_DEV
 from magw.lab import procs, state
 from magw.lab.errors import LabError
 from magw.lab.layout import LabLayout, NodeLayout
+from magw.lab.ovn_topology import tool_env
 from magw.lab.state import LabState
 
 MGMT_PEER = "ovn-k8s-mp0r"
@@ -40,7 +38,6 @@ VSWITCH_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 OVS_KINDS = ("ovs-db", "ovs-vswitchd")
 START_TIMEOUT = 10.0
 CMD_TIMEOUT = 30
-_POLL = 0.05
 
 Progress = Callable[[str], None]
 
@@ -92,29 +89,12 @@ def add_mgmt_ports(lab: LabLayout, step: Progress) -> None:
     step(f"ovn: {MGMT_DEV} ({MGMT_ADDRESS}, next hop {MGMT_NEXTHOP}) on {len(lab.nodes)} nodes")
 
 
-def _env(d: Path) -> dict[str, str]:
-    # ovs-vswitchd looks for its bridges' control sockets in OVS_RUNDIR: keep everything in the node's directory.
-    return {**os.environ, "OVS_RUNDIR": str(d), "OVS_DBDIR": str(d), "OVS_LOGDIR": str(d)}
-
-
 def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> tuple[LabState, procs.ProcRecord]:
-    d = ovs_dir(st, node)
-    rec = procs.start(
-        kind=kind, owner=node.name, namespace=node.namespace, argv=argv,
-        log_path=st.logs_dir / f"{kind}-{node.name}.log", env=_env(d),
-    )  # fmt: skip
-    st = attrs.evolve(st, processes=(*st.processes, rec))
-    state.write(st)  # recorded at once: a failure below still leaves it for ``down`` to stop
-    return st, rec
-
-
-def _wait(path: Path, rec: procs.ProcRecord, deadline: float) -> None:
-    while not path.exists():
-        if not procs.alive(rec):
-            raise LabError(f"{rec.kind} of {rec.owner} exited (see {rec.log})")
-        if time.monotonic() >= deadline:
-            raise LabError(f"{rec.kind} of {rec.owner}: no {path} after {START_TIMEOUT:g} s")
-        time.sleep(_POLL)
+    log_path = st.logs_dir / f"{kind}-{node.name}.log"
+    # ovs-vswitchd looks for its bridges' control sockets in OVS_RUNDIR: keep everything in the node's directory.
+    env = tool_env(ovs_dir(st, node))
+    rec = procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path, env=env)
+    return state.add_process(st, rec), rec
 
 
 def start_gateway_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
@@ -125,16 +105,16 @@ def start_gateway_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
         d.mkdir(parents=True)
         subprocess.run(
             ["ovsdb-tool", "create", str(d / "conf.db"), VSWITCH_SCHEMA],
-            check=True, capture_output=True, env=_env(d), timeout=CMD_TIMEOUT,
+            check=True, capture_output=True, env=tool_env(d), timeout=CMD_TIMEOUT,
         )  # fmt: skip
         st, rec = _start(st, node, "ovs-db", [
             "ovsdb-server", "--no-chdir", f"--remote=punix:{d}/db.sock", f"--pidfile={d}/db.pid",
             f"--unixctl={d}/db.ctl", f"--log-file={d}/db.log", str(d / "conf.db"),
         ])  # fmt: skip
-        _wait(d / "db.sock", rec, time.monotonic() + START_TIMEOUT)
+        procs.wait_for_path(d / "db.sock", rec, timeout=START_TIMEOUT)
         init = subprocess.run(
             ["ovs-vsctl", f"--db={ovs_db(st, node)}", "--no-wait", "init"],
-            capture_output=True, text=True, env=_env(d), timeout=CMD_TIMEOUT, check=False,
+            capture_output=True, text=True, env=tool_env(d), timeout=CMD_TIMEOUT, check=False,
         )  # fmt: skip
         if init.returncode != 0:
             raise LabError(f"ovn: ovs-vsctl init on {node.name}: {init.stderr.strip()}")
@@ -142,6 +122,6 @@ def start_gateway_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
             "ovs-vswitchd", ovs_db(st, node), "--no-chdir", f"--pidfile={d}/vswitchd.pid",
             f"--unixctl={d}/vswitchd.ctl", f"--log-file={d}/vswitchd.log",
         ])  # fmt: skip
-        _wait(d / "vswitchd.pid", rec, time.monotonic() + START_TIMEOUT)
+        procs.wait_for_path(d / "vswitchd.pid", rec, timeout=START_TIMEOUT)
     step(f"ovn: Open vSwitch (userspace datapath) on {len(gateways)} gateways in {st.dir / 'ovs'}")
     return st

@@ -194,3 +194,15 @@ def stop(records: Iterable[ProcRecord], *, grace: float = STOP_GRACE) -> dict[in
     result = stop_pids(((r.pid, r.start_ticks) for r in records if r.kind not in STOP_LAST), grace=grace)
     result.update(stop_pids(((r.pid, r.start_ticks) for r in records if r.kind in STOP_LAST), grace=grace))
     return result
+
+
+def wait_for_path(path: Path, rec: ProcRecord, *, timeout: float, poll: float = 0.05) -> None:
+    """Until ``path`` exists (a server's socket or pid file), bounded by ``timeout``; LabError, one line, when
+    ``rec`` exits first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if not alive(rec):
+            raise LabError(f"{rec.kind} of {rec.owner} exited (see {rec.log})")
+        if time.monotonic() >= deadline:
+            raise LabError(f"{rec.kind} of {rec.owner}: no {path} after {timeout:g} s")
+        time.sleep(poll)

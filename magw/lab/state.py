@@ -123,6 +123,14 @@ def write(state: LabState) -> None:
     os.replace(tmp, path)
 
 
+def add_process(st: LabState, rec: ProcRecord) -> LabState:
+    """``st`` with ``rec`` recorded, written at once: a failure after the start still leaves the process for
+    ``down`` to stop."""
+    st = attrs.evolve(st, processes=(*st.processes, rec))
+    write(st)
+    return st
+
+
 def read(name: str) -> LabState | None:
     """The state of lab ``name``, None if it has no state file."""
     path = state_path(name)
