@@ -27,12 +27,14 @@ class _Netlink:
 
 
 class _Nft:
+    tables = (("ip", "magw"), ("ip", "magw-egress"))
+
     def __init__(self, calls: list[str]) -> None:
         self.calls = calls
 
-    def observe(self) -> NftTable | None:
+    def observe_all(self) -> tuple[NftTable, ...]:
         self.calls.append("nft")
-        return NftTable(family="ip", name="magw")
+        return (NftTable(family="ip", name="magw-egress"), NftTable(family="ip", name="magw"))
 
     def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
         return ApplyResult()
@@ -40,11 +42,12 @@ class _Nft:
 
 def test_observe_lists_nft_before_dumping_routes() -> None:
     """The nft listing (libnftables' own ~150 MB peak at 100k elements) comes before the 100k observed routes
-    exist, and its table lands in the observed state's ``nft``."""
+    exist; ``ip magw`` lands in the observed state's ``nft``, any other table of ours in ``extra_nft``."""
     calls: list[str] = []
     state = NodeDriver(netlink=_Netlink(calls), nft=_Nft(calls)).observe()
     assert calls == ["nft", "netlink"]
     assert state.nft == NftTable(family="ip", name="magw")
+    assert state.extra_nft == (NftTable(family="ip", name="magw-egress"),)
 
 
 _LINK = Link(name="vx-test", vni=100, port=4800, mtu=1450, mac="02:00:00:00:00:01")

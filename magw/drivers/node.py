@@ -41,7 +41,9 @@ class NetlinkHalf(Protocol):
 
 
 class NftHalf(Protocol):
-    def observe(self) -> NftTable | None: ...
+    tables: tuple[tuple[str, str], ...]  # the (family, name) tables it owns, ``ip magw`` (DesiredState.nft) first
+
+    def observe_all(self) -> tuple[NftTable, ...]: ...
 
     def apply(self, changes: Sequence[NftChange]) -> ApplyResult: ...
 
@@ -64,12 +66,8 @@ class NodeDriver:
     def observe(self) -> DesiredState:
         # nft first: libnftables' listing of a 100k-element set peaks at about 150 MB of its own, better
         # reached before the 100k observed routes exist than after (issue 10: peak RSS of a re-run).
-        observe_all = getattr(self.nft, "observe_all", None)
-        if observe_all is None:  # an nft half of one table
-            nft = self.nft.observe()
-            return attrs.evolve(self.netlink.observe(), nft=nft)
-        main_key = self.nft.tables[0]  # type: ignore[attr-defined]
-        tables = observe_all()
+        main_key = self.nft.tables[0]
+        tables = self.nft.observe_all()
         main = next((t for t in tables if (t.family, t.name) == main_key), None)
         extra = tuple(t for t in tables if (t.family, t.name) != main_key)
         return attrs.evolve(self.netlink.observe(), nft=main, extra_nft=extra)

@@ -14,10 +14,11 @@ from typing import Any
 
 import attrs
 
+from magw.desired.nftplan import TABLE_FAMILY, TABLE_NAME
 from magw.desired.state import DesiredState, NetObject
 from magw.reconcile.changeset import NftChange, Op
 
-MAIN_TABLE = ("ip", "magw")  # DesiredState.nft's table (magw.desired.nftplan); any other is one of extra_nft
+MAIN_TABLE = (TABLE_FAMILY, TABLE_NAME)  # DesiredState.nft's table; any other is one of extra_nft
 
 
 def carry_out(state: DesiredState, applied: Iterable[Op | NftChange]) -> DesiredState:

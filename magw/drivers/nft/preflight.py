@@ -23,7 +23,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from magw.desired.egressgw.plan import TABLE_NAME as EGRESS_TABLE
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nftplan import TABLE_FAMILY, TABLE_NAME
 from magw.drivers.nft import elements
 from magw.drivers.nft.refs import lookups
 from magw.reconcile.changeset import NftChange
@@ -32,7 +34,7 @@ TableKey = tuple[str, str]
 # The tables a node's drivers own: the route agent's ``ip magw`` (first: DesiredState.nft) and the egress
 # gateway's ``ip magw-egress`` (DesiredState.extra_nft, magw.desired.egressgw). Owned means observed, replaced
 # and, by ``magw cleanup``, deleted; nothing else is ever touched.
-NODE_TABLES: tuple[TableKey, ...] = (("ip", "magw"), ("ip", "magw-egress"))
+NODE_TABLES: tuple[TableKey, ...] = ((TABLE_FAMILY, TABLE_NAME), (TABLE_FAMILY, EGRESS_TABLE))
 
 FAMILIES = ("ip", "ip6", "inet")
 SET_FLAGS = ("constant", "dynamic", "interval", "timeout")
