@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
+
 from magw.desired.ovn.rows import OWNER, OWNER_KEY, OvnRow, Policy, RouterPort, StaticRoute, SwitchPort, key_text
 from magw.drivers.ovn.fake import FakeOvnNb
 from tests.ovn_fixture import CMD_TIMEOUT, OvnDbs, build_ovnk, nbctl, ovn_databases, ovn_missing
@@ -199,3 +201,13 @@ class RealWorld:
 
     def drift_set(self, row: OvnRow, **columns: Any) -> None:
         self.nb("set", row.table, self._uuid(row), *(f"{c}={_atom(v)}" for c, v in columns.items()))
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.ovn)])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    """Each contract test runs twice: on FakeOvnNb, and on the real driver against a real NB/SB pair."""
+    if request.param == "fake":
+        yield FakeWorld()
+        return
+    with RealWorld.started(tmp_path) as real:
+        yield real

@@ -10,7 +10,6 @@ with ``ovn-nbctl find``. Only "observe equals the plan" reads through ``observe`
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -22,17 +21,11 @@ from magw.drivers.ovn import OvnInputError
 from magw.drivers.ovn.nbrows import NbWriter
 from magw.model import Snapshot
 from magw.reconcile.ovndiff import OvnChangeSet, ovn_diff
-from tests.ovn_contract_worlds import NB_TABLES, FakeWorld, RealWorld, Rows, World
+from tests import ovn_contract_worlds
+from tests.ovn_contract_worlds import NB_TABLES, RealWorld, Rows, World
 from tests.ovn_snapshots import east_snapshot
 
-
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.ovn)])
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    if request.param == "fake":
-        yield FakeWorld()
-        return
-    with RealWorld.started(tmp_path) as real:
-        yield real
+world = ovn_contract_worlds.world
 
 
 def plan_for(world: World, snapshot: Snapshot, **inputs: object) -> OvnPlan:

@@ -5,26 +5,17 @@ back makes it fail in one line, and the next full sync repairs everything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
 
 from magw.reconcile.ovndiff import ovn_diff
 from magw.reconcile.ovnsync import sync_ovn
-from tests.ovn_contract_worlds import FakeWorld, RealWorld, World
+from tests import ovn_contract_worlds
+from tests.ovn_contract_worlds import World
 from tests.ovn_snapshots import east_snapshot
 
-
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.ovn)])
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    if request.param == "fake":
-        yield FakeWorld()
-        return
-    with RealWorld.started(tmp_path) as real:
-        yield real
+world = ovn_contract_worlds.world
 
 
 @attrs.define
