@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import attrs
 import yaml
@@ -25,7 +25,14 @@ from magw.gcpause import gc_paused
 from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
 from magw.model.egress import Egress
 from magw.model.globalnet import Globalnet
-from magw.snapshot_checks import HealthRefs, ParsedCluster, ParsedEndpoint, check_relations, located
+from magw.snapshot_checks import (
+    HealthRefs,
+    OverlapCheck,
+    ParsedCluster,
+    ParsedEndpoint,
+    check_relations,
+    located,
+)
 from magw.snapshot_egress import egress_to_doc, parse_egress
 from magw.snapshot_fields import (
     FieldError,
@@ -68,6 +75,19 @@ _TIMER_MAX = 1_000_000
 _RESILIENT_RANGES = {"buckets": (1, _BUCKETS_MAX), "idle_timer": (0, _TIMER_MAX), "unbalanced_timer": (0, _TIMER_MAX)}
 
 
+class ParseCache(Protocol):
+    """What ``parse_snapshot`` may reuse from earlier parses (``magw.snapshot_cache.SnapshotParser``).
+
+    ``cluster`` returns what ``parse(value, path)`` would (an equal value whose Cluster may be the object
+    of an earlier parse); ``check_overlaps`` gives the verdict and error of ``check_overlaps``.
+    """
+
+    def cluster(self, value: object, path: str, parse: Callable[[object, str], ParsedCluster]) -> ParsedCluster: ...
+
+    @property
+    def check_overlaps(self) -> OverlapCheck: ...
+
+
 class SnapshotError(ValueError):
     """A snapshot that cannot be used. ``str()`` is one line: ``file[:line]: field.path: reason``."""
 
@@ -104,10 +124,14 @@ def parse_snapshot_text(text: str, *, source: str = "<snapshot>") -> Snapshot:
         return parse_snapshot(doc, source=source)
 
 
-def parse_snapshot(doc: object, *, source: str = "<snapshot>") -> Snapshot:
-    """Build a Snapshot from an already-loaded document (dicts, lists, scalars)."""
+def parse_snapshot(doc: object, *, source: str = "<snapshot>", cache: ParseCache | None = None) -> Snapshot:
+    """Build a Snapshot from an already-loaded document (dicts, lists, scalars).
+
+    With ``cache`` the parsed clusters of earlier calls are reused and the overlap check skips what it
+    already passed; the result and every error are the same as without it.
+    """
     try:
-        return _snapshot(doc)
+        return _snapshot(doc, cache)
     except FieldError as exc:
         raise SnapshotError(source=source, path=exc.path, reason=exc.reason) from None
 
@@ -121,19 +145,27 @@ def _yaml_error(exc: yaml.MarkedYAMLError, source: str) -> SnapshotError:
     return SnapshotError(source=source, path="", reason=" ".join(reason.split()), line=line)
 
 
-def _snapshot(doc: object) -> Snapshot:
+def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
     if doc is None:
         raise FieldError("", "the document is empty, expected a mapping")
     top = Fields(doc, "", _TOP_KEYS)
     local = string(top.required("local_cluster"), top.at("local_cluster"))
-    clusters = _items(top, "clusters", _cluster, required=True)
+    parse_cluster = _cluster if cache is None else lambda value, path: cache.cluster(value, path, _cluster)
+    clusters = _items(top, "clusters", parse_cluster, required=True)
     nodes = _items(top, "nodes", _node, required=False)
     endpoints = _items(top, "endpoints", _endpoint, required=False)
     config = _config(top)
     health, refs = _health(top)
     globalnet = parse_globalnet(top.optional("globalnet"), top.at("globalnet")) if top.has("globalnet") else Globalnet()
     egress = parse_egress(top.optional("egress"), top.at("egress")) if top.has("egress") else Egress()
-    check_relations(local_cluster=local, clusters=clusters, nodes=nodes, endpoints=endpoints, health=refs)
+    check_relations(
+        local_cluster=local,
+        clusters=clusters,
+        nodes=nodes,
+        endpoints=endpoints,
+        health=refs,
+        overlaps=None if cache is None else cache.check_overlaps,
+    )
     return Snapshot(
         local_cluster=local,
         clusters=[c.cluster for c in clusters],
@@ -160,13 +192,15 @@ def _cluster(value: object, path: str) -> ParsedCluster:
     pods = cidr_list(f.required("pod_cidrs"), f.at("pod_cidrs"))
     services = cidr_list(f.required("service_cidrs"), f.at("service_cidrs"))
     globals_ = cidr_list(f.optional("global_cidrs"), f.at("global_cidrs")) if f.has("global_cidrs") else []
-    ranges = (
-        *located(pods, f.at("pod_cidrs")),
-        *located(services, f.at("service_cidrs")),
-        *located(globals_, f.at("global_cidrs")),
+    ranges = (  # paths inside the item: see Located
+        *located(pods, "pod_cidrs"),
+        *located(services, "service_cidrs"),
+        *located(globals_, "global_cidrs"),
     )
     return ParsedCluster(
-        cluster=Cluster(id=cid, pod_cidrs=pods, service_cidrs=services, global_cidrs=globals_), ranges=ranges
+        cluster=Cluster(id=cid, pod_cidrs=pods, service_cidrs=services, global_cidrs=globals_),
+        ranges=ranges,
+        path=path,
     )
 
 

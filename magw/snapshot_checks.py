@@ -7,7 +7,7 @@ index (``endpoints[2].cluster``) and, where two items clash, the first one too.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from ipaddress import IPv4Address, IPv4Network
 
 import attrs
@@ -21,7 +21,12 @@ _NETMASKS = tuple((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF for length in range
 
 @attrs.frozen(kw_only=True)
 class Located:
-    """A network with the path it had in the document (the model sorts and merges lists)."""
+    """A network with the path it had in the document (the model sorts and merges lists).
+
+    A cluster's ranges carry the path inside the cluster item (``pod_cidrs[3]``), the item's own path is
+    ``ParsedCluster.path``: a parsed cluster reused at another position (``magw.snapshot_cache``) then
+    names the right place without rebuilding its thousands of ranges.
+    """
 
     net: IPv4Network
     path: str
@@ -35,7 +40,12 @@ def located(nets: Sequence[IPv4Network], path: str) -> tuple[Located, ...]:
 @attrs.frozen(kw_only=True)
 class ParsedCluster:
     cluster: Cluster
-    ranges: tuple[Located, ...]
+    ranges: tuple[Located, ...]  # paths relative to ``path``
+    path: str = ""  # of the item: ``clusters[1]``
+
+    def where(self, r: Located) -> str:
+        """The full path of one of its ranges."""
+        return key_path(self.path, r.path)
 
 
 @attrs.frozen(kw_only=True)
@@ -59,9 +69,14 @@ def check_relations(
     nodes: Sequence[Node],
     endpoints: Sequence[ParsedEndpoint],
     health: HealthRefs,
+    overlaps: OverlapCheck | None = None,
 ) -> None:
-    """Raise FieldError for the first relation between items that does not hold."""
-    _check_clusters(local_cluster, clusters)
+    """Raise FieldError for the first relation between items that does not hold.
+
+    ``overlaps`` replaces ``check_overlaps`` (same verdict, same error), e.g. by one that remembers the
+    clusters it passed (``magw.snapshot_cache``).
+    """
+    _check_clusters(local_cluster, clusters, overlaps or check_overlaps)
     _check_nodes(nodes)
     _check_endpoints(local_cluster, [c.cluster for c in clusters], nodes, endpoints)
     _check_health(local_cluster, [e.endpoint for e in endpoints], {c.cluster.id for c in clusters}, health)
@@ -76,12 +91,25 @@ def _no_duplicates(values: Sequence[Hashable], paths: Sequence[str], what: str) 
         seen[value] = path
 
 
-def _check_clusters(local_cluster: str, clusters: Sequence[ParsedCluster]) -> None:
+def _check_clusters(local_cluster: str, clusters: Sequence[ParsedCluster], overlaps: OverlapCheck) -> None:
     ids = [c.cluster.id for c in clusters]
     _no_duplicates(ids, [f"clusters[{i}].id" for i in range(len(clusters))], "cluster id")
     if local_cluster not in ids:
         known = ", ".join(sorted(ids)) or "none"
         raise FieldError("local_cluster", f"missing local cluster {local_cluster!r} in clusters (known: {known})")
+    overlaps(clusters)
+
+
+OverlapCheck = Callable[[Sequence[ParsedCluster]], None]
+
+
+def check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
+    """Raise FieldError when a range of one cluster overlaps a range of another (or a global CIDR).
+
+    Whether a list passes is a property of its pairs of clusters (a cluster with itself included, for
+    the global CIDRs), so every sub-list of a list that passed passes too: ``magw.snapshot_cache``
+    relies on that.
+    """
     if not any(c.cluster.global_cidrs for c in clusters):
         _check_overlaps(clusters)
         return
@@ -94,7 +122,7 @@ def _check_clusters(local_cluster: str, clusters: Sequence[ParsedCluster]) -> No
 
 
 def _is_global(r: Located) -> bool:
-    return ".global_cidrs[" in r.path
+    return r.path.startswith("global_cidrs[")
 
 
 def _unique_ranges(parsed: ParsedCluster) -> ParsedCluster:
@@ -107,18 +135,18 @@ def _check_against_globals(clusters: Sequence[ParsedCluster]) -> None:
     """Each pod/service range of a Globalnet cluster against the sorted, disjoint global CIDRs: O(n log n)."""
     globals_ = sorted(
         (
-            (int(r.net.network_address), int(r.net.broadcast_address), r, c.cluster.id)
+            (int(r.net.network_address), int(r.net.broadcast_address), c.where(r), r.net, c.cluster.id)
             for c in clusters
             for r in c.ranges
             if _is_global(r)
         ),
         key=lambda g: (g[0], -g[1]),
     )
-    merged: list[tuple[int, int, Located, str]] = []  # disjoint: nested global CIDRs of one cluster merge
+    merged: list[tuple[int, int, str, IPv4Network, str]] = []  # disjoint: nested global CIDRs of one cluster merge
     for g in globals_:
         if merged and g[0] <= merged[-1][1]:
             if g[1] > merged[-1][1]:
-                merged[-1] = (merged[-1][0], g[1], merged[-1][2], merged[-1][3])
+                merged[-1] = (merged[-1][0], g[1], *merged[-1][2:])
             continue
         merged.append(g)
     globals_ = merged
@@ -132,9 +160,9 @@ def _check_against_globals(clusters: Sequence[ParsedCluster]) -> None:
             lo, hi = int(r.net.network_address), int(r.net.broadcast_address)
             i = bisect.bisect_right(starts, hi) - 1  # the last global range starting at or below hi
             if i >= 0 and globals_[i][1] >= lo:
-                _, _, other, owner = globals_[i]
+                _, _, other_path, other, owner = globals_[i]
                 raise FieldError(
-                    r.path, f"{r.net} overlaps global CIDR {other.net} of cluster {owner!r} ({other.path})"
+                    parsed.where(r), f"{r.net} overlaps global CIDR {other} of cluster {owner!r} ({other_path})"
                 )
 
 
@@ -150,10 +178,10 @@ def _check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
     or three lengths), so each range looks up those exact ``(network, prefixlen)`` keys in one dict
     built up front, on integers: O(n log n) in all, no ``ipaddress`` object in the loop.
     """
-    flat: list[tuple[Located, str, int]] = []  # (range, cluster id, cluster index), document order
+    flat: list[tuple[Located, ParsedCluster, int]] = []  # (range, its cluster, cluster index), document order
     ends: list[int] = []  # for each cluster, the index in ``flat`` past its last range
     for ci, parsed in enumerate(clusters):
-        flat.extend((r, parsed.cluster.id, ci) for r in parsed.ranges)
+        flat.extend((r, parsed, ci) for r in parsed.ranges)
         ends.append(len(flat))
     keys = [(int(r.net.network_address), r.net.prefixlen) for r, _, _ in flat]
     holders: dict[tuple[int, int], list[int]] = {}  # exact prefix -> its indices in ``flat``, ascending
@@ -178,10 +206,13 @@ def _check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
                     first = min(first, found[later])
     if first == len(flat):
         return
-    mine, _, mine_ci = flat[first]
-    for other, other_id, _ in flat[: ends[mine_ci - 1]]:  # first > 0: cluster 0 has no earlier cluster
+    mine, mine_c, mine_ci = flat[first]
+    for other, other_c, _ in flat[: ends[mine_ci - 1]]:  # first > 0: cluster 0 has no earlier cluster
         if mine.net.overlaps(other.net):
-            raise FieldError(mine.path, f"{mine.net} overlaps {other.net} of cluster {other_id!r} ({other.path})")
+            raise FieldError(
+                mine_c.where(mine),
+                f"{mine.net} overlaps {other.net} of cluster {other_c.cluster.id!r} ({other_c.where(other)})",
+            )
 
 
 def _check_nodes(nodes: Sequence[Node]) -> None:
