@@ -46,7 +46,8 @@ import structlog
 import yaml
 
 from magw.model import Endpoint, Snapshot
-from magw.snapshot import SnapshotError, endpoint_doc, parse_snapshot
+from magw.snapshot import SnapshotError, endpoint_doc
+from magw.snapshot_cache import SnapshotParser
 from magw.sources.assemble import Assembly, Ident, Parse, Problem, assemble
 from magw.sources.atomic import write_atomic
 from magw.sources.documents import Document, DocumentError, check_name, parse_file
@@ -109,7 +110,7 @@ class FileBroker:
         *,
         local_cluster: str,
         poll_interval: float = 0.03,
-        parse: Parse = parse_snapshot,
+        parse: Parse | None = None,
         endpoint_ttl: float | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -120,7 +121,8 @@ class FileBroker:
         self.directory = Path(directory)
         self.local_cluster = local_cluster
         self.poll_interval = poll_interval
-        self._parse = parse
+        # None: a SnapshotParser of its own, which re-parses only what changed (magw.snapshot_cache)
+        self._parse: Parse = parse if parse is not None else SnapshotParser()
         self.endpoint_ttl = endpoint_ttl
         self._wall_clock = wall_clock
         self._expired: frozenset[str] = frozenset()
@@ -268,6 +270,8 @@ class FileBroker:
             problems.append(Problem(file=name, error=state.error, kept_last_good=bool(kept)))
         try:
             assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
+            if isinstance(self._parse, SnapshotParser):
+                self._parse.collect()  # keep only what this pass used: memory stays that of one snapshot
         except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug: keep what we had
             log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
             return False

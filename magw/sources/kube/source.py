@@ -32,7 +32,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from magw.aio import wait_first
 from magw.model import Snapshot
-from magw.snapshot import SnapshotError, parse_snapshot
+from magw.snapshot import SnapshotError
+from magw.snapshot_cache import SnapshotParser
 from magw.sources.assemble import Ident, Parse, assemble
 from magw.sources.documents import Document
 from magw.sources.kube import mapping
@@ -65,7 +66,7 @@ class KubeSource:
         globalnet: bool = True,
         workloads: bool = True,
         egress: bool = False,
-        parse: Parse = parse_snapshot,
+        parse: Parse | None = None,
         coalesce: float = 0.02,
         timing: Timing = DEFAULT_TIMING,
     ) -> None:
@@ -73,7 +74,8 @@ class KubeSource:
         self.local_cluster = local_cluster
         self.namespace = namespace
         self.directory = f"the Kubernetes API (namespace {namespace})"  # what logs and waiting messages name
-        self._parse = parse
+        # None: a SnapshotParser of its own, which re-parses only what changed (magw.snapshot_cache)
+        self._parse: Parse = parse if parse is not None else SnapshotParser()
         self.coalesce = coalesce
         self.reflectors: dict[str, Reflector] = {}
         for resource in resources(namespace, globalnet=globalnet, workloads=workloads, egress=egress):
@@ -232,6 +234,8 @@ class KubeSource:
         """Assemble ``docs``; True when the snapshot changed or this is the first complete one."""
         try:
             assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
+            if isinstance(self._parse, SnapshotParser):
+                self._parse.collect()  # keep only what this pass used: memory stays that of one snapshot
         except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug
             log.error("kube.assemble_failed", cluster=self.local_cluster, error=str(exc))
             return False
