@@ -78,11 +78,12 @@ _RESILIENT_RANGES = {"buckets": (1, _BUCKETS_MAX), "idle_timer": (0, _TIMER_MAX)
 class ParseCache(Protocol):
     """What ``parse_snapshot`` may reuse from earlier parses (``magw.snapshot_cache.SnapshotParser``).
 
-    ``cluster`` returns what ``parse(value, path)`` would (an equal value whose Cluster may be the object
-    of an earlier parse); ``check_overlaps`` gives the verdict and error of ``check_overlaps``.
+    ``item`` returns ``parse(value, path)`` or the result of an earlier call for an equal item of the same
+    section, possibly parsed at another path (the caller puts it at ``path``); ``check_overlaps`` gives
+    the verdict and error of ``check_overlaps``.
     """
 
-    def cluster(self, value: object, path: str, parse: Callable[[object, str], ParsedCluster]) -> ParsedCluster: ...
+    def item(self, section: str, value: object, path: str, parse: Callable[[object, str], _T]) -> _T: ...
 
     @property
     def check_overlaps(self) -> OverlapCheck: ...
@@ -150,10 +151,16 @@ def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
         raise FieldError("", "the document is empty, expected a mapping")
     top = Fields(doc, "", _TOP_KEYS)
     local = string(top.required("local_cluster"), top.at("local_cluster"))
-    parse_cluster = _cluster if cache is None else lambda value, path: cache.cluster(value, path, _cluster)
-    clusters = _items(top, "clusters", parse_cluster, required=True)
-    nodes = _items(top, "nodes", _node, required=False)
-    endpoints = _items(top, "endpoints", _endpoint, required=False)
+    if cache is None:
+        clusters = _items(top, "clusters", _cluster, required=True)
+        nodes = _items(top, "nodes", _node, required=False)
+        endpoints = _items(top, "endpoints", _endpoint, required=False)
+    else:  # what an earlier parse read from an equal item, put at this item's path
+        clusters = _items(top, "clusters", lambda v, p: cache.item("clusters", v, p, _cluster).at(p), required=True)
+        nodes = _items(top, "nodes", lambda v, p: cache.item("nodes", v, p, _node), required=False)
+        endpoints = _items(
+            top, "endpoints", lambda v, p: cache.item("endpoints", v, p, _endpoint).at(p), required=False
+        )
     config = _config(top)
     health, refs = _health(top)
     globalnet = parse_globalnet(top.optional("globalnet"), top.at("globalnet")) if top.has("globalnet") else Globalnet()
@@ -233,7 +240,7 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
         subnets=subnets,
         allocated_ips=allocated_ips,
     )
-    return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, f.at("subnets")))
+    return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, "subnets"), path=path)
 
 
 def _config(top: Fields) -> Config:

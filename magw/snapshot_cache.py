@@ -6,7 +6,7 @@ re-parsing the unchanged Cluster documents (``cidr_list``, ``ipaddress``, ``mode
 re-running the overlap check over every CIDR. ``SnapshotParser`` is a drop-in ``parse_snapshot``
 (the ``Parse`` of ``magw.sources.assemble``) that
 
-- reuses the parsed Cluster of an item equal to one it parsed before: the new Snapshot holds the very
+- reuses the parsed Cluster (Node, Endpoint) of an item equal to one it parsed before: the new Snapshot holds the very
   same ``Cluster`` object (``is``), which the incremental planner relies on to skip unchanged clusters;
 - skips the overlap check for a list of clusters that all were in the last list that passed (whether a
   list passes is a property of its pairs, so any sub-list passes too), and checks only the ranges of new
@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
 
 import attrs
 
@@ -31,45 +32,53 @@ from magw.snapshot import parse_snapshot
 from magw.snapshot_checks import OverlapCheck, ParsedCluster, check_overlaps
 
 _NETMASKS = tuple((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF for length in range(33))
-_PER_ID = 2  # versions kept per cluster id between collects: the walk tries a changed one and its last good one
+_PER_ID = 2  # versions kept per item name between collects: the walk tries a changed one and its last good one
 # New clusters holding more than this share of all ranges are checked by the full check (a first scan).
 _INCREMENTAL_SHARE = 8
 
 Key = tuple[int, int]
+_T = TypeVar("_T")
+_NAME = {"clusters": "id", "nodes": "name", "endpoints": "hostname"}  # what tells items of a section apart
 
 
 @attrs.define
 class _Entry:
     # The item as parse_snapshot saw it. Documents' fields are never mutated (the broker and the Kubernetes
     # source build new ones for new content), so an entry whose raw item ``is`` or equals the new one holds
-    # its parse. Equality is safe for an item that parsed: its keys, id and CIDRs are strings, and a string
-    # equals only an equal string (no True == 1 surprise).
+    # its parse (``_same``).
     raw: dict[object, object]
-    parsed: ParsedCluster
+    parsed: object  # a ParsedCluster, Node or ParsedEndpoint
     used: int
+
+
+def _same(raw: dict[object, object], value: dict[object, object]) -> bool:
+    """``value`` is the item ``raw`` was. The brokers copy each item's mapping (not its lists) for every parse,
+    so ``==`` mostly meets the very same lists and strings and costs O(keys). ``==`` alone would take
+    ``gateway: 1`` for ``gateway: true`` (``1 == True``): the top-level values must have the same types too;
+    inside lists a valid item holds strings only, and a string equals only a string."""
+    return raw == value and all(type(v) is type(value[k]) for k, v in raw.items())
 
 
 class SnapshotParser:
     """``parse_snapshot`` with memory of the previous parses; call it as ``parser(doc, source=...)``."""
 
     def __init__(self) -> None:
-        self._clusters: dict[str, list[_Entry]] = {}
+        self._items: dict[tuple[str, str], list[_Entry]] = {}  # (section, id/name/hostname) -> newest first
         self._generation = 0
         self._overlaps = _OverlapMemo()
 
     def __call__(self, doc: object, *, source: str = "<snapshot>") -> Snapshot:
         return parse_snapshot(doc, source=source, cache=self)
 
-    def cluster(self, value: object, path: str, parse: Callable[[object, str], ParsedCluster]) -> ParsedCluster:
-        cid = value.get("id") if isinstance(value, dict) else None
-        if not isinstance(value, dict) or not isinstance(cid, str):
+    def item(self, section: str, value: object, path: str, parse: Callable[[object, str], _T]) -> _T:
+        name = value.get(_NAME[section]) if isinstance(value, dict) else None
+        if not isinstance(value, dict) or not isinstance(name, str):
             return parse(value, path)  # it will not parse: let the parser word why
-        entries = self._clusters.setdefault(cid, [])
+        entries = self._items.setdefault((section, name), [])
         for entry in entries:
-            if entry.raw is value or entry.raw == value:  # `is` first: the usual case, O(1)
+            if entry.raw is value or _same(entry.raw, value):
                 entry.used = self._generation
-                parsed = entry.parsed
-                return parsed if parsed.path == path else attrs.evolve(parsed, path=path)
+                return cast(_T, entry.parsed)  # stored by this method for this section: a _T
         parsed = parse(value, path)  # raises for a bad item: only good ones are remembered
         entries.insert(0, _Entry(raw=value, parsed=parsed, used=self._generation))
         del entries[_PER_ID:]
@@ -82,15 +91,15 @@ class SnapshotParser:
     def collect(self) -> None:
         """Forget the clusters no parse used since the previous ``collect()``."""
         now = self._generation
-        self._clusters = {
-            cid: kept for cid, entries in self._clusters.items() if (kept := [e for e in entries if e.used == now])
+        self._items = {
+            key: kept for key, entries in self._items.items() if (kept := [e for e in entries if e.used == now])
         }
         self._generation += 1
 
     @property
-    def cached_clusters(self) -> int:
-        """How many parsed cluster items are remembered (for tests of the bound)."""
-        return sum(len(entries) for entries in self._clusters.values())
+    def cached_items(self) -> int:
+        """How many parsed items are remembered (for tests of the bound)."""
+        return sum(len(entries) for entries in self._items.values())
 
 
 class _OverlapMemo:

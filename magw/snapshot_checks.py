@@ -47,11 +47,21 @@ class ParsedCluster:
         """The full path of one of its ranges."""
         return key_path(self.path, r.path)
 
+    def at(self, path: str) -> ParsedCluster:
+        return self if path == self.path else attrs.evolve(self, path=path)
+
 
 @attrs.frozen(kw_only=True)
 class ParsedEndpoint:
     endpoint: Endpoint
-    subnets: tuple[Located, ...]
+    subnets: tuple[Located, ...]  # paths relative to ``path``, as ParsedCluster's ranges
+    path: str = ""
+
+    def where(self, r: Located) -> str:
+        return key_path(self.path, r.path)
+
+    def at(self, path: str) -> ParsedEndpoint:
+        return self if path == self.path else attrs.evolve(self, path=path)
 
 
 @attrs.frozen(kw_only=True)
@@ -290,7 +300,7 @@ class _Holders:
 def _check_subnets(parsed: ParsedEndpoint, cluster: Cluster, holders: _Holders | None) -> None:
     for subnet in parsed.subnets:
         if holders is None or not holders.hold(subnet.net):
-            raise FieldError(subnet.path, f"{subnet.net} is not inside the CIDRs of cluster {cluster.id!r}")
+            raise FieldError(parsed.where(subnet), f"{subnet.net} is not inside the CIDRs of cluster {cluster.id!r}")
 
 
 def _check_health(local_cluster: str, endpoints: Sequence[Endpoint], cluster_ids: set[str], health: HealthRefs) -> None:
