@@ -35,6 +35,7 @@ from magw.agent.ovn_host import add_ovn_arguments, check_ovn_arguments, hosted_s
 from magw.agent.ovn_node import add_ovn_node_arguments, check_ovn_node_arguments, ovn_node_driver
 from magw.agent.ovn_syncer import OvnSyncer
 from magw.agent.runner import run_until_signalled, start_metrics, write_json_atomic
+from magw.desired.memo import PlanMemo
 from magw.desired.planner import plan
 from magw.desired.state import DesiredState
 from magw.drivers.netns import current_netns_refusal
@@ -75,6 +76,9 @@ class RouteAgent:
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
     _last_sync: SyncResult | None = attrs.field(init=False, default=None)
     egress_problems: EgressProblems = attrs.field(init=False)
+    # The last plan's pieces (magw.desired.memo): a broker change re-plans only what it touched. Used only in
+    # the reconciler's worker thread, one plan at a time.
+    memo: PlanMemo = attrs.field(init=False, factory=PlanMemo)
 
     def __attrs_post_init__(self) -> None:
         self.egress_problems = EgressProblems(self.node)
@@ -120,7 +124,7 @@ class RouteAgent:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
         self.cni = snapshot.config.cni
         self.egress_problems.check(snapshot)
-        return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop)
+        return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
 
     def _on_sync(self, result: SyncResult | None) -> None:
         self._last_sync = result if result is not None else self._last_sync

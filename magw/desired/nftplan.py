@@ -30,6 +30,7 @@ from ipaddress import IPv4Address, IPv4Network
 from magw.desired import gnnft, ovnnode
 from magw.desired import nftexpr as x
 from magw.desired.globalnet import gateway_translations, globalnet_mode, routed_cidrs
+from magw.desired.memo import PlanMemo
 from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.roles import NodeRole
 from magw.desired.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
@@ -147,20 +148,28 @@ def _base_chain(hook: str, kind: str, priority: int) -> NftChain:
     return NftChain(name=hook, type=kind, hook=hook, priority=priority, policy="accept")
 
 
-def plan_nft(snapshot: Snapshot, role: NodeRole) -> NftTable | None:
+def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> NftTable | None:
     """The ``ip magw`` table, or None when there is no remote cluster.
 
     With Globalnet, ``remote_cidrs`` holds the remote global CIDRs only (remote pod and service CIDRs may
     be our own), and a gateway adds the Globalnet chains, sets and maps of ``magw.desired.gnnft``.
+    With ``memo``, each CIDR set is the last plan's while its clusters are the same objects (at 100k
+    remote CIDRs the set cost 0.22 s to build, and comparing a new one with the kernel's as much again).
     """
     remote = snapshot.remote_clusters
     if not remote:
         return None
+    memo = PlanMemo() if memo is None else memo
     globalnet = globalnet_mode(snapshot)
     local = snapshot.cluster(snapshot.local_cluster)
     sets = [
-        _cidr_set(LOCAL_SET, local.cidrs),
-        _cidr_set(REMOTE_SET, (n for c in remote for n in routed_cidrs(c, globalnet))),
+        memo.get("local_set", (local,), lambda: _cidr_set(LOCAL_SET, local.cidrs)),
+        memo.get(
+            "remote_set",
+            remote,
+            lambda: _cidr_set(REMOTE_SET, (n for c in remote for n in routed_cidrs(c, globalnet))),
+            values=globalnet,
+        ),
     ]
     maps: list[NftMap] = []
     chains = [

@@ -14,14 +14,25 @@ never leaks to the default route.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
 from magw.desired.globalnet import globalnet_mode, routed_cidrs
 from magw.desired.ids import group_ids, nexthop_id
+from magw.desired.memo import PlanMemo
 from magw.desired.roles import NodeRole, active_endpoints
-from magw.desired.state import MAIN_TABLE, GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop, Rule
+from magw.desired.state import (
+    MAIN_TABLE,
+    GroupMember,
+    Nexthop,
+    NexthopGroup,
+    Route,
+    RouteNexthop,
+    Rule,
+    sorted_objects,
+)
 from magw.desired.vtep import VX_SUBMARINER, VXLAN_TUNNEL, vtep_ip
 from magw.model import Cluster, Snapshot, Strategy
 
@@ -168,24 +179,62 @@ def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths
     return list(routes.values())
 
 
-def plan_routing(snapshot: Snapshot, role: NodeRole) -> RoutingObjects:
-    """Nexthops, groups, routes and rules of the node, per ``config.strategy``."""
+def _cluster_routes(
+    memo: PlanMemo,
+    p: ClusterPaths,
+    *,
+    table: int,
+    src: IPv4Address,
+    groups: dict[str, NexthopGroup],
+    inline: bool,
+    globalnet: bool,
+) -> tuple[Route, ...]:
+    """``_routes`` of one remote cluster, reused while its Cluster object and the way out are the same.
+
+    The way out is all a route holds besides its CIDR: the group id (it does not change on a failover, only
+    the group's members do), the inline hops, or unreachable.
+    """
+    if not p.usable:
+        way: Hashable = "unreachable"
+    elif inline:
+        way = tuple((h.via, h.dev) for h in p.usable)
+    else:
+        way = groups[p.cluster.id].id
+    return memo.get(
+        ("routes", p.cluster.id),
+        (p.cluster,),
+        lambda: _routes(p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet),
+        values=(table, src, way, globalnet),
+    )
+
+
+def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> RoutingObjects:
+    """Nexthops, groups, routes and rules of the node, per ``config.strategy``.
+
+    With ``memo``, the routes toward a remote cluster whose Cluster object and way out did not change are
+    the last plan's, and so is the whole sorted tuple when no cluster's routes changed (magw.desired.memo).
+    """
+    memo = PlanMemo() if memo is None else memo
     globalnet = globalnet_mode(snapshot)
     paths = tuple(cluster_paths(snapshot, role, c) for c in snapshot.remote_clusters)
     table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
     rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
     inline = snapshot.config.strategy is Strategy.MULTIPATH
     groups = {} if inline else _groups(snapshot, paths)
-    routes = [
-        r
-        for p in paths
-        for r in _routes(p, table=table, src=role.node.cni_ip, groups=groups, inline=inline, globalnet=globalnet)
-    ]
-    if globalnet and role.gateway:
-        routes += _return_routes(snapshot, role, paths, inline=inline)
+    src = role.node.cni_ip
+    chunks = tuple(
+        _cluster_routes(memo, p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet) for p in paths
+    )
+    returns = tuple(_return_routes(snapshot, role, paths, inline=inline)) if globalnet and role.gateway else ()
+    routes = memo.get(
+        "routes",
+        chunks,
+        lambda: sorted_objects(r for chunk in (*chunks, returns) for r in chunk),
+        values=returns,
+    )
     return RoutingObjects(
         nexthops=() if inline else _nexthops(paths),
         groups=tuple(groups.values()),
-        routes=tuple(routes),
+        routes=routes,
         rules=rules,
     )
