@@ -90,10 +90,21 @@ Index = dict[str, dict[Hashable, NetObject]]
 
 
 def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
-    """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts."""
-    want = _index(desired)
-    have = _index(observed)
-    early = _early_deletes(want, have)
+    """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts.
+
+    A kind whose tuple is the very same object on both sides has nothing to change and is not indexed
+    (issue 10: the reconciler's known state keeps the planner's tuples, and the planner's memo hands the
+    same tuple back while nothing under it changed, so an Endpoint change under 100k routes compares 100k
+    routes not at all instead of twice). Recreating an object can make the kernel drop objects of any kind,
+    so when that happens every kind is indexed, as if nothing were the same.
+    """
+    same = frozenset(kind for kind in KINDS if desired.of_kind(kind) is observed.of_kind(kind))
+    want = _index(desired, same)
+    have = _index(observed, same)
+    early = _early_deletes(want, have, desired, same)
+    if early and same:
+        want, have = _index(desired, frozenset()), _index(observed, frozenset())
+        early = _early_deletes(want, have, desired, frozenset())
     dropped = _closure(early, observed)
     early_refs = {ref for refs in early.values() for ref in refs}
     ops = [*_forward(want, have, early, dropped), *_backward(want, have, early_refs)]
@@ -109,7 +120,7 @@ def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
 def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[NftChange, ...]:
     """One change per table that differs: the changed elements only when nothing else differs, else the whole
     table; the new table comes before the old one's removal."""
-    if desired == observed:
+    if desired is observed or desired == observed:
         return ()
     if desired is not None and observed is not None:
         delta = element_delta(desired, observed)
@@ -138,8 +149,9 @@ def _key(obj: NetObject) -> Hashable:
     return obj.key
 
 
-def _index(state: DesiredState) -> Index:
-    return {kind: {_key(obj): obj for obj in state.of_kind(kind)} for kind in KINDS}
+def _index(state: DesiredState, same: frozenset[str]) -> Index:
+    """Objects by key, per kind; empty for the kinds in ``same`` (no operation can come from them)."""
+    return {kind: {} if kind in same else {_key(obj): obj for obj in state.of_kind(kind)} for kind in KINDS}
 
 
 def _must_recreate(old: NetObject, new: NetObject) -> bool:
@@ -154,12 +166,17 @@ def _must_recreate(old: NetObject, new: NetObject) -> bool:
 _SHARED_ID_SPACE = {"nexthops": "groups", "groups": "nexthops"}
 
 
-def _early_deletes(want: Index, have: Index) -> dict[str, list[Ref]]:
+def _early_deletes(want: Index, have: Index, desired: DesiredState, same: frozenset[str]) -> dict[str, list[Ref]]:
     """Observed objects to delete at the start of a kind's section, keyed by that section's kind."""
     early: dict[str, list[Ref]] = defaultdict(list)
     for kind in KINDS:
         other = _SHARED_ID_SPACE.get(kind)
-        for key, new in want[kind].items():
+        keys = want[kind]
+        if kind in same and other is not None and other not in same:
+            # Not indexed, yet an id that leaves the other kind may be one of this kind's: index it then.
+            going = have[other].keys() - want[other].keys()
+            keys = {_key(obj): obj for obj in desired.of_kind(kind)} if going else {}
+        for key, new in keys.items():
             old = have[kind].get(key)
             if old is not None and old != new and _must_recreate(old, new):
                 early[kind].append((kind, key))

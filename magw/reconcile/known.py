@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from magw.desired.nftplan import TABLE_FAMILY, TABLE_NAME
-from magw.desired.state import DesiredState, NetObject
+from magw.desired.state import KINDS, DesiredState, NetObject
 from magw.reconcile.changeset import NftChange, Op
 
 MAIN_TABLE = (TABLE_FAMILY, TABLE_NAME)  # DesiredState.nft's table; any other is one of extra_nft
@@ -57,3 +57,30 @@ def needs_observe(applied: Iterable[Op | NftChange]) -> bool:
     entries, nexthops and routes that hung on it; a link delete drops them too.
     """
     return any(isinstance(op, Op) and op.kind == "links" and op.verb != "create" for op in applied)
+
+
+def settled(known: DesiredState, desired: DesiredState, unsettled: Iterable[Op | NftChange]) -> DesiredState:
+    """``known`` with each kind (and nft table) that has no operation in ``unsettled`` taken from ``desired``.
+
+    After an apply, a kind with nothing failed, held back or deferred holds exactly what ``desired`` holds
+    (every difference was applied), so the known state may keep the planner's tuple itself. Objects equal
+    under the diff are interchangeable, and keeping the planner's tuple lets the next diff skip that kind
+    outright while the planner hands the same tuple back (issue 10; magw.reconcile.diff, magw.desired.memo).
+    """
+    kinds: set[str] = set()
+    tables: set[tuple[str, str]] = set()
+    for op in unsettled:
+        if isinstance(op, NftChange):
+            tables.add((op.family, op.name))
+        else:
+            kinds.add(op.kind)
+    changes: dict[str, Any] = {kind: desired.of_kind(kind) for kind in KINDS if kind not in kinds}
+    nft = known.nft
+    if desired.nft is not None and (desired.nft.family, desired.nft.name) not in tables:
+        nft = desired.nft
+    elif desired.nft is None and known.nft is not None and (known.nft.family, known.nft.name) not in tables:
+        nft = None
+    extra = known.extra_nft
+    if not tables:
+        extra = desired.extra_nft
+    return attrs.evolve(known, nft=nft, extra_nft=extra, **changes)

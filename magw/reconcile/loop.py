@@ -44,7 +44,7 @@ from magw.reconcile.changeset import NftChange, Op, key_text
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver
-from magw.reconcile.known import carry_out, needs_observe
+from magw.reconcile.known import carry_out, needs_observe, settled
 from magw.reconcile.metrics import ReconcilerMetrics
 from magw.reconcile.prunes import Differ, changes_to_apply
 from magw.reconcile.result import SyncResult
@@ -298,6 +298,7 @@ class Reconciler:
         result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
         known, relinked, took = await self._offload(
             self._record,
+            desired,
             observed,
             result,
             now=now,
@@ -342,6 +343,7 @@ class Reconciler:
 
     def _record(
         self,
+        desired: DesiredState,
         observed: DesiredState,
         result: ApplyResult,
         *,
@@ -353,7 +355,9 @@ class Reconciler:
     ) -> tuple[DesiredState, bool, float]:
         """Retries, known state and metrics after an apply; (known state, observe again?, seconds taken)."""
         self._retry.record(result.applied, result.failed, now)
-        known = carry_out(observed, result.applied)
+        # What was applied, carried out; then every kind that settled holds the planner's own tuple (known.py).
+        unsettled = (*skipped, *deferred, *(f.op for f in result.failed))
+        known = settled(carry_out(observed, result.applied), desired, unsettled)
         took = time.perf_counter() - started
         self._metrics.record_sync(known, result, full=full, seconds=took, skipped=len(skipped), deferred=len(deferred))
         return known, needs_observe(result.applied), took
