@@ -77,5 +77,17 @@ class PlanMemo:
         self._this[slot] = _Entry(same=same, values=values, value=value)
         return value
 
+    def carried(self, slot: Hashable) -> dict[Any, Any]:
+        """A table the last plan left in ``slot`` (empty if none), for pieces too many and too small for
+        ``get``'s per-slot bookkeeping (a gateway's 5,000 peers); the caller fills a new table and
+        ``carry``s it into this plan, which drops the entries it no longer used."""
+        entry = self._last.get(slot)
+        table: dict[Any, Any] = {} if entry is None else entry.value
+        return table
+
+    def carry(self, slot: Hashable, table: dict[Any, Any]) -> None:
+        """Keep ``table`` in ``slot`` for the next plan (see ``carried``)."""
+        self._this[slot] = _Entry(same=(), values=None, value=table)
+
     def __len__(self) -> int:
         return len(self._last)

@@ -97,7 +97,7 @@ def plan(
 def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None, memo: PlanMemo) -> DesiredState:
     check_snapshot(snapshot, memo)
     role = node_role(snapshot, node)
-    vxlan = plan_vxlan(snapshot, role)
+    vxlan = plan_vxlan(snapshot, role, memo)
     routing = plan_routing(snapshot, role, memo)
     if snapshot.config.cni is Cni.OVN and not role.gateway:  # OVN carries pods: no pod routes, table 150 only
         ovn = plan_ovn_worker(snapshot, role, ovn_mgmt_nexthop)

@@ -193,13 +193,16 @@ KINDS: tuple[str, ...] = ("links", "addresses", "neighbors", "fdb", "nexthops", 
 
 
 def _sort_key(obj: Any) -> Any:
-    """``obj.key``, except a route's: ``(table, dst as (int, prefixlen), metric)``, the same order on ints.
+    """``obj.key``, except a route's, ``(table, dst as (int, prefixlen), metric)``, and a neighbor's, ``(dev, ip
+    as int)``: the same order on ints.
 
     Shaped for speed (issue 10): a route key holds an ``IPv4Network``, whose comparisons are Python
     code; sorting 100k routes through them showed in the profile of ``magw plan``.
     """
     if isinstance(obj, Route):
         return (obj.table, int(obj.dst.network_address), obj.dst.prefixlen, obj.metric)
+    if isinstance(obj, Neighbor):  # the same for a gateway's 5,000 neighbors (benchmarks/node_scale.py)
+        return (obj.dev, int(obj.ip))
     return obj.key
 
 

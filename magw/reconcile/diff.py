@@ -92,18 +92,18 @@ Index = dict[str, dict[Hashable, NetObject]]
 def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
     """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts.
 
-    A kind whose tuple is the very same object on both sides has nothing to change and is not indexed
-    (issue 10: the reconciler's known state keeps the planner's tuples, and the planner's memo hands the
-    same tuple back while nothing under it changed, so an Endpoint change under 100k routes compares 100k
-    routes not at all instead of twice). Recreating an object can make the kernel drop objects of any kind,
-    so when that happens every kind is indexed, as if nothing were the same.
+    Objects that are the very same object on both sides cannot differ, and are passed over (issue 10): the
+    reconciler's known state keeps the planner's tuples once they settled, and the planner's memo hands the
+    same objects (and the same tuple, when nothing under it changed) back. So an Endpoint change under 100k
+    routes compares no route, and a node joining a 5,000-node cluster indexes two neighbors, not 10,000.
+    Recreating an object can make the kernel drop objects of any kind, so when that happens every object is
+    indexed, as if nothing were shared.
     """
     same = frozenset(kind for kind in KINDS if desired.of_kind(kind) is observed.of_kind(kind))
-    want = _index(desired, same)
-    have = _index(observed, same)
+    want, have = _indexes(desired, observed, same)
     early = _early_deletes(want, have, desired, same)
-    if early and same:
-        want, have = _index(desired, frozenset()), _index(observed, frozenset())
+    if early:
+        want, have = _indexes(desired, observed, None)
         early = _early_deletes(want, have, desired, frozenset())
     dropped = _closure(early, observed)
     early_refs = {ref for refs in early.values() for ref in refs}
@@ -149,9 +149,25 @@ def _key(obj: NetObject) -> Hashable:
     return obj.key
 
 
-def _index(state: DesiredState, same: frozenset[str]) -> Index:
-    """Objects by key, per kind; empty for the kinds in ``same`` (no operation can come from them)."""
-    return {kind: {} if kind in same else {_key(obj): obj for obj in state.of_kind(kind)} for kind in KINDS}
+def _indexes(desired: DesiredState, observed: DesiredState, same: frozenset[str] | None) -> tuple[Index, Index]:
+    """Both sides' objects by key, per kind, leaving out what no operation can come from when ``same`` is
+    given: a kind in ``same`` (one tuple on both sides) entirely, and in a kind outside the nexthops' and
+    groups' shared id space every object found on both sides (by identity: a set of ids is C code, where
+    comparing attrs objects is Python). ``same=None``: everything."""
+    want: Index = {}
+    have: Index = {}
+    for kind in KINDS:
+        mine, theirs = desired.of_kind(kind), observed.of_kind(kind)
+        if same is not None and kind in same:
+            want[kind], have[kind] = {}, {}
+        elif same is not None and kind not in _SHARED_ID_SPACE and mine and theirs:
+            common = set(map(id, mine)).intersection(map(id, theirs))
+            want[kind] = {_key(obj): obj for obj in mine if id(obj) not in common}
+            have[kind] = {_key(obj): obj for obj in theirs if id(obj) not in common}
+        else:
+            want[kind] = {_key(obj): obj for obj in mine}
+            have[kind] = {_key(obj): obj for obj in theirs}
+    return want, have
 
 
 def _must_recreate(old: NetObject, new: NetObject) -> bool:
