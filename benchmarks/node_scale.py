@@ -10,10 +10,12 @@ veth ``cni0`` holding the gateway's CNI IP), deleted in ``finally``.
   ``magw apply`` takes, in process: ``magw.cli.sync.sync``), against ``ip -batch`` plus
   ``bridge -batch`` (plus ``nft -f``) creating the same state, translated from the plan's text by
   ``end_to_end.batches``.
-* **join / leave**: under the synced state, one node more (or ``n1`` less). Printed: the ChangeSet's
-  ops by kind, and independently the messages ``ip -o monitor`` saw in the namespace while the
-  change was applied; the time from the new snapshot (parsed) to the kernel holding it
-  (plan + observe + diff + apply), split into its parts.
+* **join / leave**: under the synced state, one node more (or ``n1`` less), taken the way the running
+  route agent takes it: the planner's memo and the known state kept from the last sync (no observe).
+  Printed: the ChangeSet's ops by kind, and independently the messages ``ip -o monitor`` saw in the
+  namespace while the change was applied; the time from the new snapshot (parsed) to the kernel holding
+  it (plan + diff + apply), split into its parts. Last, one full resync of the same state (observe, no
+  memo), which the agent runs every ``--resync-period``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from ipaddress import IPv4Address
 from typing import Any
 
+import attrs
 import structlog
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,8 +39,11 @@ from end_to_end import _run_file, batches, namespace, time_iproute2  # after sys
 
 from magw.cli.nodeargs import open_node_driver  # after sys.path
 from magw.cli.sync import sync  # after sys.path
+from magw.desired.memo import PlanMemo  # after sys.path
 from magw.desired.planner import plan  # after sys.path
+from magw.desired.state import DesiredState  # after sys.path
 from magw.reconcile.diff import diff  # after sys.path
+from magw.reconcile.known import carry_out, settled  # after sys.path
 from magw.snapshot import parse_snapshot_text  # after sys.path
 
 NODE = "n0"
@@ -88,21 +94,37 @@ class Monitor:
         return [line for line in out.splitlines() if line.strip()]
 
 
-def timed_change(ns: str, text: str, what: str) -> dict[str, Any]:
-    """Bring the namespace to the plan of ``text``: split times, ops by kind, monitor lines."""
+@attrs.define
+class Agent:
+    """What a running route agent keeps between syncs: the planner's memo and the known state (the last
+    observed state with every applied change carried out, magw.reconcile.known), and the same steps it takes:
+    one full sync (observe) first, then each change diffed against the known state."""
+
+    ns: str
+    memo: PlanMemo = attrs.field(factory=PlanMemo)
+    known: DesiredState | None = None
+
+
+def timed_change(agent: Agent, text: str, what: str) -> dict[str, Any]:
+    """Bring the namespace to the plan of ``text``: split times, ops by kind, monitor lines.
+
+    The first change of an agent observes the kernel (a full sync); later ones start from the known state,
+    as the route agent's partial syncs do (a full resync still observes every ``--resync-period``).
+    """
     snapshot = parse_snapshot_text(text)
-    with open_node_driver(ns) as driver:
-        monitor = Monitor(ns)
+    with open_node_driver(agent.ns) as driver:
+        monitor = Monitor(agent.ns)
         try:
             t0 = time.perf_counter()
-            desired = plan(snapshot, NODE)
+            desired = plan(snapshot, NODE, memo=agent.memo)
             t1 = time.perf_counter()
-            observed = driver.observe()
+            observed = driver.observe() if agent.known is None else agent.known
             t2 = time.perf_counter()
             changes = diff(desired, observed)
             t3 = time.perf_counter()
             result = driver.apply(changes)
             t4 = time.perf_counter()
+            agent.known = settled(carry_out(observed, result.applied), desired, [f.op for f in result.failed])
         finally:
             lines = monitor.stop()
     if result.failed:
@@ -120,6 +142,11 @@ def timed_change(ns: str, text: str, what: str) -> dict[str, Any]:
         "nft": nft,
         "monitor": lines,
     }
+
+
+def full_resync(agent: Agent, text: str) -> dict[str, Any]:
+    """The same state again through a full sync (observe, no memo): what a periodic resync costs."""
+    return timed_change(Agent(ns=agent.ns), text, "resync")
 
 
 def initial(nodes: int) -> tuple[float, float, float]:
@@ -173,14 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     n = args.nodes
     with namespace() as ns:
-        timed_change(ns, snapshot_text(range(n)), "sync")
+        agent = Agent(ns=ns)
+        timed_change(agent, snapshot_text(range(n)), "sync")
         for _ in range(args.repeat):
             for what, nodes in (("join", range(n + 1)), ("leave", range(n)), ("leave1", [0, *range(2, n)])):
-                r = timed_change(ns, snapshot_text(nodes), what)
+                r = timed_change(agent, snapshot_text(nodes), what)
                 print_change(r)
                 if args.show_messages:
                     print("\n".join(f"    {line}" for line in r["monitor"]))
-            timed_change(ns, snapshot_text(range(n)), "back")  # n1 again (not printed)
+            timed_change(agent, snapshot_text(range(n)), "back")  # n1 again (not printed)
+        print_change(full_resync(agent, snapshot_text(range(n))))
     return 0
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from magw.desired.memo import PlanMemo
 from magw.desired.planner import plan
-from magw.desired.state import DesiredState
+from magw.desired.state import KINDS, DesiredState
 from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot, Strategy
 from tests.strategies import snapshot_and_node
 
@@ -172,3 +172,16 @@ def _two_cluster_snapshot() -> Snapshot:
         ],
         config=Config(strategy=Strategy.RESILIENT),
     )
+
+
+@SETTINGS
+@given(snapshot_and_node(max_nodes=12))
+def test_every_kind_of_a_plan_is_sorted_by_key(case: tuple[Snapshot, str]) -> None:
+    """Pieces the planner sorts itself (SortedObjects pass DesiredState unsorted) are in ``.key`` order."""
+    snapshot, node = case
+    state = _fresh(snapshot, node)
+    if isinstance(state, str):
+        return
+    for kind in KINDS:
+        objs = state.of_kind(kind)
+        assert list(objs) == sorted(objs, key=lambda o: o.key), kind

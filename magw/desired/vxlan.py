@@ -12,6 +12,7 @@ for 1000 sent to one).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from ipaddress import IPv4Address
 
@@ -19,7 +20,7 @@ import attrs
 
 from magw.desired.memo import PlanMemo
 from magw.desired.roles import NodeRole
-from magw.desired.state import Address, Fdb, Link, Neighbor, sorted_objects
+from magw.desired.state import Address, Fdb, Link, Neighbor, SortedObjects
 from magw.desired.vtep import (
     INTER_PORT,
     INTER_VNI,
@@ -144,22 +145,36 @@ def check_unique_vteps(role: NodeRole, peers: Iterable[Peer]) -> None:
             )
 
 
-def _peer_entries(memo: PlanMemo, peers: tuple[Peer, ...]) -> list[tuple[Neighbor, Fdb]]:
-    """Each peer's neighbor and FDB entry: the last plan's objects for a peer whose VTEP and underlay address
-    did not change. Reused objects let the diff pass them over by identity (magw.reconcile.diff)."""
+_Entries = tuple[tuple[str, int], Neighbor, Fdb]  # (sort key, neighbor, FDB entry) of one peer
+
+
+def _peer_entries(memo: PlanMemo, peers: tuple[Peer, ...]) -> list[_Entries]:
+    """Each peer's neighbor and FDB entry with their sort key: the last plan's objects for a peer whose VTEP
+    and underlay address did not change. Reused objects let the diff pass them over by identity
+    (magw.reconcile.diff). Keyed on ints: ``IPv4Address.__hash__`` is Python code and was most of a
+    5,000-peer plan in the profile."""
     last = memo.carried("peer_entries")
-    table: dict[tuple[str, IPv4Address, IPv4Address], tuple[Neighbor, Fdb]] = {}
+    table: dict[tuple[str, int, int], _Entries] = {}
     out = []
     for p in peers:
-        key = (p.dev, p.vtep, p.underlay)
+        vtep = int(p.vtep)
+        key = (p.dev, vtep, int(p.underlay))
         entries = last.get(key)
         if entries is None:
             mac = vtep_mac(p.vtep)
-            entries = (Neighbor(dev=p.dev, ip=p.vtep, mac=mac), Fdb(dev=p.dev, mac=mac, dst=p.underlay))
+            entries = ((p.dev, vtep), Neighbor(dev=p.dev, ip=p.vtep, mac=mac), Fdb(dev=p.dev, mac=mac, dst=p.underlay))
         table[key] = entries
         out.append(entries)
     memo.carry("peer_entries", table)
     return out
+
+
+def _sorted_entries(entries: list[_Entries]) -> tuple[SortedObjects, SortedObjects]:
+    """The neighbors and the FDB entries, each in ``DesiredState``'s order, with one sort on precomputed
+    keys: a neighbor sorts by (dev, VTEP), an FDB entry by (dev, MAC), and the MAC is the VTEP's bytes in
+    fixed-width hex after a fixed prefix (``vtep_mac``), so both orders are the (dev, VTEP as int) order."""
+    ordered = sorted(entries, key=operator.itemgetter(0))
+    return SortedObjects(e[1] for e in ordered), SortedObjects(e[2] for e in ordered)
 
 
 def plan_vxlan(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> VxlanObjects:
@@ -173,11 +188,5 @@ def plan_vxlan(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None)
     peers = (*intra_peers(snapshot, role), *inter_peers(snapshot, role))
     check_unique_vteps(role, peers)
     entries = _peer_entries(memo, peers)
-    neighbors = tuple(n for n, _ in entries)
-    fdb = tuple(f for _, f in entries)
-    return VxlanObjects(
-        links=_links(snapshot, role),
-        addresses=_addresses(role),
-        neighbors=memo.get("neighbors", neighbors, lambda: sorted_objects(neighbors)),
-        fdb=memo.get("fdb", fdb, lambda: sorted_objects(fdb)),
-    )
+    neighbors, fdb = memo.get("entries", tuple(e[1] for e in entries), lambda: _sorted_entries(entries))
+    return VxlanObjects(links=_links(snapshot, role), addresses=_addresses(role), neighbors=neighbors, fdb=fdb)
