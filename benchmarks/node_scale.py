@@ -43,7 +43,7 @@ from magw.desired.memo import PlanMemo  # after sys.path
 from magw.desired.planner import plan  # after sys.path
 from magw.desired.state import DesiredState  # after sys.path
 from magw.reconcile.diff import diff  # after sys.path
-from magw.reconcile.known import carry_out, settled  # after sys.path
+from magw.reconcile.known import after_apply  # after sys.path
 from magw.snapshot import parse_snapshot_text  # after sys.path
 
 NODE = "n0"
@@ -124,7 +124,7 @@ def timed_change(agent: Agent, text: str, what: str) -> dict[str, Any]:
             t3 = time.perf_counter()
             result = driver.apply(changes)
             t4 = time.perf_counter()
-            agent.known = settled(carry_out(observed, result.applied), desired, [f.op for f in result.failed])
+            agent.known = after_apply(observed, desired, result.applied, [f.op for f in result.failed])
         finally:
             lines = monitor.stop()
     if result.failed:

@@ -1,6 +1,6 @@
 """The diff's shortcut for kinds whose tuple is the very same object on both sides (issue 10).
 
-The reconciler's known state keeps the planner's tuples once they settled (``magw.reconcile.known.settled``)
+The reconciler's known state keeps the planner's tuples once they settled (``magw.reconcile.known.after_apply``)
 and the planner's memo hands the same tuple back while nothing under it changed. The diff then skips such
 a kind. The oracle here is the same diff given copies (equal, not identical tuples), which takes the path
 every other diff test checks: the shortcut must never change a ChangeSet.
@@ -18,7 +18,7 @@ from magw.desired.state import KINDS, DesiredState
 from magw.model import Snapshot
 from magw.reconcile.changeset import NftChange, Op
 from magw.reconcile.diff import diff
-from magw.reconcile.known import carry_out, settled
+from magw.reconcile.known import after_apply
 from tests.strategies import snapshot_and_node
 from tests.test_diff import GROUP, NH1, NH2, group, link, nexthop, route, shape, small_state
 
@@ -103,27 +103,27 @@ def test_an_identical_nft_table_is_no_change() -> None:
     assert diff(state, attrs.evolve(state, nft=table)).nft == ()
 
 
-# ----- settled: what the known state keeps after an apply ----------------------------------------------
+# ----- after_apply: what the known state keeps after an apply ----------------------------------------------
 
 
-def test_settled_takes_the_desired_tuples_of_every_kind_without_an_unsettled_operation() -> None:
+def test_after_apply_takes_the_desired_tuples_of_every_kind_without_an_unsettled_operation() -> None:
     observed = small_state()
     desired = small_state(groups=[group(NH1)], nft=NftTable(family="ip", name="magw"))
     op = Op(verb="replace", kind="groups", obj=desired.groups[0], old=observed.groups[0])
     nft = NftChange(family="ip", name="magw", table=desired.nft)
-    known = settled(carry_out(observed, [op, nft]), desired, ())
+    known = after_apply(observed, desired, [op, nft], ())
     for kind in KINDS:
         assert known.of_kind(kind) is desired.of_kind(kind), kind
     assert known.nft is desired.nft
     assert diff(desired, known).ops == ()
 
 
-def test_settled_keeps_the_known_objects_of_a_kind_with_a_failed_or_held_back_operation() -> None:
+def test_after_apply_keeps_the_known_objects_of_a_kind_with_a_failed_or_held_back_operation() -> None:
     observed = small_state()
     desired = small_state(groups=[group(NH1)], routes=[route(), route(dst=route().dst.supernet(), nhid=GROUP)])
     failed = Op(verb="replace", kind="groups", obj=desired.groups[0], old=observed.groups[0])
     created = Op(verb="create", kind="routes", obj=desired.routes[0])
-    known = settled(carry_out(observed, [created]), desired, [failed])
+    known = after_apply(observed, desired, [created], [failed])
     assert known.groups == observed.groups  # the replace did not happen: the next diff must try it again
     assert known.routes is desired.routes
     assert diff(desired, known).ops == (
@@ -131,32 +131,43 @@ def test_settled_keeps_the_known_objects_of_a_kind_with_a_failed_or_held_back_op
     )
 
 
-def test_settled_keeps_an_nft_table_whose_change_did_not_happen() -> None:
+def test_after_apply_keeps_an_nft_table_whose_change_did_not_happen() -> None:
     table = NftTable(family="ip", name="magw")
     observed = small_state(nft=table)
     desired = small_state(nft=table, extra_nft=[NftTable(family="ip", name="magw-egress")])
     pending = NftChange(family="ip", name="magw-egress", table=desired.extra_nft[0])
-    known = settled(observed, desired, [pending])
+    known = after_apply(observed, desired, (), [pending])
     assert known.nft is desired.nft
     assert known.extra_nft == ()  # the extra table was not made: still missing for the next diff
     assert diff(desired, known).nft == (pending,)
 
 
-def test_settled_keeps_the_main_table_when_its_change_did_not_happen() -> None:
+def test_after_apply_keeps_the_main_table_when_its_change_did_not_happen() -> None:
     observed = small_state(nft=NftTable(family="ip", name="magw"))
     desired = small_state(nft=None)
     pending = NftChange(family="ip", name="magw", table=None)  # the delete was deferred (inputs not synced)
-    known = settled(observed, desired, [pending])
+    known = after_apply(observed, desired, (), [pending])
     assert known.nft == observed.nft
     assert diff(desired, known).nft == (pending,)
-    assert settled(observed, desired, ()).nft is None
+    assert after_apply(observed, desired, [pending], ()).nft is None
 
 
-def test_settled_keeps_the_main_table_when_its_replace_failed() -> None:
+def test_after_apply_keeps_the_main_table_when_its_replace_failed() -> None:
     observed = small_state(nft=NftTable(family="ip", name="magw"))
     chain = NftChain(name="input", type="filter", hook="input", priority=0, policy="accept")
     desired = small_state(nft=NftTable(family="ip", name="magw", chains=[chain]))
     failed = NftChange(family="ip", name="magw", table=desired.nft)
-    known = settled(observed, desired, [failed])
+    known = after_apply(observed, desired, (), [failed])
     assert known.nft is observed.nft
     assert diff(desired, known).nft == (failed,)
+
+
+def test_after_apply_carries_out_what_was_applied_in_a_kind_with_a_failure() -> None:
+    observed = small_state()
+    moved, extra = route(nhid=NH1), route(dst=route().dst.supernet())
+    desired = small_state(routes=[moved, extra])
+    failed = Op(verb="replace", kind="routes", obj=moved, old=route())
+    created = Op(verb="create", kind="routes", obj=extra)
+    known = after_apply(observed, desired, [created], [failed])
+    assert set(known.routes) == {route(), extra}  # the create carried out, the failed replace not
+    assert diff(desired, known).ops == (failed,)

@@ -59,13 +59,20 @@ def needs_observe(applied: Iterable[Op | NftChange]) -> bool:
     return any(isinstance(op, Op) and op.kind == "links" and op.verb != "create" for op in applied)
 
 
-def settled(known: DesiredState, desired: DesiredState, unsettled: Iterable[Op | NftChange]) -> DesiredState:
-    """``known`` with each kind (and nft table) that has no operation in ``unsettled`` taken from ``desired``.
+def after_apply(
+    observed: DesiredState,
+    desired: DesiredState,
+    applied: Iterable[Op | NftChange],
+    unsettled: Iterable[Op | NftChange],
+) -> DesiredState:
+    """The known state after an apply: ``observed`` with ``applied`` carried out, where each kind (and nft
+    table) with no operation in ``unsettled`` (failed, held back or deferred) is ``desired``'s own tuple.
 
-    After an apply, a kind with nothing failed, held back or deferred holds exactly what ``desired`` holds
-    (every difference was applied), so the known state may keep the planner's tuple itself. Objects equal
-    under the diff are interchangeable, and keeping the planner's tuple lets the next diff skip that kind
-    outright while the planner hands the same tuple back (issue 10; magw.reconcile.diff, magw.desired.memo).
+    A kind with nothing unsettled holds exactly what ``desired`` holds (every difference was applied), so
+    the known state may keep the planner's tuple itself: objects equal under the diff are interchangeable,
+    and the planner's tuple lets the next diff skip that kind outright while the planner hands the same
+    tuple back (issue 10; magw.reconcile.diff, magw.desired.memo). Only the operations of unsettled kinds
+    are carried out: carrying one route change out re-indexes 100k routes that ``desired`` already holds.
     """
     kinds: set[str] = set()
     tables: set[tuple[str, str]] = set()
@@ -74,6 +81,10 @@ def settled(known: DesiredState, desired: DesiredState, unsettled: Iterable[Op |
             tables.add((op.family, op.name))
         else:
             kinds.add(op.kind)
+    known = carry_out(
+        observed,
+        [op for op in applied if ((op.family, op.name) in tables if isinstance(op, NftChange) else op.kind in kinds)],
+    )
     changes: dict[str, Any] = {kind: desired.of_kind(kind) for kind in KINDS if kind not in kinds}
     nft = known.nft
     if desired.nft is not None and (desired.nft.family, desired.nft.name) not in tables:

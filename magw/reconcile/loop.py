@@ -44,7 +44,7 @@ from magw.reconcile.changeset import NftChange, Op, key_text
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver
-from magw.reconcile.known import carry_out, needs_observe, settled
+from magw.reconcile.known import after_apply, needs_observe
 from magw.reconcile.metrics import ReconcilerMetrics
 from magw.reconcile.prunes import Differ, changes_to_apply
 from magw.reconcile.result import SyncResult
@@ -355,9 +355,8 @@ class Reconciler:
     ) -> tuple[DesiredState, bool, float]:
         """Retries, known state and metrics after an apply; (known state, observe again?, seconds taken)."""
         self._retry.record(result.applied, result.failed, now)
-        # What was applied, carried out; then every kind that settled holds the planner's own tuple (known.py).
-        unsettled = (*skipped, *deferred, *(f.op for f in result.failed))
-        known = settled(carry_out(observed, result.applied), desired, unsettled)
+        # What was applied, carried out; every kind that settled holds the planner's own tuple (known.py).
+        known = after_apply(observed, desired, result.applied, (*skipped, *deferred, *(f.op for f in result.failed)))
         took = time.perf_counter() - started
         self._metrics.record_sync(known, result, full=full, seconds=took, skipped=len(skipped), deferred=len(deferred))
         return known, needs_observe(result.applied), took
