@@ -1,16 +1,19 @@
-"""Benchmark: one Endpoint change in the file broker to the kernel, under N routes, in a running route agent.
+"""Benchmark: one Endpoint change in the file broker to the kernel, under N routes, in a running route
+agent.
 
 Run as root: ``.venv/bin/python benchmarks/event_latency.py [--routes 100000] [--repeat 3]``.
 
-A broker directory holds cluster ``east`` (gateways e-gw1, e-gw2, worker e-w1) and 100 remote
-clusters sharing ``--routes`` /24 CIDRs. ``magw-route-agent`` runs as worker e-w1 inside a fresh
-namespace (``ip netns exec``, ``--endpoint-ttl 0 --no-health``). Once the kernel holds every route,
-each repetition adds a third east gateway (its Node and Endpoint documents, written atomically by
-rename) and measures the time until ``ip -n NS -json nexthop show`` shows a group of 3 members; then
-removes it and measures until the group is back to 2. The poll runs every 5 ms, so the figures are
-an upper bound by that much. Then, as many times, a broker Health document takes e-gw2 down and is
-removed again: the time until the groups hold e-gw1 only (and both again), and the kernel changes
-the agent's syncs logged for each down. The namespace, the agent (by PID) and the directory are
+A broker directory holds cluster ``east`` (gateways e-gw1, e-gw2, worker e-w1) and 100 remote clusters
+sharing ``--routes`` /24 CIDRs. ``magw-route-agent`` runs as worker e-w1 inside a fresh namespace (``ip
+netns exec``, ``--endpoint-ttl 0 --no-health``). Once the kernel holds every route, each repetition adds
+a third east gateway (its Node and Endpoint documents, written atomically by rename) and measures the
+time until ``ip -n NS -json nexthop show`` shows a group of 3 members; then removes it and measures until
+the group is back to 2. The poll runs every 5 ms, so the figures are an upper bound by that much. Then,
+as many times, a broker Health document takes e-gw2 down and is removed again: the time until the groups
+hold e-gw1 only (and both again), and the kernel changes the agent's syncs logged for each down. Last,
+with the agent stopped, the kernel baseline: ``ip -batch`` replacing the same groups with one member more
+(and back) under the same routes, which is most of what the agent's sync waits for (a group replace costs
+the kernel time in proportion to the routes). The namespace, the agent (by PID) and the directory are
 removed in ``finally``.
 """
 
@@ -137,6 +140,45 @@ def health_cycles(ns: str, broker: Path, log: Path, repeat: int) -> None:
     print(f"health: kernel changes of the syncs after each down: {ops}")
 
 
+def kernel_baseline(ns: str, repeat: int) -> None:
+    """The kernel's own cost of the same change: ``ip -batch`` replacing every group with one member more,
+    then as it was, in the same namespace under the same routes (the agent stopped)."""
+    groups = [
+        nh
+        for nh in json.loads(
+            subprocess.run(
+                ["ip", "-n", ns, "-json", "nexthop", "show"], check=True, capture_output=True, text=True, timeout=30
+            ).stdout
+        )
+        if "group" in nh
+    ]
+    spare = {m["id"] for g in groups for m in g["group"]}
+    extra = max(spare) + 1
+    via = "240.18.0.10"  # e-gw3's VTEP, as the agent made it
+    subprocess.run(["ip", "-n", ns, "nexthop", "replace", "id", str(extra), "via", via, "dev", "vx-submariner"],
+                   check=True, timeout=30)  # fmt: skip
+
+    def lines(more: bool) -> str:
+        out = []
+        for g in groups:
+            members = "/".join(str(m["id"]) for m in g["group"]) + (f"/{extra}" if more else "")
+            res = g.get("resilient_args", {})
+            tail = f" type resilient buckets {res['buckets']} idle_timer {res['idle_timer']}" if res else ""
+            out.append(f"nexthop replace id {g['id']} group {members}{tail}")
+        return "\n".join(out) + "\n"
+
+    adds, removes = [], []
+    for _ in range(repeat):
+        for more, xs in ((True, adds), (False, removes)):
+            started = time.perf_counter()
+            subprocess.run(["ip", "-n", ns, "-batch", "-"], input=lines(more), text=True, check=True, timeout=120)
+            xs.append(time.perf_counter() - started)
+    print(
+        f"kernel baseline: ip -batch replacing the {len(groups)} groups, one member more p50 "
+        f"{statistics.median(adds) * 1000:.0f} ms, back p50 {statistics.median(removes) * 1000:.0f} ms"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--routes", type=int, default=100_000, help="remote CIDRs (= routes), 100..200000")
@@ -185,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{what}: broker write to kernel p50 {statistics.median(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms"
             )
         health_cycles(ns, broker, work / "agent.log", args.repeat)
+        agent.send_signal(signal.SIGTERM)  # the baseline changes the groups behind its back: stop it first
+        agent.wait(timeout=30)
+        kernel_baseline(ns, args.repeat)
         return 0
     finally:
         if agent is not None and agent.poll() is None:
