@@ -128,6 +128,9 @@ BAD = {
         "endpoint-c1@a.yaml": _endpoint("c1", "a", "172.32.1.2"),  # same low 24 bits as c1-gw's 172.31.1.2
         "endpoint-c2@b.yaml": _endpoint("c2", "c2-gw", "172.33.2.9"),
     },
+    "a second Config (documents of one identity merge in the snapshot: only the walk refuses them)": {
+        "config2.yaml": "kind: Config\nunderlay_mtu: 1400\n"
+    },
     "bad health and a bad node": {
         "health.yaml": "kind: Health\ndown: [nobody]\n",
         "node-x.yaml": "kind: Node\ncluster: east\nname: x\nip: 172.18.0.6\ncni_ip: 10.1.9.1\n",
