@@ -3,7 +3,8 @@
 The snapshot of local cluster L holds every Cluster, the Config, L's Nodes, every
 Endpoint and the Health document, in the format of ``magw.snapshot``, which
 validates it. When the whole set is valid (the usual case) that is one parse.
-Otherwise documents are added one at a time, and each one whose addition makes
+Otherwise documents are added one at a time (runs of them by bisection where
+that gives the same result, ``_Walk.add_run``), and each one whose addition makes
 the snapshot invalid is reported (file, document, field, reason) and left out;
 if an earlier version of the same document was part of the last good snapshot,
 that version stays in its place, so a broken edit never withdraws state.

@@ -8,7 +8,9 @@ change is seen within one poll interval, 30 ms by default), re-reads only files
 whose stamp changed, re-parses only files whose content changed (a digest of
 the bytes: a heartbeat touch changes the mtime, not the content), and
 re-assembles the Snapshot of its local cluster (``magw.sources.assemble``) only
-when some content changed or an Endpoint expired or came back. A bad file or
+when some content changed or an Endpoint expired or came back, and then re-parses
+only the items that changed (``magw.snapshot_cache``: unchanged clusters keep
+their Cluster objects). A bad file or
 document is logged with its file name and left out; its last good version stays
 in use.
 
