@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import structlog
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import event_latency as ev  # the broker layout is that benchmark's
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-uncached", action="store_true", help="skip the broker with plain parse_snapshot")
     args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))  # the bad document's warning
     variants: list[tuple[str, Parse | None]] = [("cached", None)]
     if not args.no_uncached:
         variants.append(("plain", parse_snapshot))
