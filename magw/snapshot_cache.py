@@ -60,7 +60,10 @@ def _same(raw: dict[object, object], value: dict[object, object]) -> bool:
 
 
 class SnapshotParser:
-    """``parse_snapshot`` with memory of the previous parses; call it as ``parser(doc, source=...)``."""
+    """``parse_snapshot`` with memory of the previous parses; call it as ``parser(doc, source=...)``.
+
+    Not thread-safe: one per source, called by one pass at a time (both brokers hold their lock).
+    """
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], list[_Entry]] = {}  # (section, id/name/hostname) -> newest first
