@@ -8,23 +8,44 @@ lab. Every lab is removed, also on failure or Ctrl-C.
 
 What it prints, so that a figure can be trusted:
 
-* the physical bound: N x the shaped rate, plus what tbf's bucket lets through
-  once on top of it (N x burst bytes over the run), both read back from the
-  kernel (``tc -j qdisc show``) on the east gateways' WAN links;
-* per run: the total iperf3 received (TCP payload, so a few % under the bound
-  by headers: Ethernet + IP + UDP + VXLAN + inner IP/TCP), the bytes each east
-  gateway's tbf sent (``tc -s``; shows whether all N gateways carried traffic),
-  the CPU the iperf3 processes used (getrusage of the children) and the
-  machine's busy share from /proc/stat (other users included);
+* the shaping in use and the physical bound: N x the shaped rate, plus what
+  tbf's bucket lets through once on top of it (N x burst bytes over the
+  measured window), both read back from the kernel (``tc -j qdisc show``) on
+  the east gateways' WAN links;
+* per run: the total the west pods received while every client was sending
+  (see below; TCP payload, so a few % under the bound by headers: Ethernet +
+  IP + UDP + VXLAN + inner IP/TCP), the sum of the clients' own iperf3 rates
+  for comparison, the bytes each east gateway's tbf sent (``tc -s``; shows
+  whether all N gateways carried traffic), the payload's share of those bytes
+  and so the total as WAN bytes (``wan-use``: tbf counts headers against its
+  rate, the payload is at most 0.923 of it at the tunnel MTU 1450), the CPU
+  the iperf3 processes used (getrusage of the children), the machine's busy
+  share from /proc/stat (other users included) and how many peers the route
+  agents declared down during the run (their logs: a saturated WAN delays the
+  gateways' probes by up to tbf's latency bound, 50 ms in the lab, beyond the
+  probe timeout, and a down peer withdraws the cluster's routes for a while;
+  such a run is flagged ``health``; a client that cannot connect then fails
+  the run, which is printed and has no figure);
 * the median and the spread (min..max) of the totals, and the median against
   0.95 x N x rate. A run whose machine was busy >= 90 % is flagged ``cpu``:
   its figure says more about the CPU than about the gateways.
+* why not simply the sum of the iperf3 rates: the clients do not start
+  together. The first one fills tbf's queue within milliseconds, the others'
+  connection set-up packets wait behind it or are dropped (tbf drops at its
+  50 ms latency limit), so they start 0.5-1 s later, and each iperf3 divides
+  its bytes by its own window. Summed over windows that overlap only in part,
+  the rates exceed what the link carried (62 Mbit/s through a 50mbit tbf
+  whose own byte counter says 49.8). So the benchmark reads every west
+  server pod's receive counter (``/proc/<iperf3 pid>/net/dev``, no process
+  spawned) every 0.1 s and takes the total over the window in which all of
+  them were receiving, scaled from frames to TCP payload by the ratio of
+  iperf3's received bytes to the frames' bytes over the whole run.
 * ``--control``: one more run with N gateways and no shaping, to show what
   the machine itself can carry (when that is not far above N x rate, the CPU
   is the limit).
 
     sudo .venv/bin/python benchmarks/throughput.py [--rate 50mbit] [--gateways 1,2,4]
-        [--duration 5] [--streams 8] [--repeat 3] [--control] [--name bench]
+        [--duration 5] [--streams 8] [--repeat 3] [--control] [--latency 10ms] [--name bench]
 """
 
 from __future__ import annotations
@@ -41,11 +62,14 @@ from collections.abc import Sequence
 
 import attrs
 
-from magw.lab import build
-from magw.lab.layout import LabLayout, PodLayout, layout
-from magw.lab.naming import WAN_IF
-from magw.lab.topology import parse_topology
-from magw.logsetup import configure_logging
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.rx_window import Sampler, common_window  # after sys.path
+from magw.lab import build, naming, netns, wiring  # after sys.path
+from magw.lab.layout import LabLayout, PodLayout, layout  # after sys.path
+from magw.lab.naming import WAN_IF  # after sys.path
+from magw.lab.topology import parse_topology  # after sys.path
+from magw.logsetup import configure_logging  # after sys.path
 
 IPERF_PORT = 5201
 
@@ -72,20 +96,32 @@ def _client_argv(client: PodLayout, server: PodLayout, duration: int, streams: i
     return ["ip", "netns", "exec", client.namespace, *iperf, "--connect-timeout", "3000"]
 
 
-def _run_clients(clients: Sequence[PodLayout], servers: Sequence[PodLayout], duration: int, streams: int) -> float:
-    """Run the iperf3 clients in parallel; the sum of their received bits per second."""
+@attrs.frozen
+class ClientTotals:
+    rates_bps: float  # sum of the clients' own iperf3 received rates (each over its own window)
+    payload_bytes: int  # TCP payload the servers received, all clients
+
+
+def _run_clients(
+    clients: Sequence[PodLayout], servers: Sequence[PodLayout], duration: int, streams: int
+) -> ClientTotals:
+    """Run the iperf3 clients in parallel; their received rates and bytes, summed."""
     procs = [
         subprocess.Popen(_client_argv(c, s, duration, streams), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         for c, s in zip(clients, servers, strict=False)
     ]
-    total = 0.0
-    for p in procs:
-        out, _err = p.communicate(timeout=duration + 30)
-        doc = json.loads(out or b"{}")
-        if "error" in doc:
-            raise RuntimeError(f"iperf3: {doc['error']}")
-        total += float(doc["end"]["sum_received"]["bits_per_second"])
-    return total
+    docs = [json.loads(p.communicate(timeout=duration + 30)[0] or b"{}") for p in procs]
+    errors = sorted({str(d.get("error", "no output")) for d in docs if "error" in d or "end" not in d})
+    if errors:
+        raise RunFailed(f"iperf3: {'; '.join(errors)}")
+    return ClientTotals(
+        rates_bps=sum(float(d["end"]["sum_received"]["bits_per_second"]) for d in docs),
+        payload_bytes=sum(int(d["end"]["sum_received"]["bytes"]) for d in docs),
+    )
+
+
+class RunFailed(Exception):
+    """A run without a figure (a client could not connect, or the clients never sent together)."""
 
 
 def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -101,14 +137,36 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
             p.wait(timeout=5)
 
 
+def _health_downs(lab_name: str) -> int:
+    """Peers the lab's route agents have declared down so far (``health.state_changed`` to down in their logs).
+
+    A worker whose gateway is down for the remote cluster makes the cluster's routes unreachable,
+    so every such transition during a run is an outage the throughput figure includes.
+    """
+    downs = 0
+    for log in sorted((naming.state_dir(lab_name) / "logs").glob("route-agent-*.log")):
+        with open(log) as f:
+            downs += sum('"health.state_changed"' in line and '"new": "down"' in line for line in f)
+    return downs
+
+
 @attrs.frozen
 class Run:
-    total_bps: float  # iperf3 received, all clients
-    bound_bps: float  # N x rate + N x burst over the run (tc's figures)
+    total_bps: float  # TCP payload received by all server pods while every client was sending
+    iperf_sum_bps: float  # sum of the clients' own iperf3 rates (windows overlap only in part)
+    window: float  # seconds in which every client was sending (total_bps is over this)
+    bound_bps: float  # N x rate + N x burst over the window (tc's figures)
     gateway_bytes: tuple[int, ...]  # bytes each east gateway's tbf sent during the run
     iperf_cpu: float  # CPU seconds of the iperf3 processes (user + system)
     machine_busy: float  # share of all CPUs busy during the run (/proc/stat, everyone's load)
     wall: float  # seconds from starting the clients to the last one's exit
+    health_downs: int  # peers the route agents declared down during the run (each withdraws routes for a while)
+    payload_share: float  # TCP payload / bytes the east gateways' tbf sent (the rest: headers and encapsulation)
+
+    @property
+    def wan_bps(self) -> float:
+        """The total as bytes on the WAN links (what tbf counts against its rate)."""
+        return self.total_bps / self.payload_share if self.payload_share else 0.0
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -137,35 +195,64 @@ def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
     gws = [n.namespace for n in lab.clusters[0].nodes if n.gateway]
     server_pods = _worker_pods(lab, 1)
     servers = _start_servers(server_pods)
+    downs0 = _health_downs(lab.name)
     try:
         time.sleep(0.5)  # let the servers bind
         before = [_tbf(ns) for ns in gws]
         cpu0 = _cpu_times()
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        total = _run_clients(_worker_pods(lab, 0), server_pods, duration, streams)
+        with Sampler(servers, server_pods) as sampler:
+            clients = _run_clients(_worker_pods(lab, 0), server_pods, duration, streams)
         wall = time.monotonic() - started
         cpu1 = _cpu_times()
+    except RunFailed as exc:
+        raise RunFailed(f"{exc}; health: {_health_downs(lab.name) - downs0} peer(s) declared down") from exc
     finally:
         _stop(servers)
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # clients and servers are waited for by now
     after = [_tbf(ns) for ns in gws]
+    downs = _health_downs(lab.name) - downs0
     rate_bits = sum(a[0] for a in after) * 8
     burst_bits = sum(a[1] for a in after) * 8
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
     busy = (cpu1[0] - cpu0[0]) / max(cpu1[1] - cpu0[1], 1)
+    window = common_window(sampler.samples)
+    if window is None:
+        raise RunFailed("the iperf3 clients were never all sending at the same time")
+    samples = sampler.samples
+    frames = sum(samples[-1][1]) - sum(samples[0][1])
+    span = window.end - window.start
     return Run(
-        total_bps=total,
-        bound_bps=rate_bits + burst_bits / duration,
+        total_bps=window.bytes * 8 / span * clients.payload_bytes / max(frames, 1),
+        iperf_sum_bps=clients.rates_bps,
+        window=span,
+        bound_bps=rate_bits + burst_bits / span,
         gateway_bytes=tuple(a[2] - b[2] for a, b in zip(after, before, strict=True)),
         iperf_cpu=cpu / wall,
         machine_busy=busy,
         wall=wall,
+        health_downs=downs,
+        payload_share=clients.payload_bytes / max(sum(a[2] - b[2] for a, b in zip(after, before, strict=True)), 1),
     )
 
 
-def measure(name: str, gateways: int, rate: str | None, duration: int, streams: int, repeat: int) -> list[Run]:
-    """``repeat`` runs east -> west with ``gateways`` gateways per cluster, in one lab (None rate: unshaped)."""
+def _shaping(namespace: str) -> str:
+    out = netns.run(["tc", "-j", "-n", namespace, "qdisc", "show", "dev", WAN_IF])
+    for q in json.loads(out):
+        if q.get("kind") == "tbf":
+            o = q["options"]
+            return f"tbf rate {o['rate'] * 8 / 1e6:g} Mbit/s burst {o['burst']} B latency {o['lat'] / 1000:g} ms"
+    return "none"
+
+
+def measure(
+    name: str, gateways: int, rate: str | None, latency: str | None, duration: int, streams: int, repeat: int
+) -> list[Run | RunFailed]:
+    """``repeat`` runs east -> west with ``gateways`` gateways per cluster, in one lab (None rate: unshaped).
+
+    ``latency``: replace the lab's tbf with one of this queue bound on every gateway (None: the lab's).
+    """
     topo = parse_topology(
         {
             **({"wan_rate": rate} if rate else {}),
@@ -179,17 +266,31 @@ def measure(name: str, gateways: int, rate: str | None, duration: int, streams: 
     lab = layout(lab_name, topo)
     try:
         build.up(topo, name=lab_name, daemons=True, wait_timeout=90, progress=lambda line: print(f"  {line}"))
-        runs = []
+        if rate and latency:
+            for gw in (n for n in lab.nodes if n.gateway):
+                netns.run(wiring.tbf_argv(gw.namespace, rate, latency))
+        shaping = sorted({_shaping(n.namespace) for n in lab.clusters[0].nodes if n.gateway})
+        print(f"  shaping (tc, east gateways' {WAN_IF}): {', '.join(shaping)}", flush=True)
+        runs: list[Run | RunFailed] = []
         for i in range(repeat):
-            run = _one_run(lab, duration, streams)
+            try:
+                run = _one_run(lab, duration, streams)
+            except RunFailed as exc:
+                runs.append(exc)
+                print(f"  run {i + 1}: FAILED, no figure: {exc}", flush=True)
+                continue
             runs.append(run)
             print(
                 f"  run {i + 1}: {run.total_bps / 1e6:.1f} Mbit/s of bound {run.bound_bps / 1e6:.1f}"
-                f" ({run.total_bps / run.bound_bps if run.bound_bps else 0:.3f}); per gateway"
+                f" ({run.total_bps / run.bound_bps if run.bound_bps else 0:.3f}) over the {run.window:.1f} s"
+                f" all clients sent (sum of iperf3's own rates {run.iperf_sum_bps / 1e6:.1f}); per gateway"
                 f" {', '.join(f'{b * 8 / run.wall / 1e6:.1f}' for b in run.gateway_bytes)} Mbit/s through tbf"
-                f" over {run.wall:.1f} s;"
+                f" over the whole {run.wall:.1f} s;"
                 f" iperf3 CPU {run.iperf_cpu:.2f} cores; machine busy {run.machine_busy:.0%}"
-                + (" [cpu]" if run.machine_busy >= CPU_BOUND else ""),
+                + f"; payload {run.payload_share:.3f} of the WAN bytes, so {run.wan_bps / 1e6:.1f} Mbit/s on the WAN"
+                + f"; health: {run.health_downs} peer(s) declared down"
+                + (" [cpu]" if run.machine_busy >= CPU_BOUND else "")
+                + (" [health]" if run.health_downs else ""),
                 flush=True,
             )
         return runs
@@ -211,43 +312,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, choices=range(1, 21), default=3, metavar="1..20",
                         help="runs per gateway count; the median and the spread are printed (default 3)")  # fmt: skip
     parser.add_argument("--control", action="store_true", help="one more run, unshaped, with the largest N")
+    parser.add_argument("--latency", default=None, metavar="MS",
+                        help="tbf queue bound on every gateway, e.g. 10ms (default: the lab's, 50ms)")  # fmt: skip
     parser.add_argument("--name", default="bench", help="lab name prefix (the gateway count is appended)")
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     args = parser.parse_args(argv)
     configure_logging("console", args.log_level)
     counts = [int(x) for x in args.gateways.split(",")]
     print(f"nproc {os.cpu_count()}; kernel {os.uname().release}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    results: dict[int, list[Run]] = {}
+    print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    results: dict[int, list[Run | RunFailed]] = {}
     for n in counts:
         print(f"== {n} gateway(s) per cluster, WAN {args.rate} each, {args.repeat} run(s)")
-        results[n] = measure(args.name, n, args.rate, args.duration, args.streams, args.repeat)
-    control: list[Run] = []
+        results[n] = measure(args.name, n, args.rate, args.latency, args.duration, args.streams, args.repeat)
+    control: list[Run | RunFailed] = []
     if args.control:
         print(f"== control: {max(counts)} gateway(s), WAN unshaped")
-        control = measure(args.name + "c", max(counts), None, args.duration, args.streams, 1)
+        control = measure(args.name + "c", max(counts), None, None, args.duration, args.streams, 1)
+    return 0 if _summary(args.rate, counts, results, control) else 1
+
+
+def _summary(
+    rate: str, counts: Sequence[int], results: dict[int, list[Run | RunFailed]], control: Sequence[Run | RunFailed]
+) -> bool:
+    """The table: per N the median and spread of the runs with a figure, and what limited them."""
     header = f"{'gateways':>8} {'median':>8} {'min..max Mbit/s':>17} {'bound':>7} {'med/bound':>9} {'target':>6}  ok"
-    print(f"\n{header}  cpu-flagged runs")
+    print(f"\n{header}  wan-use  failed  cpu-flagged  health-flagged (peers declared down)")
     ok = True
     for n in counts:
-        totals = [r.total_bps / 1e6 for r in results[n]]
-        bound = statistics.median(r.bound_bps for r in results[n]) / 1e6
-        nominal = n * _rate_mbit(args.rate)
+        runs = [r for r in results[n] if isinstance(r, Run)]
+        failed = len(results[n]) - len(runs)
+        if not runs:
+            ok = False
+            print(f"{n:>8} {'-':>8} {'-':>17} {'-':>7} {'-':>9} {'-':>6}  NO  {'-':>7}  {failed}/{failed}")
+            continue
+        totals = [r.total_bps / 1e6 for r in runs]
+        bound = statistics.median(r.bound_bps for r in runs) / 1e6
+        nominal = n * _rate_mbit(rate)
         median = statistics.median(totals)
-        above = median > 1.02 * bound  # more than tbf can pass: the figure itself is wrong, not a success
-        good = median >= 0.95 * nominal and not above
+        above = median > 1.02 * bound  # more than tbf can pass: a measurement error, not a success
+        good = median >= 0.95 * nominal and not above and not failed
         ok &= good
-        flagged = sum(r.machine_busy >= CPU_BOUND for r in results[n])
+        cpu = sum(r.machine_busy >= CPU_BOUND for r in runs)
+        health = [r.health_downs for r in runs if r.health_downs]
+        wan_use = statistics.median(r.wan_bps for r in runs) / 1e6 / nominal
         print(
             f"{n:>8} {median:>8.1f} {min(totals):>8.1f}..{max(totals):<8.1f} {bound:>7.1f} {median / bound:>9.3f}"
-            f" {median / nominal:>6.3f}  {'yes' if good else 'NO'}  {flagged}/{len(totals)}"
-            + ("  ABOVE THE BOUND: tbf passed more than its rate, see docs/performance.md" if above else "")
+            f" {median / nominal:>6.3f}  {'yes' if good else 'NO':<3}  {wan_use:>7.3f}  {failed}/{len(results[n])}"
+            f"  {cpu}/{len(runs)}  {len(health)}/{len(runs)} ({sum(health)})"
+            + ("  ABOVE THE BOUND: the measurement is wrong, see docs/performance.md" if above else "")
         )
-    print(f"(bound: N x rate + N x tbf burst / {args.duration} s, from tc; target: median >= 0.95 x N x rate;")
-    print(f" the target column is median / (N x {args.rate}); cpu-flagged: machine busy >= {CPU_BOUND:.0%})")
-    if control:
+    print("(bound: N x rate + N x tbf burst / window, from tc; target: median >= 0.95 x N x rate;")
+    print(f" the target column is median / (N x {rate}); cpu-flagged: machine busy >= {CPU_BOUND:.0%};")
+    print(" wan-use: the median as WAN bytes (payload + TCP/IP + VXLAN headers, tc's count) / (N x rate): the")
+    print(" payload is at most (MTU - 52) / (MTU + 64) of the WAN bytes, 0.923 at the tunnel MTU 1450;")
+    print(" health-flagged: route agents declared a peer down during the run, which withdraws routes for a while)")
+    if control and isinstance(control[0], Run):
         print(f"control, unshaped, {max(counts)} gateways: {control[0].total_bps / 1e6:.1f} Mbit/s, machine busy"
-              f" {control[0].machine_busy:.0%} (what the machine can carry without tbf)")  # fmt: skip
-    return 0 if ok else 1
+              f" {control[0].machine_busy:.0%}, health: {control[0].health_downs} peer(s) declared down"
+              " (what the machine can carry without tbf)")  # fmt: skip
+    elif control:
+        print(f"control, unshaped: FAILED: {control[0]}")
+    return ok
 
 
 def _rate_mbit(rate: str) -> float:

@@ -94,11 +94,15 @@ def pod_commands(pod: PodLayout, node: NodeLayout) -> list[str]:
     ]
 
 
-def tbf_argv(namespace: str, rate: str) -> list[str]:
-    """Shape a gateway's WAN egress with tbf; burst is 10 ms worth of the rate (at least 32 KiB)."""
+def tbf_argv(namespace: str, rate: str, latency: str = "50ms") -> list[str]:
+    """Shape a gateway's WAN egress with tbf; burst is 10 ms worth of the rate (at least 32 KiB).
+
+    ``latency`` bounds tbf's queue (packets that would wait longer are dropped); a saturated link
+    delays everything on it by up to that much, the gateways' health probes included.
+    """
     burst = max(_rate_bits(rate) // 8 // 100, 32 * 1024)
     return ["tc", "-n", namespace, "qdisc", "replace", "dev", naming.WAN_IF, "root", "tbf",
-            "rate", rate, "burst", str(burst), "latency", "50ms"]  # fmt: skip
+            "rate", rate, "burst", str(burst), "latency", latency]  # fmt: skip
 
 
 def _rate_bits(rate: str) -> int:
