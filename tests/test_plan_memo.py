@@ -42,7 +42,9 @@ def _memoized(snapshot: Snapshot, node: str, memo: PlanMemo) -> DesiredState | s
 @st.composite
 def _next(draw: st.DrawFn, snapshot: Snapshot) -> Snapshot:
     """``snapshot`` with some of it changed and the rest kept as the very same objects."""
-    change = draw(st.sampled_from(["health", "strategy", "endpoint", "node", "cluster", "same", "equal_cluster"]))
+    change = draw(
+        st.sampled_from(["health", "strategy", "endpoint", "node", "node_ip", "cluster", "same", "equal_cluster"])
+    )
     hostnames = sorted({e.hostname for e in snapshot.endpoints})
     if change == "health":
         down = draw(st.lists(st.sampled_from(hostnames), unique=True)) if hostnames else []
@@ -59,6 +61,15 @@ def _next(draw: st.DrawFn, snapshot: Snapshot) -> Snapshot:
         return attrs.evolve(snapshot, endpoints=[e for i, e in enumerate(snapshot.endpoints) if i != drop])
     if change == "node" and len(snapshot.nodes) > 1:
         return attrs.evolve(snapshot, nodes=snapshot.nodes[:-1])
+    if change == "node_ip":  # same name, another address (its VTEP, neighbor and FDB entry change)
+        i = draw(st.integers(0, len(snapshot.nodes) - 1))
+        before = snapshot.nodes[i].ip
+        if draw(st.booleans()):  # another first octet only: the same VTEP, another underlay address
+            after = ip((int(before) & 0x00FFFFFF) | (173 << 24))
+        else:
+            after = ip(f"172.30.{draw(st.integers(0, 255))}.{draw(st.integers(1, 254))}")
+        moved = attrs.evolve(snapshot.nodes[i], ip=after)
+        return attrs.evolve(snapshot, nodes=[moved if j == i else n for j, n in enumerate(snapshot.nodes)])
     if change in ("cluster", "equal_cluster"):
         i = draw(st.integers(0, len(snapshot.clusters) - 1))
         old = snapshot.clusters[i]

@@ -54,7 +54,27 @@ class VxlanObjects:
     fdb: tuple[Fdb, ...]
 
 
-def intra_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
+def _node_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> tuple[Peer, ...]:
+    """A gateway's peers on vx-submariner, one per other node: the last plan's Peer while the node's name and
+    address are equal (a gateway of 5,000 nodes: building 5,000 VTEP addresses was most of a re-plan)."""
+    last = memo.carried("node_peers")
+    table: dict[tuple[str, int], Peer] = {}
+    out = []
+    me = role.node.name
+    for n in snapshot.nodes:
+        if n.name == me:
+            continue
+        key = (n.name, int(n.ip))
+        peer = last.get(key)
+        if peer is None:
+            peer = Peer(owner=n.name, dev=VX_SUBMARINER, vtep=vtep_ip(n.ip, inter_cluster=False), underlay=n.ip)
+        table[key] = peer
+        out.append(peer)
+    memo.carry("node_peers", table)
+    return tuple(out)
+
+
+def intra_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> tuple[Peer, ...]:
     """Peers on vx-submariner: a gateway node peers with every other local node, a worker with every local gateway.
 
     Every published gateway, not only the active ones, and a standby gateway (single-gateway mode) like an
@@ -63,11 +83,7 @@ def intra_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
     gateways only.
     """
     if role.gateway or role.node.gateway:
-        return tuple(
-            Peer(owner=n.name, dev=VX_SUBMARINER, vtep=vtep_ip(n.ip, inter_cluster=False), underlay=n.ip)
-            for n in snapshot.nodes
-            if n.name != role.node.name
-        )
+        return _node_peers(snapshot, role, PlanMemo() if memo is None else memo)
     return tuple(
         Peer(
             owner=e.hostname,
@@ -131,13 +147,14 @@ def _addresses(role: NodeRole) -> tuple[Address, ...]:
 
 def check_unique_vteps(role: NodeRole, peers: Iterable[Peer]) -> None:
     """Raise ValueError when two peers (or a peer and this node) share a VTEP on one device."""
-    seen: dict[tuple[str, IPv4Address], str] = {
-        (VX_SUBMARINER, vtep_ip(role.node.ip, inter_cluster=False)): role.node.name,
+    # Keyed on ints: IPv4Address.__hash__ is Python code (5,000 peers: a tenth of a re-plan).
+    seen: dict[tuple[str, int], str] = {
+        (VX_SUBMARINER, int(vtep_ip(role.node.ip, inter_cluster=False))): role.node.name,
     }
     if role.endpoint is not None:
-        seen[(VXLAN_TUNNEL, vtep_ip(role.endpoint.private_ip, inter_cluster=True))] = role.node.name
+        seen[(VXLAN_TUNNEL, int(vtep_ip(role.endpoint.private_ip, inter_cluster=True)))] = role.node.name
     for peer in peers:
-        other = seen.setdefault((peer.dev, peer.vtep), peer.owner)
+        other = seen.setdefault((peer.dev, int(peer.vtep)), peer.owner)
         if other != peer.owner:
             raise ValueError(
                 f"endpoints/nodes: {other!r} and {peer.owner!r} map to the same VTEP {peer.vtep} on {peer.dev} "
@@ -185,7 +202,7 @@ def plan_vxlan(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None)
     makes two entries, not 10,000 (``benchmarks/node_scale.py``).
     """
     memo = PlanMemo() if memo is None else memo
-    peers = (*intra_peers(snapshot, role), *inter_peers(snapshot, role))
+    peers = (*intra_peers(snapshot, role, memo), *inter_peers(snapshot, role))
     check_unique_vteps(role, peers)
     entries = _peer_entries(memo, peers)
     neighbors, fdb = memo.get("entries", tuple(e[1] for e in entries), lambda: _sorted_entries(entries))
