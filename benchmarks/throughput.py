@@ -237,6 +237,26 @@ def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
     )
 
 
+def _describe(run: Run) -> str:
+    shaped = run.bound_bps > 0
+    return (
+        f"{run.total_bps / 1e6:.1f} Mbit/s"
+        + (f" of bound {run.bound_bps / 1e6:.1f} ({run.total_bps / run.bound_bps:.3f})" if shaped else "")
+        + f" over the {run.window:.1f} s all clients sent (sum of iperf3's own rates {run.iperf_sum_bps / 1e6:.1f})"
+        + (
+            f"; per gateway {', '.join(f'{b * 8 / run.wall / 1e6:.1f}' for b in run.gateway_bytes)} Mbit/s"
+            f" through tbf over the whole {run.wall:.1f} s; payload {run.payload_share:.3f} of the WAN bytes,"
+            f" so {run.wan_bps / 1e6:.1f} Mbit/s on the WAN"
+            if shaped
+            else ""
+        )
+        + f"; iperf3 CPU {run.iperf_cpu:.2f} cores; machine busy {run.machine_busy:.0%}"
+        + f"; health: {run.health_downs} peer(s) declared down"
+        + (" [cpu]" if run.machine_busy >= CPU_BOUND else "")
+        + (" [health]" if run.health_downs else "")
+    )
+
+
 def _shaping(namespace: str) -> str:
     out = netns.run(["tc", "-j", "-n", namespace, "qdisc", "show", "dev", WAN_IF])
     for q in json.loads(out):
@@ -280,19 +300,7 @@ def measure(
                 print(f"  run {i + 1}: FAILED, no figure: {exc}", flush=True)
                 continue
             runs.append(run)
-            print(
-                f"  run {i + 1}: {run.total_bps / 1e6:.1f} Mbit/s of bound {run.bound_bps / 1e6:.1f}"
-                f" ({run.total_bps / run.bound_bps if run.bound_bps else 0:.3f}) over the {run.window:.1f} s"
-                f" all clients sent (sum of iperf3's own rates {run.iperf_sum_bps / 1e6:.1f}); per gateway"
-                f" {', '.join(f'{b * 8 / run.wall / 1e6:.1f}' for b in run.gateway_bytes)} Mbit/s through tbf"
-                f" over the whole {run.wall:.1f} s;"
-                f" iperf3 CPU {run.iperf_cpu:.2f} cores; machine busy {run.machine_busy:.0%}"
-                + f"; payload {run.payload_share:.3f} of the WAN bytes, so {run.wan_bps / 1e6:.1f} Mbit/s on the WAN"
-                + f"; health: {run.health_downs} peer(s) declared down"
-                + (" [cpu]" if run.machine_busy >= CPU_BOUND else "")
-                + (" [health]" if run.health_downs else ""),
-                flush=True,
-            )
+            print(f"  run {i + 1}: {_describe(run)}", flush=True)
         return runs
     finally:
         build.down(lab_name)
