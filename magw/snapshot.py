@@ -30,6 +30,7 @@ from magw.snapshot_checks import (
     OverlapCheck,
     ParsedCluster,
     ParsedEndpoint,
+    SubnetCheck,
     check_relations,
     located,
 )
@@ -79,14 +80,17 @@ class ParseCache(Protocol):
     """What ``parse_snapshot`` may reuse from earlier parses (``magw.snapshot_cache.SnapshotParser``).
 
     ``item`` returns ``parse(value, path)`` or the result of an earlier call for an equal item of the same
-    section, possibly parsed at another path (the caller puts it at ``path``); ``check_overlaps`` gives
-    the verdict and error of ``check_overlaps``.
+    section, possibly parsed at another path (the caller puts it at ``path``); ``check_overlaps`` and
+    ``check_subnets`` give the verdicts and errors of ``check_overlaps`` and ``SubnetChecker``.
     """
 
     def item(self, section: str, value: object, path: str, parse: Callable[[object, str], _T]) -> _T: ...
 
     @property
     def check_overlaps(self) -> OverlapCheck: ...
+
+    @property
+    def check_subnets(self) -> SubnetCheck: ...
 
 
 class SnapshotError(ValueError):
@@ -172,6 +176,7 @@ def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
         endpoints=endpoints,
         health=refs,
         overlaps=None if cache is None else cache.check_overlaps,
+        subnets=None if cache is None else cache.check_subnets,
     )
     return Snapshot(
         local_cluster=local,

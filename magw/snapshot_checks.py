@@ -7,7 +7,7 @@ index (``endpoints[2].cluster``) and, where two items clash, the first one too.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from ipaddress import IPv4Address, IPv4Network
 
 import attrs
@@ -80,15 +80,16 @@ def check_relations(
     endpoints: Sequence[ParsedEndpoint],
     health: HealthRefs,
     overlaps: OverlapCheck | None = None,
+    subnets: SubnetCheck | None = None,
 ) -> None:
     """Raise FieldError for the first relation between items that does not hold.
 
-    ``overlaps`` replaces ``check_overlaps`` (same verdict, same error), e.g. by one that remembers the
-    clusters it passed (``magw.snapshot_cache``).
+    ``overlaps`` replaces ``check_overlaps`` and ``subnets`` a fresh ``SubnetChecker`` (same verdicts, same
+    errors), e.g. by ones that remember what passed (``magw.snapshot_cache``).
     """
     _check_clusters(local_cluster, clusters, overlaps or check_overlaps)
     _check_nodes(nodes)
-    _check_endpoints(local_cluster, [c.cluster for c in clusters], nodes, endpoints)
+    _check_endpoints(local_cluster, [c.cluster for c in clusters], nodes, endpoints, subnets or SubnetChecker())
     _check_health(local_cluster, [e.endpoint for e in endpoints], {c.cluster.id for c in clusters}, health)
 
 
@@ -244,7 +245,11 @@ def _check_vteps(ips: Sequence[IPv4Address], paths: Sequence[str], *, inter_clus
 
 
 def _check_endpoints(
-    local_cluster: str, clusters: Sequence[Cluster], nodes: Sequence[Node], parsed: Sequence[ParsedEndpoint]
+    local_cluster: str,
+    clusters: Sequence[Cluster],
+    nodes: Sequence[Node],
+    parsed: Sequence[ParsedEndpoint],
+    check_subnets: SubnetCheck,
 ) -> None:
     by_id = {c.id: c for c in clusters}
     endpoints = [p.endpoint for p in parsed]
@@ -254,14 +259,10 @@ def _check_endpoints(
             raise FieldError(f"endpoints[{i}].cluster", f"unknown cluster {ep.cluster!r}")
     _no_duplicates([e.hostname for e in endpoints], [f"endpoints[{i}].hostname" for i in count], "endpoint hostname")
     nodes_by_name = {n.name: n for n in nodes}
-    holders: dict[str, _Holders] = {}
     for i, item in enumerate(parsed):
         if item.endpoint.cluster == local_cluster:
             _check_local_endpoint(f"endpoints[{i}]", item.endpoint, nodes_by_name, local_cluster)
-        cluster = by_id[item.endpoint.cluster]
-        if item.subnets and cluster.id not in holders:
-            holders[cluster.id] = _Holders(cluster.cidrs)
-        _check_subnets(item, cluster, holders.get(cluster.id))
+        check_subnets(item, by_id[item.endpoint.cluster])
     _check_vteps([e.private_ip for e in endpoints], [f"endpoints[{i}].private_ip" for i in count], inter_cluster=True)
 
 
@@ -297,10 +298,35 @@ class _Holders:
         return any((start & _NETMASKS[length], length) in self.keys for length in self.lengths if length <= plen)
 
 
-def _check_subnets(parsed: ParsedEndpoint, cluster: Cluster, holders: _Holders | None) -> None:
-    for subnet in parsed.subnets:
-        if holders is None or not holders.hold(subnet.net):
-            raise FieldError(parsed.where(subnet), f"{subnet.net} is not inside the CIDRs of cluster {cluster.id!r}")
+SubnetCheck = Callable[[ParsedEndpoint, Cluster], None]
+
+
+class SubnetChecker:
+    """Raise FieldError for the first subnet of an endpoint that no CIDR of its cluster holds.
+
+    Builds the ``_Holders`` of each cluster once, for the clusters it is asked about; ``keep`` drops the
+    others (the objects themselves are held, so an ``id`` is never another cluster's).
+    """
+
+    def __init__(self) -> None:
+        self._holders: dict[int, tuple[Cluster, _Holders]] = {}
+
+    def __call__(self, parsed: ParsedEndpoint, cluster: Cluster) -> None:
+        if not parsed.subnets:
+            return
+        entry = self._holders.get(id(cluster))
+        if entry is None or entry[0] is not cluster:
+            entry = self._holders[id(cluster)] = (cluster, _Holders(cluster.cidrs))
+        holders = entry[1]
+        for subnet in parsed.subnets:
+            if not holders.hold(subnet.net):
+                raise FieldError(
+                    parsed.where(subnet), f"{subnet.net} is not inside the CIDRs of cluster {cluster.id!r}"
+                )
+
+    def keep(self, clusters: Collection[int]) -> None:
+        """Forget the holders of clusters whose id is not in ``clusters``."""
+        self._holders = {key: entry for key, entry in self._holders.items() if key in clusters}
 
 
 def _check_health(local_cluster: str, endpoints: Sequence[Endpoint], cluster_ids: set[str], health: HealthRefs) -> None:
