@@ -14,7 +14,6 @@ never leaks to the default route.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from ipaddress import IPv4Address, IPv4Network
 
 import attrs
@@ -35,6 +34,9 @@ from magw.desired.state import (
 )
 from magw.desired.vtep import VX_SUBMARINER, VXLAN_TUNNEL, vtep_ip
 from magw.model import Cluster, Snapshot, Strategy
+
+UNREACHABLE = "unreachable"
+Way = str | tuple[RouteNexthop, ...] | int  # how a cluster's routes leave: UNREACHABLE, inline hops, a group id
 
 GATEWAY_TABLE = 100
 GATEWAY_RULE_PRIORITY = 100
@@ -125,7 +127,17 @@ def _groups(snapshot: Snapshot, paths: tuple[ClusterPaths, ...]) -> dict[str, Ne
     return groups
 
 
+def _make_routes(cluster: Cluster, *, table: int, src: IPv4Address, way: Way, globalnet: bool) -> tuple[Route, ...]:
+    dsts = routed_cidrs(cluster, globalnet)
+    if isinstance(way, int):
+        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nhid=way) for dst in dsts)
+    if isinstance(way, tuple):
+        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nexthops=way) for dst in dsts)
+    return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, type="unreachable") for dst in dsts)
+
+
 def _routes(
+    memo: PlanMemo,
     p: ClusterPaths,
     *,
     table: int,
@@ -134,14 +146,24 @@ def _routes(
     inline: bool,
     globalnet: bool,
 ) -> tuple[Route, ...]:
-    dsts = routed_cidrs(p.cluster, globalnet)
+    """The routes toward one remote cluster, the last plan's while its Cluster object and way out are the same.
+
+    The way out is all a route holds besides its CIDR: unreachable, the inline hops, or the group id (which
+    does not change on a failover, only the group's members do).
+    """
+    way: Way
     if not p.usable:
-        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, type="unreachable") for dst in dsts)
-    if inline:
-        hops = tuple(RouteNexthop(via=h.via, dev=h.dev, weight=1) for h in p.usable)
-        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nexthops=hops) for dst in dsts)
-    nhid = groups[p.cluster.id].id  # a cluster with a usable gateway always has a group
-    return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nhid=nhid) for dst in dsts)
+        way = UNREACHABLE
+    elif inline:
+        way = tuple(RouteNexthop(via=h.via, dev=h.dev, weight=1) for h in p.usable)
+    else:
+        way = groups[p.cluster.id].id  # a cluster with a usable gateway always has a group
+    return memo.get(
+        ("routes", p.cluster.id),
+        (p.cluster,),
+        lambda: _make_routes(p.cluster, table=table, src=src, way=way, globalnet=globalnet),
+        values=(table, src, way, globalnet),
+    )
 
 
 def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...], *, inline: bool) -> list[Route]:
@@ -179,35 +201,6 @@ def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths
     return list(routes.values())
 
 
-def _cluster_routes(
-    memo: PlanMemo,
-    p: ClusterPaths,
-    *,
-    table: int,
-    src: IPv4Address,
-    groups: dict[str, NexthopGroup],
-    inline: bool,
-    globalnet: bool,
-) -> tuple[Route, ...]:
-    """``_routes`` of one remote cluster, reused while its Cluster object and the way out are the same.
-
-    The way out is all a route holds besides its CIDR: the group id (it does not change on a failover, only
-    the group's members do), the inline hops, or unreachable.
-    """
-    if not p.usable:
-        way: Hashable = "unreachable"
-    elif inline:
-        way = tuple((h.via, h.dev) for h in p.usable)
-    else:
-        way = groups[p.cluster.id].id
-    return memo.get(
-        ("routes", p.cluster.id),
-        (p.cluster,),
-        lambda: _routes(p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet),
-        values=(table, src, way, globalnet),
-    )
-
-
 def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> RoutingObjects:
     """Nexthops, groups, routes and rules of the node, per ``config.strategy``.
 
@@ -223,7 +216,7 @@ def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = Non
     groups = {} if inline else _groups(snapshot, paths)
     src = role.node.cni_ip
     chunks = tuple(
-        _cluster_routes(memo, p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet) for p in paths
+        _routes(memo, p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet) for p in paths
     )
     returns = tuple(_return_routes(snapshot, role, paths, inline=inline)) if globalnet and role.gateway else ()
     routes = memo.get(
