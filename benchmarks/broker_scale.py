@@ -12,6 +12,9 @@ broker times ``FileBroker.scan()``:
 - ``bad``: the rescan after an Endpoint whose host is not a node appears (the assembly's walk);
 - ``bad-cold``: a first scan of a new broker with that bad Endpoint already there.
 
+With ``--subnets`` every remote Endpoint publishes its cluster's CIDRs as subnets, as Submariner's do (the
+subnet check then sees every CIDR again).
+
 ``cached`` is the default broker (``magw.snapshot_cache.SnapshotParser``), ``plain`` one given plain
 ``parse_snapshot`` (every assembly parses everything). Medians of ``--repeat``, in seconds; nothing is
 asserted. The figures depend on the machine; compare the columns, not the absolute numbers.
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -52,11 +56,23 @@ def _broker(directory: Path, parse: Parse | None) -> FileBroker:
     return FileBroker(directory, local_cluster="east", parse=parse)
 
 
-def one_run(routes: int, parse: Parse | None) -> dict[str, float]:
+def add_subnets(directory: Path) -> None:
+    """Each remote Endpoint document gets its cluster's CIDRs as ``subnets``."""
+    docs = yaml.safe_load_all((directory / "clusterset.yaml").read_text())
+    clusters = {d["id"]: d for d in docs if d["kind"] == "Cluster"}
+    for path in sorted(directory.glob("endpoint-c*@*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        doc["subnets"] = clusters[doc["cluster"]]["pod_cidrs"] + clusters[doc["cluster"]]["service_cidrs"]
+        ev.write_atomic(path, yaml.safe_dump(doc))
+
+
+def one_run(routes: int, parse: Parse | None, *, subnets: bool = False) -> dict[str, float]:
     """The four timings on a fresh directory; the directory is removed at the end."""
     directory = Path(tempfile.mkdtemp(prefix="magw-broker-scale-"))
     try:
         ev.write_broker(directory, routes)
+        if subnets:
+            add_subnets(directory)
         broker = _broker(directory, parse)
         out = {"initial": _timed(broker.scan)}
         ev.write_atomic(directory / "nodes-east.yaml", ev.nodes_text([*ev.EAST_NODES, ev.NEW_GW, ev.WORKER]))
@@ -78,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--routes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-uncached", action="store_true", help="skip the broker with plain parse_snapshot")
+    parser.add_argument("--subnets", action="store_true", help="remote Endpoints publish their cluster's CIDRs")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))  # the bad document's warning
     variants: list[tuple[str, Parse | None]] = [("cached", None)]
@@ -87,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'CIDRs':>7} {'parser':<7} " + " ".join(f"{p:>9}" for p in PHASES) + "   (median s)")
     for routes in args.routes:
         for name, parse in variants:
-            runs = [one_run(routes, parse) for _ in range(args.repeat)]
+            runs = [one_run(routes, parse, subnets=args.subnets) for _ in range(args.repeat)]
             medians = [statistics.median(r[p] for r in runs) for p in PHASES]
             print(f"{routes:>7} {name:<7} " + " ".join(f"{m:>9.3f}" for m in medians), flush=True)
     return 0
