@@ -235,6 +235,26 @@ def test_deadline_adapts_to_a_far_peer() -> None:
     assert book.wait_for(B) == pytest.approx(0.02)
 
 
+def test_a_queue_filling_up_costs_one_miss_not_three() -> None:
+    """An idle peer answers in 0.4 ms; then its link saturates and every reply waits 50 ms in a queue (tbf's
+    bound in the lab). The first probe misses; its late reply raises the deadline past the queue at once
+    (SRTT + 4 x deviation), so the next probes succeed and three misses in a row, a peer down, never happen."""
+    book = ProbeBook(timeout=0.02, cap=0.09)
+    now = 0.0
+    for _ in range(50):
+        seq = book.sent(A, now)
+        assert book.received(A, seq, now + 0.0004) is not None
+        now += 0.1
+    outcomes = []
+    for _ in range(10):
+        seq = book.sent(A, now)
+        outcomes += book.expire(now + 0.049)
+        reply = book.received(A, seq, now + 0.05)
+        outcomes += [reply] if reply is not None else book.expire(now + 0.095)
+        now += 0.1
+    assert [o.success for o in outcomes] == [False] + [True] * 9
+
+
 def test_forget_drops_keys_no_longer_probed() -> None:
     """A peer removed from the targets has no probe in flight any more (no miss reported for it)."""
     book = ProbeBook(timeout=0.03)

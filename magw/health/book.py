@@ -5,12 +5,17 @@ tests). A probe succeeds when its reply, matched by sequence number, arrives
 by its deadline; it misses when ``expire`` runs after the deadline without a
 reply. A duplicate or a reply to an older probe counts for nothing.
 
-The deadline adapts to each peer's round-trip time: ``sent + max(timeout,
-RTT_FACTOR x smoothed RTT)``, at most ``sent + cap`` (the probe interval). In a
-cluster the RTT is far below the floor ``timeout``; across a WAN a peer 50 ms
-away gets 200 ms instead of being declared dead. Every reply to the latest
-probe of a peer, late or not, updates its smoothed RTT (EWMA, gain 1/8 as
-TCP's SRTT), so the first late replies of a far peer raise its deadline.
+The deadline adapts to each peer's round-trip time as TCP's retransmission timer does
+(Jacobson/Karels, RFC 6298): ``sent + max(timeout, SRTT + RTT_FACTOR x RTTVAR)``, at
+most ``sent + cap`` (the probe interval). In a cluster the RTT is far below the floor
+``timeout``; across a WAN a peer 50 ms away gets 150 ms instead of being declared
+dead. Every reply to the latest probe of a peer, late or not, updates the smoothed
+RTT (gain 1/8) and its mean deviation (gain 1/4). The deviation is what matters
+under congestion: when a saturated link's queue (tbf's 50 ms in the lab) suddenly
+delays the replies of a peer whose idle RTT is below a millisecond, one late reply
+raises the deadline past the queue at once, where 4 x SRTT would take three probes
+to get there, and three misses in a row declare the peer down
+(``benchmarks/throughput.py`` saw routes withdrawn every few hundred ms that way).
 There is at most one probe in flight per key: the caller expires before it
 sends again (deadline <= interval; a faster probe waits, ``waiting``).
 """
@@ -24,8 +29,9 @@ import attrs
 StateKey = tuple[IPv4Address, int]  # (peer VTEP, echo id)
 
 SEQ_MOD = 1 << 16
-RTT_FACTOR = 4.0
-RTT_GAIN = 0.125
+RTT_FACTOR = 4.0  # K of RFC 6298
+RTT_GAIN = 0.125  # alpha: the smoothed RTT's gain
+RTTVAR_GAIN = 0.25  # beta: the mean deviation's gain
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +95,7 @@ class ProbeBook:
     _latest: dict[StateKey, _Probe] = attrs.field(factory=dict)
     _seq: dict[StateKey, int] = attrs.field(factory=dict)
     _srtt: dict[StateKey, float] = attrs.field(factory=dict)
+    _rttvar: dict[StateKey, float] = attrs.field(factory=dict)
     _stats: dict[StateKey, RttStats] = attrs.field(factory=dict)
 
     def wait_for(self, key: StateKey) -> float:
@@ -96,7 +103,7 @@ class ProbeBook:
         srtt = self._srtt.get(key)
         if srtt is None or self.cap is None:
             return self.timeout
-        return min(self.cap, max(self.timeout, RTT_FACTOR * srtt))
+        return min(self.cap, max(self.timeout, srtt + RTT_FACTOR * self._rttvar[key]))
 
     def srtt(self, key: StateKey) -> float | None:
         return self._srtt.get(key)
@@ -121,7 +128,11 @@ class ProbeBook:
         del self._latest[key]  # one RTT sample per probe: a duplicate is ignored
         rtt = max(at - latest.sent, 0.0)
         old = self._srtt.get(key)
-        self._srtt[key] = rtt if old is None else old + RTT_GAIN * (rtt - old)
+        if old is None:  # RFC 6298 2.2: the first sample
+            self._srtt[key], self._rttvar[key] = rtt, rtt / 2
+        else:  # 2.3: the deviation first, from the old SRTT
+            self._rttvar[key] += RTTVAR_GAIN * (abs(old - rtt) - self._rttvar[key])
+            self._srtt[key] = old + RTT_GAIN * (rtt - old)
         self._stats.setdefault(key, RttStats()).add(rtt)
         pending = self._pending.get(key)
         if pending is None or pending.seq != seq or at > pending.deadline:
@@ -148,7 +159,7 @@ class ProbeBook:
 
     def forget(self, keep: frozenset[StateKey]) -> None:
         """Drop every key not in ``keep`` (peers no longer probed)."""
-        for table in (self._pending, self._latest, self._seq, self._srtt, self._stats):
+        for table in (self._pending, self._latest, self._seq, self._srtt, self._rttvar, self._stats):
             for key in [k for k in table if k not in keep]:
                 del table[key]
 
