@@ -46,8 +46,6 @@ class PlanMemo:
     def __init__(self) -> None:
         self._last: dict[Hashable, _Entry] = {}
         self._this: dict[Hashable, _Entry] = {}
-        self.hits = 0
-        self.misses = 0
 
     @contextlib.contextmanager
     def round(self) -> Iterator[PlanMemo]:
@@ -69,10 +67,8 @@ class PlanMemo:
             and all(map(operator.is_, entry.same, same))
             and entry.values == values
         ):
-            self.hits += 1
             value: T = entry.value
         else:
-            self.misses += 1
             value = compute()
         self._this[slot] = _Entry(same=same, values=values, value=value)
         return value
