@@ -13,8 +13,9 @@ as many times, a broker Health document takes e-gw2 down and is removed again: t
 hold e-gw1 only (and both again), and the kernel changes the agent's syncs logged for each down. Last,
 with the agent stopped, the kernel baseline: ``ip -batch`` replacing the same groups with one member more
 (and back) under the same routes, which is most of what the agent's sync waits for (a group replace costs
-the kernel time in proportion to the routes). The namespace, the agent (by PID) and the directory are
-removed in ``finally``.
+the kernel time in proportion to the routes). Before that, it waits for the agent's periodic full resync
+and prints how long it took: an event that arrives during one waits for it. The namespace, the agent (by
+PID) and the directory are removed in ``finally``.
 """
 
 from __future__ import annotations
@@ -140,6 +141,23 @@ def health_cycles(ns: str, broker: Path, log: Path, repeat: int) -> None:
     print(f"health: kernel changes of the syncs after each down: {ops}")
 
 
+RESYNC_WAIT = 40.0  # seconds: the agent's default --resync-period is 30
+
+
+def report_resync(log: Path, deadline: float) -> None:
+    """The agent's periodic full resync (observe and diff everything): an event that arrives meanwhile waits
+    for it, so its duration is the worst case an event can add. Waits for one in the agent's log."""
+    while time.perf_counter() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("{") and '"reconciler.sync_done"' in line:
+                doc = json.loads(line)
+                if "resync" in str(doc.get("reasons", "")):
+                    print(f"periodic full resync (an event arriving meanwhile waits for it): {doc['took_ms']:.0f} ms")
+                    return
+        time.sleep(0.5)
+    print(f"periodic full resync: none within {RESYNC_WAIT:.0f} s")
+
+
 def kernel_baseline(ns: str, repeat: int) -> None:
     """The kernel's own cost of the same change: ``ip -batch`` replacing every group with one member more,
     then as it was, in the same namespace under the same routes (the agent stopped)."""
@@ -227,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{what}: broker write to kernel p50 {statistics.median(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms"
             )
         health_cycles(ns, broker, work / "agent.log", args.repeat)
+        report_resync(work / "agent.log", time.perf_counter() + RESYNC_WAIT)
         agent.send_signal(signal.SIGTERM)  # the baseline changes the groups behind its back: stop it first
         agent.wait(timeout=30)
         kernel_baseline(ns, args.repeat)
