@@ -244,6 +244,9 @@ def cleanup(ns: str, check: Checker, deadline: Deadline) -> None:
         raise SystemExit(f"cleanup between trials failed: {left}; ip -batch said {done.stderr.strip()[-300:]}")
 
 
+RETRIES = 3  # runs of one trial at most, while the tool exits before the kill comes
+
+
 @attrs.frozen
 class Window:
     """An uninterrupted initial sync, timed from the process start: its first kernel change, its exit."""
@@ -252,6 +255,11 @@ class Window:
     took: float
     total: int  # changes it reported
     events: int  # netlink events that ip monitor saw
+    times: tuple[float, ...] = ()  # when each of them came, from the process start (sorted)
+
+    def time_of(self, event: int) -> float:
+        """When the uninterrupted sync's ``event``-th netlink event (1-based) came."""
+        return self.times[min(event, len(self.times)) - 1]
 
 
 class Monitor:
@@ -259,8 +267,8 @@ class Monitor:
 
     def __init__(self, ns: str) -> None:
         self.times: list[float] = []
-        # Under load the monitor may miss events (ENOBUFS, "No buffer space available"): the kill then comes
-        # later, or not at all if the tool exits first (the trial then shows exit 0 and fixed 0).
+        # Under load the monitor may miss events (ENOBUFS, "No buffer space available"): the count then comes
+        # late or never, so a trial also kills at the time the uninterrupted sync reached it (``trial``).
         # stdbuf -oL: one write per event, or ip's stdio would hand them over 4 KiB at a time (kills late).
         line_buffered = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
         self.proc = subprocess.Popen(
@@ -301,12 +309,16 @@ def measure(tool: Tool, ns: str, check: Checker, deadline: Deadline) -> Window:
         raise SystemExit(
             f"{tool.name}: the uninterrupted sync did not converge: {done.stdout[-300:]}{done.stderr[-300:]}"
         )
-    return Window(first_change=min(changes), took=took, total=total, events=len(changes))
+    return Window(first_change=min(changes), took=took, total=total, events=len(changes), times=tuple(sorted(changes)))
 
 
-def trial(tool: Tool, ns: str, check: Checker, kill_after: int, deadline: Deadline, total: int) -> Outcome:
-    """Clean node; start the tool; SIGKILL it once ``ip monitor`` has seen ``kill_after`` kernel changes (or
-    at once if it exits first); one more run must converge and say what it fixed; a further one changes nothing."""
+def trial(
+    tool: Tool, ns: str, check: Checker, kill_after: int, deadline: Deadline, total: int, kill_by: float
+) -> Outcome:
+    """Clean node; start the tool; SIGKILL it once ``ip monitor`` has seen ``kill_after`` kernel changes, or
+    ``kill_by`` seconds after its start, whichever comes first (under load the monitor may lose events to
+    ENOBUFS and the tool would then finish before the count: ``kill_by`` is when the uninterrupted sync
+    reached that count); one more run must converge and say what it fixed; a further one changes nothing."""
     cleanup(ns, check, deadline)
     monitor = Monitor(ns)
     try:
@@ -314,7 +326,7 @@ def trial(tool: Tool, ns: str, check: Checker, kill_after: int, deadline: Deadli
         started = time.monotonic()
         proc = subprocess.Popen(tool.command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            while proc.poll() is None and len(monitor.times) < kill_after:
+            while proc.poll() is None and len(monitor.times) < kill_after and time.monotonic() - started < kill_by:
                 deadline.left()  # raises once the run's time is spent
                 time.sleep(0.001)
         finally:
@@ -365,7 +377,11 @@ def chaos(*, routes: int, remotes: int, trials: int, seed: int, timeout: float, 
                 " each trial kills after a random number of events in [1, that]"
             )
             for index in range(1, trials + 1):
-                outcome = trial(tool, ns, check, rng.randint(1, window.events), deadline, window.total)
+                kill_after = rng.randint(1, window.events)
+                for _ in range(RETRIES):  # a tool that exited before its kill tested nothing: the same point again
+                    outcome = trial(tool, ns, check, kill_after, deadline, window.total, window.time_of(kill_after))
+                    if outcome.exit != 0:
+                        break
                 outcomes.append(outcome)
                 report(outcome.line(index))
     return outcomes
