@@ -20,6 +20,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from magw.desired.state import GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop
+from magw.drivers.netlink import fastpath
 from magw.drivers.netlink.fastpath import RouteNexthopIO
 from magw.drivers.netlink.linktable import link_names
 from magw.drivers.netlink.nlattr import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
@@ -381,3 +382,22 @@ def test_transact_returns_errno_per_message_in_order(wired: str) -> None:
         other = pack_route(route("10.2.0.0/16", nexthops=path), index, flags=exclusive)
         assert sock.transact([first, again, other]) == [0, errno.EEXIST, 0]
     assert sorted(kernel_routes(wired)) == [("100", "10.1.0.0/16", 100), ("100", "10.2.0.0/16", 100)]
+
+
+def test_ops_sent_in_chunks_keep_their_failures_and_adoptions(
+    wired: str, io: RouteNexthopIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two ops per chunk, a refused op, a kernel error and a create over one of our routes (adopted) fall
+    in different chunks; each failure still names its own op, and everything else is applied."""
+    monkeypatch.setattr(fastpath, "CHUNK", 2)
+    ours = route("10.9.0.0/16", nexthops=(RouteNexthop(via=gw(2), dev="va"),))
+    assert io.apply(create("routes", ours)) == []
+    no_dev = Nexthop(id=NH_B, via=gw(3), dev="nosuch0")
+    dangling = route("10.2.0.0/16", nhid=NH_C)
+    changed = route("10.9.0.0/16", nexthops=(RouteNexthop(via=gw(5), dev="va"),))
+    good = route("10.3.0.0/16", nhid=NH_A)
+    failures = io.apply(create("nexthops", nexthop(NH_A, 2), no_dev) + create("routes", dangling, changed, good))
+    assert [f.op.obj for f in failures] == [no_dev, dangling]
+    routes = kernel_routes(wired)
+    assert sorted(routes) == [("100", "10.3.0.0/16", 100), ("100", "10.9.0.0/16", 100)]
+    assert routes[("100", "10.9.0.0/16", 100)]["gateway"] == "10.0.0.5"  # adopted: replaced with the new hop
