@@ -198,3 +198,19 @@ def test_the_uncached_broker_reports_the_same(bad: str, tmp_path: Path, monkeypa
     assert cached.problem_files() == plain.problem_files() != frozenset()
     docs = _docs(files)
     assert assemble("east", docs, {}, parse=parse_snapshot) == _sequential(docs, monkeypatch)
+
+
+def test_the_brokers_parser_keeps_only_what_the_last_pass_used(tmp_path: Path) -> None:
+    """Every assembly ends with the parser's ``collect``: after a cluster changed five times, the parser holds
+    one parsed item per item of the snapshot, not the versions before."""
+    _populate(tmp_path, _files())
+    parser = SnapshotParser()
+    broker = FileBroker(tmp_path, local_cluster="east", parse=parser)
+    broker.scan()
+    nets = [_net(2 * PER_CLUSTER + k) for k in range(PER_CLUSTER)]
+    for n in range(5):
+        _write(tmp_path, "clusterset.yaml", _clusterset({3: [*nets[:-1], f"12.{n}.0.0/24"]}))
+        assert broker.scan() is True
+    snap = broker.snapshot
+    assert snap is not None
+    assert parser.cached_items == len(snap.clusters) + len(snap.nodes) + len(snap.endpoints)

@@ -24,6 +24,7 @@ import attrs
 
 from magw.model import Snapshot
 from magw.snapshot import SnapshotError, parse_snapshot
+from magw.snapshot_cache import SnapshotParser
 from magw.snapshot_fields import FieldError
 from magw.snapshot_globalnet import item_parser
 from magw.sources.documents import EGRESS_SECTIONS, GLOBALNET_SECTIONS, NODE_EXTRA_KEYS, Document
@@ -223,7 +224,18 @@ def assemble(
     *,
     parse: Parse = parse_snapshot,
 ) -> Assembly:
-    """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot."""
+    """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot.
+
+    A ``SnapshotParser`` given as ``parse`` keeps afterwards only what this pass used (its ``collect``):
+    memory stays that of one snapshot, whichever broker assembles.
+    """
+    assembly = _assemble(local, docs, last_good, parse)
+    if isinstance(parse, SnapshotParser):
+        parse.collect()
+    return assembly
+
+
+def _assemble(local: str, docs: Sequence[Document], last_good: Mapping[Ident, Document], parse: Parse) -> Assembly:
     ordered = _order(local, docs, last_good)
     if not any(d.ident == ("Cluster", local) for d in ordered):
         return Assembly(snapshot=None, accepted=(), missing=f"no Cluster document with id {local!r}")

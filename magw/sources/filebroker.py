@@ -272,8 +272,6 @@ class FileBroker:
             problems.append(Problem(file=name, error=state.error, kept_last_good=bool(kept)))
         try:
             assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
-            if isinstance(self._parse, SnapshotParser):
-                self._parse.collect()  # keep only what this pass used: memory stays that of one snapshot
         except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug: keep what we had
             log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
             return False

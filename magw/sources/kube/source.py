@@ -234,8 +234,6 @@ class KubeSource:
         """Assemble ``docs``; True when the snapshot changed or this is the first complete one."""
         try:
             assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
-            if isinstance(self._parse, SnapshotParser):
-                self._parse.collect()  # keep only what this pass used: memory stays that of one snapshot
         except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug
             log.error("kube.assemble_failed", cluster=self.local_cluster, error=str(exc))
             return False
