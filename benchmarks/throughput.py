@@ -59,6 +59,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -177,18 +178,24 @@ def _cpu_times() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def _tbf(namespace: str) -> tuple[int, int, int]:
-    """(rate bytes/s, burst bytes, bytes sent) of the tbf on the gateway's WAN link; zeros when unshaped."""
+def _wan_qdiscs(namespace: str) -> list[dict[str, Any]]:
+    """``tc -s -j qdisc show`` of the gateway's WAN link."""
     out = subprocess.run(
         ["tc", "-s", "-j", "-n", namespace, "qdisc", "show", "dev", WAN_IF],
         check=True, capture_output=True, text=True, timeout=10,
     ).stdout  # fmt: skip
-    for q in json.loads(out):
+    qdiscs: list[dict[str, Any]] = json.loads(out)
+    return qdiscs
+
+
+def _tbf(namespace: str) -> tuple[int, int, int]:
+    """(rate bytes/s, burst bytes, bytes sent) of the tbf on the gateway's WAN link; zeros when unshaped."""
+    qdiscs = _wan_qdiscs(namespace)
+    for q in qdiscs:
         if q.get("kind") == "tbf":
             opts = q.get("options", {})
             return int(opts.get("rate", 0)), int(opts.get("burst", 0)), int(q.get("bytes", 0))
-    sent = sum(int(q.get("bytes", 0)) for q in json.loads(out) if q.get("root"))
-    return 0, 0, sent
+    return 0, 0, sum(int(q.get("bytes", 0)) for q in qdiscs if q.get("root"))
 
 
 def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
@@ -212,6 +219,7 @@ def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
         _stop(servers)
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # clients and servers are waited for by now
     after = [_tbf(ns) for ns in gws]
+    gateway_bytes = tuple(a[2] - b[2] for a, b in zip(after, before, strict=True))
     downs = _health_downs(lab.name) - downs0
     rate_bits = sum(a[0] for a in after) * 8
     burst_bits = sum(a[1] for a in after) * 8
@@ -228,12 +236,12 @@ def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
         iperf_sum_bps=clients.rates_bps,
         window=span,
         bound_bps=rate_bits + burst_bits / span,
-        gateway_bytes=tuple(a[2] - b[2] for a, b in zip(after, before, strict=True)),
+        gateway_bytes=gateway_bytes,
         iperf_cpu=cpu / wall,
         machine_busy=busy,
         wall=wall,
         health_downs=downs,
-        payload_share=clients.payload_bytes / max(sum(a[2] - b[2] for a, b in zip(after, before, strict=True)), 1),
+        payload_share=clients.payload_bytes / max(sum(gateway_bytes), 1),
     )
 
 
@@ -258,8 +266,7 @@ def _describe(run: Run) -> str:
 
 
 def _shaping(namespace: str) -> str:
-    out = netns.run(["tc", "-j", "-n", namespace, "qdisc", "show", "dev", WAN_IF])
-    for q in json.loads(out):
+    for q in _wan_qdiscs(namespace):
         if q.get("kind") == "tbf":
             o = q["options"]
             return f"tbf rate {o['rate'] * 8 / 1e6:g} Mbit/s burst {o['burst']} B latency {o['lat'] / 1000:g} ms"
