@@ -148,18 +148,17 @@ def _base_chain(hook: str, kind: str, priority: int) -> NftChain:
     return NftChain(name=hook, type=kind, hook=hook, priority=priority, policy="accept")
 
 
-def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> NftTable | None:
+def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> NftTable | None:
     """The ``ip magw`` table, or None when there is no remote cluster.
 
     With Globalnet, ``remote_cidrs`` holds the remote global CIDRs only (remote pod and service CIDRs may
     be our own), and a gateway adds the Globalnet chains, sets and maps of ``magw.desired.gnnft``.
-    With ``memo``, each CIDR set is the last plan's while its clusters are the same objects (at 100k
+    Through ``memo``, each CIDR set is the last plan's while its clusters are the same objects (at 100k
     remote CIDRs the set cost 0.22 s to build, and comparing a new one with the kernel's as much again).
     """
     remote = snapshot.remote_clusters
     if not remote:
         return None
-    memo = PlanMemo() if memo is None else memo
     globalnet = globalnet_mode(snapshot)
     local = snapshot.cluster(snapshot.local_cluster)
     sets = [

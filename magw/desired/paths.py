@@ -201,13 +201,12 @@ def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths
     return list(routes.values())
 
 
-def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> RoutingObjects:
+def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> RoutingObjects:
     """Nexthops, groups, routes and rules of the node, per ``config.strategy``.
 
-    With ``memo``, the routes toward a remote cluster whose Cluster object and way out did not change are
+    Through ``memo``, the routes toward a remote cluster whose Cluster object and way out did not change are
     the last plan's, and so is the whole sorted tuple when no cluster's routes changed (magw.desired.memo).
     """
-    memo = PlanMemo() if memo is None else memo
     globalnet = globalnet_mode(snapshot)
     paths = tuple(cluster_paths(snapshot, role, c) for c in snapshot.remote_clusters)
     table = GATEWAY_TABLE if role.gateway else MAIN_TABLE

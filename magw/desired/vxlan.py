@@ -74,7 +74,7 @@ def _node_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> tuple[Pee
     return tuple(out)
 
 
-def intra_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> tuple[Peer, ...]:
+def intra_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> tuple[Peer, ...]:
     """Peers on vx-submariner: a gateway node peers with every other local node, a worker with every local gateway.
 
     Every published gateway, not only the active ones, and a standby gateway (single-gateway mode) like an
@@ -83,7 +83,7 @@ def intra_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None
     gateways only.
     """
     if role.gateway or role.node.gateway:
-        return _node_peers(snapshot, role, PlanMemo() if memo is None else memo)
+        return _node_peers(snapshot, role, memo)
     return tuple(
         Peer(
             owner=e.hostname,
@@ -194,14 +194,13 @@ def _sorted_entries(entries: list[_Entries]) -> tuple[SortedObjects, SortedObjec
     return SortedObjects(e[1] for e in ordered), SortedObjects(e[2] for e in ordered)
 
 
-def plan_vxlan(snapshot: Snapshot, role: NodeRole, memo: PlanMemo | None = None) -> VxlanObjects:
+def plan_vxlan(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> VxlanObjects:
     """Devices, addresses, neighbors and FDB entries of the node.
 
-    With ``memo``, a peer's two entries are the last plan's while its VTEP and underlay address are equal,
+    Through ``memo``, a peer's two entries are the last plan's while its VTEP and underlay address are equal,
     and so are the sorted tuples while every entry is: on a gateway of a 5,000-node cluster one node joining
     makes two entries, not 10,000 (``benchmarks/node_scale.py``).
     """
-    memo = PlanMemo() if memo is None else memo
     peers = (*intra_peers(snapshot, role, memo), *inter_peers(snapshot, role))
     check_unique_vteps(role, peers)
     entries = _peer_entries(memo, peers)
