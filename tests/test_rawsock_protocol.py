@@ -158,3 +158,24 @@ def test_window_must_be_positive() -> None:
     ours, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     with ours, kernel, pytest.raises(ValueError, match=r"^window: must be at least 1, got 0$"):
         RawNetlink.from_socket(ours, window=0)
+
+
+def test_errors_only_acks_the_last_and_maps_failures_by_sequence(pair: tuple[RawNetlink, socket.socket]) -> None:
+    """transact_errors: only the last message of a batch carries NLM_F_ACK; a failure's reply lands on its own
+    message, messages with no reply succeeded once the barrier (the last one's ack) came."""
+    nl, kernel = pair  # window 3: one batch of three
+    kernel.send(ack(2, errno.EEXIST, "Route exists") + ack(3))
+    acks = nl.transact_errors([request(b"aaaa"), request(b"bbbb"), request(b"cccc")])
+    assert [(a.errno, a.message) for a in acks] == [(0, ""), (errno.EEXIST, "Route exists"), (0, "")]
+    (batch,) = sent_seqs(kernel)
+    assert [(seq, flags & nlattr.NLM_F_ACK) for seq, flags, _ in batch] == [(1, 0), (2, 0), (3, nlattr.NLM_F_ACK)]
+
+
+def test_errors_only_without_the_barrier_reports_results_unknown(pair: tuple[RawNetlink, socket.socket]) -> None:
+    """A batch whose barrier ack never comes does not hang, and its unanswered messages are not successes:
+    ENOBUFS "result unknown"; a failure that did come keeps its own errno."""
+    nl, kernel = pair
+    kernel.send(ack(1, errno.EINVAL))
+    acks = nl.transact_errors([request(b"aaaa"), request(b"bbbb"), request(b"cccc")])
+    assert [a.errno for a in acks] == [errno.EINVAL, errno.ENOBUFS, errno.ENOBUFS]
+    assert acks[1].message.startswith("result unknown")

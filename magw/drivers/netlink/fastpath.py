@@ -8,7 +8,9 @@ and ``routes``:
 * ``apply(ops)`` -> ``list[Failure]``: every op is packed, then all are sent in order in
   large batches. The kernel handles them in order, so a group created after its members in
   the same ``apply`` works. A failing op becomes one Failure naming the object; the others
-  still apply. Deleting a missing object (ENOENT/ESRCH) is success.
+  still apply. Deleting a missing object (ENOENT/ESRCH) is success. The kernel answers only
+  the failures and one barrier per batch (``RawNetlink.transact_errors``); a result it could not
+  report is a failure ("result unknown"), never a success.
 
 Ops that would touch what is not ours fail without being sent (EPERM): nexthop ids outside
 our range, route tables outside ``OWNED_TABLES``. A route ``create`` is exclusive: if the
@@ -193,7 +195,7 @@ class RouteNexthopIO:
                     failures[i] = _refusal(ops[i], exc)
                     continue
                 sent.append(i)
-            adopt += self._check_acks(ops, sent, self._sock.transact_ext(msgs), failures)
+            adopt += self._check_acks(ops, sent, self._sock.transact_errors(msgs), failures)
         if adopt:
             self._adopt(ops, adopt, failures)
         log.info(
@@ -258,7 +260,7 @@ class RouteNexthopIO:
             except _Refused as exc:
                 failures[i] = _refusal(ops[i], exc)
         replaced = [i for i in mine if i not in failures]
-        for i, ack in zip(replaced, self._sock.transact_ext(msgs), strict=True):
+        for i, ack in zip(replaced, self._sock.transact_errors(msgs), strict=True):
             if ack.errno:
                 failures[i] = Failure(op=ops[i], error=describe_error(ops[i], ack))
 

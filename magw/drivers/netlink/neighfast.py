@@ -2,8 +2,9 @@
 
 Shaped for speed (issue 10): one pyroute2 request per neighbor or FDB entry cost about 0.5 ms, so a gateway
 of a 5,000-node cluster took seconds to install its 5,000 neighbors and 5,000 FDB entries. Here every op is
-packed by hand and the run goes out in large batches (``RawNetlink.transact_ext``), one ACK per message, so
-each failure still names its object.
+packed by hand and the run goes out in large batches (``RawNetlink.transact_errors``): the kernel answers each
+failure by its sequence number, so each failure still names its object, and one barrier ack per batch says the
+others succeeded.
 
 The requests are exactly those of ``magw.drivers.netlink.addrs`` (which documents the VXLAN FDB semantics):
 
@@ -113,7 +114,7 @@ class NeighFdbIO:
                 else pack_fdb(obj, index, delete=delete)  # type: ignore[arg-type]
             )
             sent.append(i)
-        for i, ack in zip(sent, self._sock.transact_ext(msgs), strict=True):
+        for i, ack in zip(sent, self._sock.transact_errors(msgs), strict=True):
             op = ops[i]
             if ack.errno == 0 or (op.verb == "delete" and ack.errno in (errno.ENOENT, errno.ENODEV)):
                 continue
