@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import io
+import threading
+from collections.abc import Sequence
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 import attrs
 import pytest
 
 from magw.cli.sync import change_text, recreated, sync
+from magw.desired.nft import NftTable
 from magw.desired.planner import plan
 from magw.desired.render import object_line
 from magw.desired.state import MAIN_TABLE, DesiredState, NexthopGroup, Route, RouteNexthop
 from magw.drivers.fake import fake_node_driver
 from magw.drivers.fake_netlink import FakeNetlink
 from magw.drivers.node import NodeDriver
-from magw.reconcile.changeset import ChangeSet, Op
+from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.driver import ApplyResult
 from tests.planner_seed import seed_east
 
@@ -132,3 +135,60 @@ def test_route_change_lines_read_as_magw_plan_renders_them(table: int, src: IPv4
     for route in routes:
         op = Op(verb="create", kind="routes", obj=route)
         assert change_text(op) == f"create {object_line('routes', route)}"
+
+
+class _SlowNft:
+    """The nft half of a NodeDriver that records when it ran (the printing waits, bounded, to see it start)."""
+
+    tables = (("ip", "magw"),)
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+
+    def observe_all(self) -> tuple[NftTable, ...]:
+        return ()
+
+    def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
+        self.started.set()
+        return ApplyResult(applied=tuple(changes))
+
+
+class _Out(io.StringIO):
+    """stdout that notes, per write, whether the nft half had started; it can also fail like a closed pipe."""
+
+    def __init__(self, nft: _SlowNft, *, broken: bool = False) -> None:
+        super().__init__()
+        self.nft = nft
+        self.broken = broken
+        self.nft_running: list[bool] = []
+
+    def write(self, text: str) -> int:
+        self.nft_running.append(self.nft.started.wait(timeout=5))
+        if self.broken:
+            raise BrokenPipeError("stdout closed")
+        return super().write(text)
+
+
+def test_the_nft_half_starts_before_the_change_lines_are_printed() -> None:
+    """``magw apply`` prints its change lines while the nft transaction already runs (issue 10: libnftables'
+    second at 100k elements overlaps the printing); the lines and the result are as before."""
+    netlink, desired = _worker_node()
+    nft = _SlowNft()
+    out = _Out(nft)
+    report = sync(NodeDriver(netlink=netlink, nft=nft), desired, dry_run=False, out=out)
+    assert out.nft_running[0] is True
+    assert out.getvalue().splitlines()[-2:] == ["replace nft table ip magw", "12 changes applied, 0 failed"]
+    assert report.result.failed == ()
+
+
+def test_a_failed_print_still_finishes_the_apply() -> None:
+    """When printing the lines fails (stdout closed), the apply that already started is carried out to its end
+    (nothing half-applied, no transaction left running) and the error reaches the caller."""
+    netlink, desired = _worker_node()
+    nft = _SlowNft()
+    driver = NodeDriver(netlink=netlink, nft=nft)
+    with pytest.raises(BrokenPipeError):
+        sync(driver, desired, dry_run=False, out=_Out(nft, broken=True))
+    assert nft.started.is_set()
+    observed = driver.observe()
+    assert (observed.links, observed.routes) == (desired.links, desired.routes)

@@ -110,3 +110,21 @@ def test_an_nft_exception_is_raised_after_netlink_finished() -> None:
     with pytest.raises(RuntimeError, match="libnftables crashed"):
         NodeDriver(netlink=_Recording(started), nft=_SignalsNft(started, raises=True)).apply(_CHANGES)
     assert netlink_calls == ["done"]
+
+
+def test_begin_apply_starts_nft_now_and_leaves_netlink_to_finish() -> None:
+    """``begin_apply`` starts the nft half at once (in its thread); the netlink half waits for ``finish``, which
+    returns the same merged result as ``apply``."""
+    started = threading.Event()
+    calls: list[str] = []
+
+    class _Counting(_Netlink):
+        def apply(self, changes: ChangeSet) -> ApplyResult:
+            calls.append("netlink")
+            return ApplyResult(applied=changes.ops)
+
+    finish = NodeDriver(netlink=_Counting([]), nft=_SignalsNft(started)).begin_apply(_CHANGES)
+    assert started.wait(timeout=10)
+    assert calls == []
+    assert finish().applied == (*_CHANGES.ops, *_CHANGES.nft)
+    assert calls == ["netlink"]

@@ -4,7 +4,9 @@ Either half may be real or fake (``NetlinkDriver``/``FakeNetlink``,
 ``NftDriver``/``FakeNft``). ``observe()`` is the netlink state with our nft table
 in its ``nft`` field; ``apply()`` carries out the nft changes in a thread while
 the netlink ops are sent, and returns one merged ApplyResult (netlink results
-first). A failure in one half never stops the other.
+first). A failure in one half never stops the other. ``begin_apply()`` starts
+the nft thread and leaves the netlink half to the ``finish`` it returns
+(``magw.reconcile.driver.StagedDriver``).
 
 Why a thread (issue 10): nftables and rtnetlink are independent kernel
 subsystems, and our rules name interfaces (``iifname``/``oifname``), never by
@@ -73,15 +75,35 @@ class NodeDriver:
         return attrs.evolve(self.netlink.observe(), nft=main, extra_nft=extra)
 
     def apply(self, changes: ChangeSet) -> ApplyResult:
-        if changes.ops and changes.nft:
-            join_nft = _started(lambda: self.nft.apply(changes.nft))
+        return self.begin_apply(changes)()
+
+    def begin_apply(self, changes: ChangeSet) -> Callable[[], ApplyResult]:
+        """Start the nft changes in a thread now, when there are netlink ops too; ``finish()`` sends the netlink
+        ops in this thread, waits for the nft thread and returns the merged result (``StagedDriver``).
+
+        ``magw apply`` prints its change lines between the two (``magw.cli.sync``): at 100k routes libnftables'
+        second of work on the set then overlaps the printing as well as the netlink messages (issue 10).
+        """
+        if not (changes.ops and changes.nft):
+            return lambda: self._sequential(changes)
+        join_nft = _started(lambda: self.nft.apply(changes.nft))
+
+        def finish() -> ApplyResult:
             try:
                 ops = self.netlink.apply(ChangeSet(ops=changes.ops))
             finally:
                 nft = join_nft()  # waits even when netlink raised: never leave a transaction running
-        else:
-            ops = self.netlink.apply(ChangeSet(ops=changes.ops)) if changes.ops else ApplyResult()
-            nft = self.nft.apply(changes.nft) if changes.nft else ApplyResult()
+            return self._merged(ops, nft)
+
+        return finish
+
+    def _sequential(self, changes: ChangeSet) -> ApplyResult:
+        ops = self.netlink.apply(ChangeSet(ops=changes.ops)) if changes.ops else ApplyResult()
+        nft = self.nft.apply(changes.nft) if changes.nft else ApplyResult()
+        return self._merged(ops, nft)
+
+    @staticmethod
+    def _merged(ops: ApplyResult, nft: ApplyResult) -> ApplyResult:
         result = merge_results(ops, nft)
         log.debug("node.apply_done", applied=len(result.applied), failed=len(result.failed))
         return result

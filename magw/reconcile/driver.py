@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -60,3 +61,20 @@ class Driver(Protocol):
     def observe(self) -> DesiredState: ...
 
     def apply(self, changes: ChangeSet) -> ApplyResult: ...
+
+
+@runtime_checkable
+class StagedDriver(Protocol):
+    """A Driver that can start an apply and finish it later: ``begin_apply(changes)`` starts what may run in the
+    background (the node driver's nft transaction) and returns ``finish``, which carries out the rest and returns
+    the whole ApplyResult. ``finish`` must be called exactly once, even when the caller fails in between:
+    ``driver.apply(changes)`` is ``driver.begin_apply(changes)()``."""
+
+    def begin_apply(self, changes: ChangeSet) -> Callable[[], ApplyResult]: ...
+
+
+def begin_apply(driver: Driver, changes: ChangeSet) -> Callable[[], ApplyResult]:
+    """``driver.begin_apply(changes)`` when the driver has it, else a ``finish`` that is ``driver.apply(changes)``."""
+    if isinstance(driver, StagedDriver):
+        return driver.begin_apply(changes)
+    return lambda: driver.apply(changes)
