@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magw.drivers.nft.elements import ElementError, canonical, many_to_json
+from magw.desired.nft import NftSet
+from magw.drivers.nft import preflight
+from magw.drivers.nft.elements import ElementError, all_canonical_v4, canonical, many_to_json
 
 
 def _oracle(text: str, interval: bool) -> str | None:
@@ -81,3 +83,28 @@ def test_many_to_json_reads_each_element_as_ipaddress_does(texts: list[str], int
             many_to_json(texts, "ipv4_addr", interval=interval)
     else:
         assert many_to_json(texts, "ipv4_addr", interval=interval) == [_json_oracle(str(w)) for w in wants]
+
+
+_joined_pieces = st.builds(lambda a, b: f"{a}\n{b}", _address, _address)  # an element holding a newline
+_plain_address = st.integers(0, (1 << 32) - 1).map(lambda ip: str(ipaddress.IPv4Address(ip)))
+_any_prefix = st.builds(lambda a, n: f"{a}/{n}", _plain_address, st.integers(0, 32))  # host bits, often
+_aligned = st.builds(lambda n, plen: str(ipaddress.IPv4Network((n >> (32 - plen) << (32 - plen), plen))),
+                     st.integers(0, (1 << 32) - 1), st.integers(0, 32))  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.one_of(_texts, _joined_pieces, _plain_address, _any_prefix, _aligned), max_size=8), st.booleans())
+def test_all_canonical_v4_says_true_only_when_every_element_prints_back_as_given(
+    texts: list[str], interval: bool
+) -> None:
+    """The preflight's one-pass check (``all_canonical_v4``) is True exactly when the ipaddress oracle prints
+    every element back unchanged; elements with a newline, host bits, /32, big octets are never let through."""
+    want = all(_oracle(t, interval) == t for t in texts)
+    assert all_canonical_v4(tuple(texts), interval) is want
+
+
+def test_preflight_words_the_error_of_an_element_the_fast_check_refused() -> None:
+    errors = preflight.set_errors(
+        NftSet(name="s", type="ipv4_addr", flags=("interval",), elements=("10.0.0.0/8", "10.1.0.1/16"))
+    )
+    assert errors == ["set s: element '10.1.0.1/16' must be written '10.1.0.0/16' (the kernel prints it that way)"]

@@ -122,6 +122,33 @@ def _v4_prefix_len(text: str, interval: bool) -> int | None:
     return n
 
 
+# The canonical text of each prefix length a set element may carry (a /32 prints as the address), with its host mask.
+_V4_LENGTH_MASKS = {str(n): (1 << (32 - n)) - 1 for n in range(32)}
+
+
+def all_canonical_v4(texts: tuple[str, ...], interval: bool) -> bool:
+    """True when every ``ipv4_addr`` element in ``texts`` is already canonical (``canonical(t) == t`` for each).
+
+    False says only "look closer": the caller checks element by element and words the errors. Shaped for speed
+    (issue 10): a few C calls per element (``inet_aton`` and ``inet_ntoa`` give back the very text only for a
+    canonical dotted quad), where the element-by-element check of a 100k-element set was 0.4 s of the nft
+    thread of ``magw apply``, and a regex over the joined text still 0.13 s.
+    """
+    aton, ntoa, from_bytes, masks = socket.inet_aton, socket.inet_ntoa, int.from_bytes, _V4_LENGTH_MASKS
+    for text in texts:
+        addr, slash, length = text.partition("/")
+        mask = masks.get(length, -1) if slash and interval else 0 if not slash else -1
+        if mask < 0:
+            return False  # a prefix outside an interval set, or a length that is not 0-31 as nft prints it
+        try:
+            packed = aton(addr)
+        except OSError:
+            return False
+        if ntoa(packed) != addr or from_bytes(packed, "big") & mask:
+            return False  # not a canonical dotted quad (leading zeros, short forms, trailing text), or host bits
+    return True
+
+
 def _v4_text(lo: int, hi: int) -> str:
     """What the careful path prints for the IPv4 span lo..hi: an address, one aligned prefix, or a range."""
     first = dotted(lo)

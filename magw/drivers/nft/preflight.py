@@ -52,6 +52,8 @@ def _name_errors(what: str, name: str) -> list[str]:
 
 
 def _element_errors(what: str, items: tuple[str, ...], type_: str, interval: bool) -> list[str]:
+    if type_ == "ipv4_addr" and elements.all_canonical_v4(items, interval):
+        return []  # the usual case, checked in one pass (issue 10); else each element is read and its error worded
     errors = []
     for item in items:
         try:
