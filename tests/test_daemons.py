@@ -445,6 +445,31 @@ def test_restart_after_sigkill_converges(
 
 
 @pytest.mark.kernel
+def test_the_periodic_resync_is_audited_on_a_second_driver_and_repairs_drift(
+    tmp_path: Path, ns_factory: Callable[[str], str], daemons: Callable[..., Daemon]
+) -> None:
+    """Real drivers: the resync observes in its audit thread (a second netlink socket and nft context), and the
+    full sync that uses the observation puts back a route deleted behind the agent's back."""
+    ns, peer = ns_factory("magwt-ra"), ns_factory("magwt-rap")
+    wire_node(ns, peer, ip="172.18.0.3", cni_ip="10.1.3.1")
+    broker = make_broker(tmp_path / "broker", strategy="group")
+    status = tmp_path / "status.json"
+    agent = daemons(
+        "route_agent", *agent_args(broker), "--no-health", "--resync-period", "1", "--status-file", str(status),
+        netns=ns,
+    )  # fmt: skip
+    wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
+    before = our_routes(ns)
+    run(ns, "ip", "route", "del", "10.2.0.0/16", "proto", "157")
+    wait_for(lambda: our_routes(ns) == before, "the route put back")
+    audited = [e for e in named(agent.stderr, "reconciler.sync_done") if e["reasons"] == "audit" and e["changes"]]
+    assert [(e["full"], e["changes"], e["failed"]) for e in audited] == [(True, 1, 0)]
+    assert agent.saw("route_agent.driver_ready")  # and the audit's own driver, built in its thread:
+    drivers = [e["driver"] for e in named(agent.stderr, "route_agent.driver_ready")]
+    assert sorted(drivers) == ["kernel", "kernel audit"]
+
+
+@pytest.mark.kernel
 def test_metrics_are_served_inside_the_namespace(tmp_path: Path, ns: str, daemons: Callable[..., Daemon]) -> None:
     """--metrics-port serves Prometheus text on 127.0.0.1 of the node's namespace (here with the fake driver)."""
     broker = make_broker(tmp_path / "broker")

@@ -71,6 +71,9 @@ class RouteAgent:
     ovn: OvnSyncer | None = None  # the OVN syncer this agent hosts (--ovn-nb), run beside the reconciler
     ovn_mgmt_nexthop: IPv4Address | None = None  # --ovn-mgmt-nexthop (cni ovn: table 150's next hop)
     cni: Cni = Cni.GENERIC  # the CNI of the last plan (the OVN node driver prepares the bridge only for ovn)
+    # The periodic resync's observe on a second driver, in a thread of its own (magw.reconcile.audit): at 100k
+    # routes it takes seconds, and events are synced meanwhile. None: the resync observes on the sync path.
+    audit: Callable[[], DesiredState] | None = None
     reconciler: Reconciler = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
@@ -90,6 +93,7 @@ class RouteAgent:
             registry=self.registry,
             inputs_synced=lambda: self.broker.initial_sync_done,
             on_sync=self._on_sync,
+            audit=self.audit,
         )
         if self.health is not None:  # a health change replans at once: a partial sync, no broker round trip
             self.health.on_change = lambda _health: self.reconciler.mark_dirty("health")
@@ -261,16 +265,16 @@ def _prepare_kernel() -> StrategyPicker:
 
 
 async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
-    driver, picker = await _driver(args)
+    driver, picker, audit = await _driver(args)
     if args.source == "kube":
         from magw.agent.kube_route_agent import run_kube
 
-        return await run_kube(args, lambda source: _agent(args, health, source, driver, picker))
+        return await run_kube(args, lambda source: _agent(args, health, source, (driver, audit), picker))
     agent = _agent(
         args,
         health,
         FileBroker(args.broker_dir, local_cluster=args.cluster, endpoint_ttl=endpoint_ttl(args)),
-        driver,
+        (driver, audit),
         picker,
     )
     log.info("route_agent.started", node=args.node, cluster=args.cluster, fake=args.fake, once=args.once)
@@ -280,28 +284,32 @@ async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
     return await run_until_signalled("route_agent", agent.serve)
 
 
-async def _driver(args: argparse.Namespace) -> tuple[Driver, StrategyPicker]:
+async def _driver(args: argparse.Namespace) -> tuple[Driver, StrategyPicker, Driver | None]:
+    """The node driver, the strategy picker, and the second driver the periodic resync's audit observes with
+    (its own sockets, built in the audit's thread; none with ``--fake``, whose resync observes in place)."""
     if args.fake:
         driver: Driver = LazyDriver(fake_driver, what="fake")
         picker: StrategyPicker = lambda requested: requested  # noqa: E731  # the fake supports every strategy
-    else:
-        picker = await asyncio.to_thread(_prepare_kernel)
-        driver = LazyDriver(real_node_driver, what="kernel")
-    return driver, picker
+        return driver, picker, None
+    picker = await asyncio.to_thread(_prepare_kernel)
+    return LazyDriver(real_node_driver, what="kernel"), picker, LazyDriver(real_node_driver, what="kernel audit")
 
 
 def _agent(
     args: argparse.Namespace,
     health: HealthSettings | None,
     source: StateSource,
-    driver: Driver,
+    drivers: tuple[Driver, Driver | None],
     picker: StrategyPicker,
 ) -> RouteAgent:
     made: list[RouteAgent] = []  # the OVN node driver asks the agent (made next) what its last plan was for
+    driver, audit = drivers
+    wanted = lambda: bool(made) and made[0].cni is Cni.OVN  # noqa: E731
     agent = RouteAgent(
         broker=source,
         node=args.node,
-        driver=ovn_node_driver(args, driver, lambda: bool(made) and made[0].cni is Cni.OVN),
+        driver=ovn_node_driver(args, driver, wanted),
+        audit=None if audit is None else ovn_node_driver(args, audit, wanted).observe,
         resync_period=args.resync_period,
         pick_strategy=picker,
         status_file=args.status_file,

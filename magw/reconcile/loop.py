@@ -7,7 +7,10 @@ Rules (see docs/reconciler.md):
 - A FULL sync observes the driver, diffs and applies. It runs at start, every
   ``resync_period`` seconds, after any failure and after a link was replaced or
   deleted. Other syncs are PARTIAL: they diff against the known state (the last
-  observed state with every applied operation carried out on it).
+  observed state with every applied operation carried out on it). With ``audit``
+  (an observe on a second driver) the periodic resync observes in a thread of its
+  own while partial syncs go on, and its sync uses that observation unless the
+  kernel was changed meanwhile (``magw.reconcile.audit``).
 - An operation that failed is left out of later syncs until its retry time
   (capped exponential backoff per object); a change of that desired object clears
   its backoff. Each object's status (pending, done, error text) is in ``status()``.
@@ -40,6 +43,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from magw.desired.state import DesiredState
+from magw.reconcile.audit import Audit, Observe
 from magw.reconcile.changeset import NftChange, Op, key_text
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
@@ -58,6 +62,8 @@ Planner = Callable[[], DesiredState | None]
 Phase = Literal["new", "idle", "settling", "syncing", "stopped"]
 
 _FOLLOW_UP = "link_changed"
+_RESYNC = "resync"
+_AUDIT = "audit"
 
 __all__ = ["Differ", "Phase", "Planner", "Reconciler", "SyncResult"]
 
@@ -80,6 +86,7 @@ class Reconciler:
         inputs_synced: Callable[[], bool] | None = None,
         on_sync: Callable[[SyncResult], None] | None = None,
         differ: Differ = diff,
+        audit: Observe | None = None,
     ) -> None:
         if resync_period <= 0:
             raise ValueError(f"resync_period: must be > 0 seconds, got {resync_period}")
@@ -99,6 +106,8 @@ class Reconciler:
         self._status = StatusBook()
         self._metrics = ReconcilerMetrics(name, registry)
         self._known: DesiredState | None = None
+        self._audit = Audit(audit, name=name) if audit is not None else None
+        self._generation = 0  # moves whenever a sync may have changed the kernel: an audit from before is stale
         self._need_full = True
         self._reasons: list[str] = []
         self._dirty = False
@@ -200,7 +209,7 @@ class Reconciler:
                 reasons = tuple(self._reasons)
                 self._reasons.clear()
                 self._dirty = False
-                await self.sync_once(full=self._full_due(), reasons=reasons)
+                await self._serve(reasons)
         finally:
             self._phase = "stopped"
             await self.aclose()
@@ -224,6 +233,8 @@ class Reconciler:
 
         ``run()`` does this when it ends, also when cancelled; after ``sync_once`` call it yourself.
         """
+        if self._audit is not None:
+            await self._audit.aclose()
         executor, self._executor = self._executor, None
         if executor is None:
             return
@@ -245,8 +256,8 @@ class Reconciler:
     def _next_deadline(self) -> tuple[float | None, str]:
         """The earliest of: periodic resync, a sync-level retry, an object's retry."""
         candidates: list[tuple[float, str]] = []
-        if self._last_full_attempt_at is not None:
-            candidates.append((self._last_full_attempt_at + self._resync_period, "resync"))
+        if self._last_full_attempt_at is not None and not (self._audit is not None and self._audit.busy):
+            candidates.append((self._last_full_attempt_at + self._resync_period, _RESYNC))
         # A retry time not after the last attempt was already served (also when the planner had no state).
         for retry_at in (self._sync_retry_at, self._retry.next_retry()):
             if retry_at is not None and (self._last_attempt_at is None or retry_at > self._last_attempt_at):
@@ -258,12 +269,52 @@ class Reconciler:
     def _full_due(self) -> bool:
         if self._need_full or self._known is None or self._last_full_attempt_at is None:
             return True
-        return self._clock.now() >= self._last_full_attempt_at + self._resync_period
+        return self._audit is None and self._resync_due()  # with an audit, the periodic resync is _audit_due's
+
+    def _resync_due(self) -> bool:
+        last = self._last_full_attempt_at
+        return last is not None and self._clock.now() >= last + self._resync_period
+
+    def _audit_due(self) -> bool:
+        audit = self._audit
+        if audit is None or audit.busy or self._need_full or self._known is None:
+            return False
+        return self._resync_due()
+
+    async def _serve(self, reasons: tuple[str, ...]) -> None:
+        """One turn of the loop: use a finished audit, start a due one, or sync (full when due)."""
+        audit = self._audit
+        if audit is not None and audit.ready:
+            observed = audit.take(self._generation)
+            if observed is not None and not self._need_full and self._known is not None:
+                await self.sync_once(full=True, reasons=reasons, observed=observed)
+                return
+            if audit.exhausted:  # events left no quiet moment: observe on the sync path this time
+                log.info("reconciler.audit_gave_up", name=self.name, discards=audit.discards)
+                audit.discards = 0
+                self._need_full = True
+            elif not self._need_full and self._known is not None:
+                self._start_audit()
+        elif self._audit_due():
+            self._start_audit()
+        if audit is not None and audit.busy:
+            reasons = tuple(r for r in reasons if r not in (_RESYNC, _AUDIT))
+            if not reasons and not self._full_due():
+                return  # nothing but the audit asked for this turn
+        await self.sync_once(full=self._full_due(), reasons=reasons or (_AUDIT,))
+
+    def _start_audit(self) -> None:
+        assert self._audit is not None
+        self._last_full_attempt_at = self._clock.now()  # the resync is under way: the next one is a period away
+        self._audit.start(self._generation, lambda: self._mark(_AUDIT))
 
     # ----- one sync ------------------------------------------------------------------------------
 
-    async def sync_once(self, *, full: bool = True, reasons: tuple[str, ...] = ("manual",)) -> SyncResult:
-        """Run one sync now (full: observe first). The loop uses this; so do ``--once`` and tests."""
+    async def sync_once(
+        self, *, full: bool = True, reasons: tuple[str, ...] = ("manual",), observed: DesiredState | None = None
+    ) -> SyncResult:
+        """Run one sync now (full: observe first, or use ``observed``, an audit's). The loop uses this; so do
+        ``--once`` and tests."""
         self._phase = "syncing"
         started = time.perf_counter()
         now = self._clock.now()
@@ -282,7 +333,9 @@ class Reconciler:
             self._need_full = self._need_full or full
             return self._finish(SyncResult(full=full, planned=False, reasons=reasons))
         try:
-            result = await self._sync_with(desired, full=full, reasons=reasons, now=now, started=started)
+            result = await self._sync_with(
+                desired, full=full, reasons=reasons, now=now, started=started, observed=observed
+            )
         except Exception as exc:  # a driver that raises (socket closed, namespace gone) is retried with backoff
             return self._finish(self._sync_failed(exc, full=full, reasons=reasons, now=now, started=started))
         self._sync_errors = 0
@@ -290,12 +343,22 @@ class Reconciler:
         return self._finish(result)
 
     async def _sync_with(
-        self, desired: DesiredState, *, full: bool, reasons: tuple[str, ...], now: float, started: float
+        self,
+        desired: DesiredState,
+        *,
+        full: bool,
+        reasons: tuple[str, ...],
+        now: float,
+        started: float,
+        observed: DesiredState | None,
     ) -> SyncResult:
-        observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
+        if observed is None:
+            observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
         prune = self._inputs_synced is None or self._inputs_synced()
         filtered, deferred = await self._offload(self._prepare, desired, observed, prune=prune, now=now)
         result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
+        if result.applied or result.failed:
+            self._generation += 1
         known, relinked, took = await self._offload(
             self._record,
             desired,
@@ -365,6 +428,7 @@ class Reconciler:
         self, exc: Exception, *, full: bool, reasons: tuple[str, ...], now: float, started: float
     ) -> SyncResult:
         self._sync_errors += 1
+        self._generation += 1  # the driver raised: it may have changed part of what it was asked
         delay = self._sync_backoff.delay(self._sync_errors)
         self._sync_retry_at = now + delay
         self._known = None
