@@ -44,15 +44,15 @@ from prometheus_client import CollectorRegistry
 
 from magw.desired.state import DesiredState
 from magw.reconcile.audit import Audit, Observe
-from magw.reconcile.changeset import NftChange, Op, key_text
+from magw.reconcile.changeset import NftChange, Op
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver
 from magw.reconcile.known import after_apply, needs_observe
 from magw.reconcile.metrics import ReconcilerMetrics
 from magw.reconcile.prunes import Differ, changes_to_apply
-from magw.reconcile.result import SyncResult
-from magw.reconcile.retry import Backoff, Filtered, RetryBook, object_id
+from magw.reconcile.result import SyncResult, log_sync
+from magw.reconcile.retry import Backoff, Filtered, RetryBook
 from magw.reconcile.status import ObjectStatus, ReconcilerStatus, StatusBook
 
 log = structlog.get_logger(__name__)
@@ -391,7 +391,7 @@ class Reconciler:
             deferred=len(deferred),
             took_ms=round(took * 1000, 3),
         )
-        self._log_sync(sync)
+        log_sync(self.name, sync, self._retry, self._clock.now())
         return sync
 
     # The two steps around an apply that touch every operation: in the worker thread. Only sync_once uses
@@ -447,34 +447,6 @@ class Reconciler:
             except Exception as exc:  # a listener's bug is logged, never stops the loop
                 log.exception("reconciler.listener_failed", name=self.name, error=repr(exc))
         return result
-
-    def _log_sync(self, sync: SyncResult) -> None:
-        for failure in sync.failures:
-            oid = object_id(failure.op)
-            entry = self._retry.entries.get(oid)
-            log.warning(
-                "reconciler.op_failed",
-                name=self.name,
-                kind=oid[0],
-                key=key_text(oid[1]),
-                verb=entry.verb if entry is not None else None,
-                error=failure.error,
-                attempt=entry.attempts if entry is not None else None,
-                retry_in=round(entry.retry_at - self._clock.now(), 3) if entry is not None else None,
-            )
-        if sync.deferred:
-            log.info("reconciler.prune_deferred", name=self.name, deferred=sync.deferred)
-        log.info(
-            "reconciler.sync_done",
-            name=self.name,
-            full=sync.full,
-            changes=len(sync.applied),
-            failed=len(sync.failures),
-            skipped=sync.skipped,
-            deferred=sync.deferred,
-            took_ms=sync.took_ms,
-            reasons=",".join(sync.reasons),
-        )
 
     async def _offload(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """``fn(*args, **kwargs)`` in the worker thread (made on first use), awaited without blocking the loop."""

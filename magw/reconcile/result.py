@@ -1,11 +1,16 @@
-"""What one sync of a Reconciler did (``SyncResult``), as its ``on_sync`` listener and ``sync_once`` see it."""
+"""What one sync of a Reconciler did (``SyncResult``), as its ``on_sync`` listener and ``sync_once`` see it, and
+how it is logged (``log_sync``)."""
 
 from __future__ import annotations
 
 import attrs
+import structlog
 
-from magw.reconcile.changeset import NftChange, Op
+from magw.reconcile.changeset import NftChange, Op, key_text
 from magw.reconcile.driver import Failure
+from magw.reconcile.retry import RetryBook, object_id
+
+log = structlog.get_logger("magw.reconcile.loop")  # the loop's events, under the loop's logger name as before
 
 
 @attrs.frozen(kw_only=True)
@@ -26,3 +31,33 @@ class SyncResult:
     def ok(self) -> bool:
         """True when the sync ran and nothing failed, was skipped or deferred."""
         return self.planned and self.error is None and not self.failures and not self.skipped and not self.deferred
+
+
+def log_sync(name: str, sync: SyncResult, retry: RetryBook, now: float) -> None:
+    """Log ``reconciler.op_failed`` per failure (with its retry), ``reconciler.prune_deferred``, ``sync_done``."""
+    for failure in sync.failures:
+        oid = object_id(failure.op)
+        entry = retry.entries.get(oid)
+        log.warning(
+            "reconciler.op_failed",
+            name=name,
+            kind=oid[0],
+            key=key_text(oid[1]),
+            verb=entry.verb if entry is not None else None,
+            error=failure.error,
+            attempt=entry.attempts if entry is not None else None,
+            retry_in=round(entry.retry_at - now, 3) if entry is not None else None,
+        )
+    if sync.deferred:
+        log.info("reconciler.prune_deferred", name=name, deferred=sync.deferred)
+    log.info(
+        "reconciler.sync_done",
+        name=name,
+        full=sync.full,
+        changes=len(sync.applied),
+        failed=len(sync.failures),
+        skipped=sync.skipped,
+        deferred=sync.deferred,
+        took_ms=sync.took_ms,
+        reasons=",".join(sync.reasons),
+    )
