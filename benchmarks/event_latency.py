@@ -14,8 +14,9 @@ hold e-gw1 only (and both again), and the kernel changes the agent's syncs logge
 with the agent stopped, the kernel baseline: ``ip -batch`` replacing the same groups with one member more
 (and back) under the same routes, which is most of what the agent's sync waits for (a group replace costs
 the kernel time in proportion to the routes). Before that, it waits for the agent's periodic full resync
-and prints how long it took: an event that arrives during one waits for it. The namespace, the agent (by
-PID) and the directory are removed in ``finally``.
+(observed in its audit thread) and takes e-gw2 down and up again while the resync observes: the time of
+each to the kernel, and the audits discarded because the kernel changed under them. The namespace, the
+agent (by PID) and the directory are removed in ``finally``.
 """
 
 from __future__ import annotations
@@ -144,18 +145,37 @@ def health_cycles(ns: str, broker: Path, log: Path, repeat: int) -> None:
 RESYNC_WAIT = 40.0  # seconds: the agent's default --resync-period is 30
 
 
-def report_resync(log: Path, deadline: float) -> None:
-    """The agent's periodic full resync (observe and diff everything): an event that arrives meanwhile waits
-    for it, so its duration is the worst case an event can add. Waits for one in the agent's log."""
-    while time.perf_counter() < deadline:
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith("{") and '"reconciler.sync_done"' in line:
-                doc = json.loads(line)
-                if "resync" in str(doc.get("reasons", "")):
-                    print(f"periodic full resync (an event arriving meanwhile waits for it): {doc['took_ms']:.0f} ms")
-                    return
-        time.sleep(0.5)
-    print(f"periodic full resync: none within {RESYNC_WAIT:.0f} s")
+def _events(log: Path, offset: int, name: str) -> list[dict[str, object]]:
+    with open(log, "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{") and f'"{name}"' in line]
+
+
+def resync_cycle(ns: str, broker: Path, log: Path, deadline: float) -> None:
+    """An event during the agent's periodic resync, whose observe takes seconds at 100k routes (the nft listing
+    of the set, the route dump). The resync observes in its audit thread (docs/reconciler.md, "Audits"): right
+    after the agent logs ``reconciler.audit_started``, a Health document takes e-gw2 down and is removed again;
+    the time of each to the kernel, and what became of the audit."""
+    offset = log.stat().st_size
+    while not _events(log, offset, "reconciler.audit_started"):
+        if time.perf_counter() > deadline:
+            print(f"resync: no audit started within {RESYNC_WAIT:.0f} s")
+            return
+        time.sleep(0.02)
+    write_atomic(broker / "health.yaml", "kind: Health\ndown: [e-gw2]\n")
+    down = wait_for(ns, 1, time.perf_counter() + 60)
+    (broker / "health.yaml").unlink()
+    up = wait_for(ns, 2, time.perf_counter() + 60)
+    print(f"event during a resync: health down to kernel {down * 1000:.0f} ms, up {up * 1000:.0f} ms")
+    while time.perf_counter() < deadline + 60:
+        audited = [e for e in _events(log, offset, "reconciler.sync_done") if e.get("reasons") == "audit"]
+        if audited or _events(log, offset, "reconciler.audit_gave_up"):
+            break
+        time.sleep(0.2)
+    discarded = len(_events(log, offset, "reconciler.audit_discarded"))
+    took = [f"{float(str(e['took_ms'])):.0f} ms" for e in audited] if audited else "none"
+    print(f"resync: audits discarded (the kernel changed under them) {discarded}; the audited full sync: {took}")
 
 
 def kernel_baseline(ns: str, repeat: int) -> None:
@@ -245,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{what}: broker write to kernel p50 {statistics.median(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms"
             )
         health_cycles(ns, broker, work / "agent.log", args.repeat)
-        report_resync(work / "agent.log", time.perf_counter() + RESYNC_WAIT)
+        resync_cycle(ns, broker, work / "agent.log", time.perf_counter() + RESYNC_WAIT)
         agent.send_signal(signal.SIGTERM)  # the baseline changes the groups behind its back: stop it first
         agent.wait(timeout=30)
         kernel_baseline(ns, args.repeat)

@@ -75,10 +75,10 @@ async def turns(h: Harness, count: int) -> None:
         await asyncio.sleep(0)
 
 
-async def test_the_periodic_resync_uses_the_audits_observation_and_repairs_drift(logs: list[dict[str, Any]]) -> None:
-    """A route deleted behind our back comes back at the resync; the sync path did not observe again."""
+async def resync_after_drift(*, fails: bool) -> tuple[FlakyDriver, GatedObserve, Harness]:
+    """Start, delete R1 behind the reconciler's back, let the periodic resync (its audit open) run, stop."""
     driver = fresh_driver()
-    gated = GatedObserve(driver)
+    gated = GatedObserve(driver, fails=fails)
     gated.gate.set()
     h = Harness(driver, audit=gated)
     await h.start()
@@ -87,6 +87,12 @@ async def test_the_periodic_resync_uses_the_audits_observation_and_repairs_drift
     h.clock.advance(RESYNC)
     await h.until(lambda: len(h.results) == 2)
     await h.stop()
+    return driver, gated, h
+
+
+async def test_the_periodic_resync_uses_the_audits_observation_and_repairs_drift(logs: list[dict[str, Any]]) -> None:
+    """A route deleted behind our back comes back at the resync; the sync path did not observe again."""
+    driver, gated, h = await resync_after_drift(fails=False)
     assert [(r.full, r.reasons) for r in h.results] == [(True, ("start",)), (True, ("audit",))]
     assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"create route {key_text(R1.key)}"]
     assert (driver.observes, gated.calls) == (1, 1)  # the start's observe; the resync's was the audit's
@@ -128,16 +134,7 @@ async def test_an_event_is_synced_while_the_audit_observes_and_the_stale_audit_i
 
 async def test_audits_that_keep_failing_end_in_a_full_sync_on_the_sync_path(logs: list[dict[str, Any]]) -> None:
     """An audit that raises is discarded like a stale one; after three in a row the resync observes itself."""
-    driver = fresh_driver()
-    gated = GatedObserve(driver, fails=True)
-    gated.gate.set()
-    h = Harness(driver, audit=gated)
-    await h.start()
-    await h.idle()
-    assert netlink_of(driver).remove("routes", R1.key) is True
-    h.clock.advance(RESYNC)
-    await h.until(lambda: len(h.results) == 2)
-    await h.stop()
+    driver, gated, h = await resync_after_drift(fails=True)
     assert [e["reason"] for e in events(logs, "reconciler.audit_discarded")] == ["failed"] * 3
     assert len(events(logs, "reconciler.audit_gave_up")) == 1
     assert (h.results[1].full, driver.observes, gated.calls) == (True, 2, 3)
