@@ -8,6 +8,7 @@ only when nothing was applied meanwhile; a stale or failed one is discarded and 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -33,9 +34,11 @@ class GatedObserve:
         self.gate = threading.Event()
         self.started = threading.Event()
         self.calls = 0
+        self.nice: int | None = None  # of the thread the audit ran in
 
     def __call__(self) -> DesiredState:
         self.calls += 1
+        self.nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         self.started.set()
         if not self.gate.wait(timeout=10):
             raise TimeoutError("the test never opened the gate")
@@ -96,6 +99,7 @@ async def test_the_periodic_resync_uses_the_audits_observation_and_repairs_drift
     assert [(r.full, r.reasons) for r in h.results] == [(True, ("start",)), (True, ("audit",))]
     assert [op.describe() for op in h.results[1].applied if isinstance(op, Op)] == [f"create route {key_text(R1.key)}"]
     assert (driver.observes, gated.calls) == (1, 1)  # the start's observe; the resync's was the audit's
+    assert gated.nice == 19  # the audit thread yields the CPU to the syncs
     assert driver.inner.observe() == BASE
     assert len(events(logs, "reconciler.audit_started")) == 1
     assert events(logs, "reconciler.audit_discarded") == []

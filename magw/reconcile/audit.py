@@ -18,6 +18,8 @@ on the sync path, first.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -29,6 +31,18 @@ from magw.desired.state import DesiredState
 log = structlog.get_logger(__name__)
 
 Observe = Callable[[], DesiredState]
+
+
+def _lowest_priority() -> None:
+    """Run the audit thread at nice 19: where it competes with a sync for a CPU, the sync goes first.
+
+    Linux keeps a nice value per thread (``setpriority`` on the thread id); raising it needs no privilege. Where
+    that is refused (another OS, a seccomp profile), the audit runs at the process's priority.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError) as exc:
+        log.info("reconciler.audit_priority_unchanged", error=repr(exc))
 
 
 @attrs.define
@@ -64,7 +78,9 @@ class Audit:
             raise RuntimeError(f"reconciler {self._name}: an audit is already under way")
         loop = asyncio.get_running_loop()
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"magw-{self._name}-audit")
+            self._executor = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"magw-{self._name}-audit", initializer=_lowest_priority
+            )
         running = self._executor.submit(self._observe)
         self._running = running
         log.info("reconciler.audit_started", name=self._name, generation=generation)
