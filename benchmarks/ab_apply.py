@@ -1,0 +1,91 @@
+"""Benchmark: ``magw apply`` of two checkouts side by side, alternating, on the same snapshot (an A/B).
+
+On a shared machine one run of a 100k-route ``magw apply`` varies by +-0.7 s, more than most changes gain;
+runs of the two trees alternating in one script see the same load, and their medians show the difference.
+
+Run as root: ``.venv/bin/python benchmarks/ab_apply.py --old DIR [--new DIR] [--routes 100000] [--runs 8]``.
+``DIR`` is a checkout of this repository (``git worktree add /tmp/old REV``); ``--new`` defaults to this one.
+Each run is ``python -c 'magw.cli.main.main()' apply --snapshot FILE --node gw1 --netns NS --timings`` with
+``PYTHONPATH=DIR`` (this venv's interpreter and packages, that tree's ``magw``), into a fresh namespace
+prepared as in ``end_to_end.py``. It prints each run's wall time, the process's CPU time and its
+``timings:`` line, then per tree the min and median of both. Every namespace is deleted in ``finally``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.bigsnap import snapshot_text  # after sys.path
+from benchmarks.end_to_end import NODE, TIMEOUT, namespace  # after sys.path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+MAIN = "import sys; from magw.cli.main import main; sys.exit(main())"
+
+
+def one_run(tree: Path, snapshot: Path) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system of the child) and the ``timings:`` line of one apply."""
+    with namespace() as ns:
+        before = os.times()
+        started = time.perf_counter()
+        done = subprocess.run(
+            [PYTHON, "-c", MAIN, "apply", "--snapshot", str(snapshot), "--node", NODE, "--netns", ns, "--timings"],
+            env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        after = os.times()
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: magw apply exit {done.returncode}: {done.stderr.strip()[-2000:]}")
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    timings = next((line for line in done.stderr.splitlines() if line.startswith("timings:")), "")
+    return wall, cpu, timings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--old", type=Path, required=True, help="checkout A (e.g. a git worktree of an older commit)")
+    parser.add_argument("--new", type=Path, default=ROOT, help="checkout B (default: this repository)")
+    parser.add_argument("--routes", type=int, default=100_000, help="remote CIDRs = routes, 100..200000")
+    parser.add_argument("--runs", type=int, default=8, help="runs of each tree, 1..50")
+    args = parser.parse_args(argv)
+    if not 100 <= args.routes <= 200_000 or not 1 <= args.runs <= 50:
+        parser.error("--routes must be 100..200000 and --runs 1..50")
+    for tree in (args.old, args.new):
+        if not (tree / "magw" / "cli" / "main.py").is_file():
+            parser.error(f"{tree}: not a checkout of magw (no magw/cli/main.py)")
+    if os.geteuid() != 0:
+        print("needs root (creates network namespaces)", file=sys.stderr)
+        return 2
+    print(f"routes {args.routes}; runs {args.runs}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    trees = {"old": args.old.resolve(), "new": args.new.resolve()}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory(prefix="magw-ab-") as work:
+        snapshot = Path(work) / "snapshot.yaml"
+        snapshot.write_text(snapshot_text(args.routes))
+        for _ in range(args.runs):
+            for name, tree in trees.items():
+                wall, cpu, timings = one_run(tree, snapshot)
+                results[name].append((wall, cpu))
+                print(f"{name} wall {wall:.2f} s, cpu {cpu:.2f} s; {timings}", flush=True)
+    for name, runs in results.items():
+        walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+        print(
+            f"{name} ({trees[name]}): wall min {min(walls):.2f} median {statistics.median(walls):.2f} s;"
+            f" cpu min {min(cpus):.2f} median {statistics.median(cpus):.2f} s"
+        )
+    print(f"load at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
