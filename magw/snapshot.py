@@ -178,9 +178,11 @@ def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
         overlaps=None if cache is None else cache.check_overlaps,
         subnets=None if cache is None else cache.check_subnets,
     )
+    checked = tuple(c.cluster for c in clusters)  # check_relations passed: their CIDRs overlap nothing
     return Snapshot(
         local_cluster=local,
-        clusters=[c.cluster for c in clusters],
+        clusters=checked,
+        overlaps_checked=checked,
         nodes=nodes,
         endpoints=[e.endpoint for e in endpoints],
         config=config,

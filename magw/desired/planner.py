@@ -65,12 +65,17 @@ def check_snapshot(snapshot: Snapshot, memo: PlanMemo) -> None:
     """Reject input the planner cannot turn into a consistent state (ValueError, one line).
 
     The CIDR check is skipped when the clusters are the very objects the memo's last plan checked (0.43 s of
-    a 100k-CIDR plan in the profile): they passed then, and the check reads nothing else.
+    a 100k-CIDR plan in the profile): they passed then, and the check reads nothing else. It is skipped as
+    well for the very cluster objects the snapshot loader checked (``Snapshot.overlaps_checked_here``): its
+    check rejects the same overlaps, Globalnet's rules included (``magw.snapshot_checks.check_overlaps``).
     """
     mtu = snapshot.config.underlay_mtu
     if mtu - VXLAN_OVERHEAD < MIN_LINK_MTU:
         raise ValueError(f"config.underlay_mtu: {mtu} leaves the VXLAN devices below the minimum MTU {MIN_LINK_MTU}")
-    memo.get("check_cidrs", snapshot.clusters, lambda: check_cidrs(snapshot), values=globalnet_mode(snapshot))
+    globalnet = globalnet_mode(snapshot)  # also refuses a clusterset that is Globalnet in part
+    if snapshot.overlaps_checked_here():
+        return
+    memo.get("check_cidrs", snapshot.clusters, lambda: check_cidrs(snapshot), values=globalnet)
 
 
 def plan(

@@ -198,6 +198,12 @@ class Snapshot:
     globalnet: Globalnet = attrs.field(factory=Globalnet)
     # The local cluster's egress gateway: config, VIPs and their statuses (empty unless it has EgressVIPs).
     egress: Egress = attrs.field(factory=Egress)
+    # The cluster objects whose CIDRs the snapshot loader found free of overlaps (magw.snapshot_checks).
+    # The planner skips its own overlap check only when these are the very objects of ``clusters``
+    # (``overlaps_checked_here``): 0.2 s of a 100k-CIDR plan (issue 10). ``attrs.evolve`` carries the field
+    # along, and a snapshot given other clusters is checked again, so the mark cannot vouch for what it
+    # did not see.
+    overlaps_checked: tuple[Cluster, ...] = attrs.field(default=(), eq=False, repr=False)
     # Endpoints grouped by cluster, computed once: the planner asks per cluster, and scanning every
     # endpoint each time is quadratic in the number of clusters (issue 10).
     _by_cluster: dict[str, tuple[Endpoint, ...]] = attrs.field(init=False, eq=False, repr=False)
@@ -207,6 +213,11 @@ class Snapshot:
         for endpoint in self.endpoints:
             groups.setdefault(endpoint.cluster, []).append(endpoint)
         object.__setattr__(self, "_by_cluster", {cid: tuple(eps) for cid, eps in groups.items()})
+
+    def overlaps_checked_here(self) -> bool:
+        """True when ``overlaps_checked`` holds exactly the objects of ``clusters`` (by identity)."""
+        checked = self.overlaps_checked
+        return len(checked) == len(self.clusters) and {id(c) for c in checked} == {id(c) for c in self.clusters}
 
     def cluster(self, cluster_id: str) -> Cluster:
         for c in self.clusters:
