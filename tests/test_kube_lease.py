@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
+from structlog.testing import capture_logs
 
 from magw.sources.kube.lease import (
     KubeLease,
@@ -208,7 +209,8 @@ async def test_cancelled_holder_releases_at_once_and_the_other_takes_over_within
 ) -> None:
     _, client = kube
     renew = 0.2
-    a, b = KubeLease(client, NS, "l", "a", 10, renew), KubeLease(client, NS, "l", "b", 10, renew)
+    # An hour's lease: b can only hold it within the test because a released it, not because it expired.
+    a, b = KubeLease(client, NS, "l", "a", 3600, renew), KubeLease(client, NS, "l", "b", 3600, renew)
     seen_a: list[bool] = []
     seen_b: list[bool] = []
     stop = asyncio.Event()
@@ -222,8 +224,7 @@ async def test_cancelled_holder_releases_at_once_and_the_other_takes_over_within
         await task_a
     assert seen_a == [True, False]
     assert (await read(client)).spec.holder_identity in (None, "b")
-    took = await until(lambda: b.holding, 5)
-    assert took < renew + 0.3  # one poll of b, not the lease's 10 s
+    await until(lambda: b.holding, 5)  # a safety net: b's next poll takes the released lease
     stop.set()
     await asyncio.wait_for(task_b, 2)
     assert seen_b == [True, False]
@@ -258,23 +259,20 @@ async def test_cancel_mid_request_still_releases(kube: Any) -> None:
 async def test_holding_turns_false_once_renewals_fail_for_four_fifths_of_the_duration(kube: Any) -> None:
     emulator, client = kube
     a = KubeLease(client, NS, "l", "a", 1, 0.2)
-    changes: list[tuple[bool, float]] = []
+    changes: list[tuple[bool, bool]] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(a.hold(stop, lambda held: changes.append((held, time.monotonic()))))
+    # each report with what ``holding`` said at that moment: a lapse is told once it is true, never before
+    task = asyncio.create_task(a.hold(stop, lambda held: changes.append((held, a.holding))))
     await until(lambda: a.holding, 2)
     await emulator.stop()
-    down_at = time.monotonic()
-    await until(lambda: not a.holding, 2)
-    await until(lambda: len(changes) == 2, 1)
-    assert changes[1][0] is False
-    # the last renewal was sent at most one renew interval before the server went away
-    assert 0.8 - 0.2 - 0.05 <= changes[1][1] - down_at <= 0.8 + 0.2
+    await until(lambda: len(changes) == 2, 5)  # safety net; the 4/5 rule itself: test_holding_lapses_at_...
+    assert changes[1] == (False, False)
     assert not task.done()  # API errors are retried, never raised
     await emulator.start()
     await until(lambda: a.holding, 3)  # comes back after the outage (the lease was not taken meanwhile)
     stop.set()
     await asyncio.wait_for(task, 2)
-    assert [held for held, _ in changes] == [True, False, True, False]
+    assert changes == [(True, True), (False, False), (True, True), (False, False)]
 
 
 async def test_api_errors_are_retried_with_backoff(kube: Any) -> None:
@@ -282,8 +280,10 @@ async def test_api_errors_are_retried_with_backoff(kube: Any) -> None:
     emulator.faults.fail(4, 503)
     a = KubeLease(client, NS, "l", "a", 10, 2)
     stop = asyncio.Event()
-    task = asyncio.create_task(a.hold(stop))
-    took = await until(lambda: a.holding, 4)
-    assert 0.2 + 0.4 + 0.8 + 1.6 - 0.1 <= took < 3.0 + 1.0  # 0.2 s doubling, capped by the renew interval
+    with capture_logs() as logs:
+        task = asyncio.create_task(a.hold(stop))
+        await until(lambda: a.holding, 10)  # safety net
+    retries = [e["retry_in"] for e in logs if e["event"] == "kube_lease.api_error"]
+    assert retries == [0.2, 0.4, 0.8, 1.6]  # 0.2 s doubling, one wait per failed request
     stop.set()
     await asyncio.wait_for(task, 2)
