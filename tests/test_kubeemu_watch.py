@@ -118,9 +118,8 @@ async def test_timeout_seconds_ends_the_stream(kube: Kube) -> None:
     _, client = kube
     core = CoreV1Api(client)
     start = time.monotonic()
-    events = await _collect(watch.Watch().stream(core.list_node, timeout_seconds=1), timeout=5)
-    elapsed = time.monotonic() - start
-    assert events == [] and 0.9 <= elapsed < 3.0
+    events = await _collect(watch.Watch().stream(core.list_node, timeout_seconds=1), timeout=5)  # raises unless it ends
+    assert events == [] and time.monotonic() - start >= 0.9  # ended by the server, not before the second
 
 
 async def test_bookmarks_arrive_at_the_interval_and_watch_yields_them_as_bookmark(kube: Kube) -> None:
