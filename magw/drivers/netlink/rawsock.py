@@ -202,7 +202,7 @@ class RawNetlink:
         start = 0
         while start < len(msgs):
             end = self._batch_end(msgs, start, self.window, self._batch_bytes)
-            acks = self._send_batch(msgs[start:end])
+            acks, _ = self._send_batch(msgs[start:end])
             first_lost = next((i for i, ack in enumerate(acks) if ack is None), len(acks))
             results.extend(a for a in acks[:first_lost] if a is not None)
             start += first_lost
@@ -230,11 +230,7 @@ class RawNetlink:
         start = 0
         while start < len(msgs):
             end = self._batch_end(msgs, start, self.window, self._batch_bytes)
-            count = end - start
-            seq0 = self._next_seqs(count)
-            self._sock.send(self._stamp(msgs[start:end], seq0, ack_last_only=True))
-            acks: list[Ack | None] = [None] * count
-            complete = self._collect_acks(seq0, acks, barrier=count - 1)
+            acks, complete = self._send_batch(msgs[start:end], errors_only=True)
             if not complete:
                 unknown = sum(a is None for a in acks)
                 self.window = max(1, self.window // 2)
@@ -276,12 +272,16 @@ class RawNetlink:
             pos += (U32.unpack_from(buf, pos)[0] + 3) & ~3
         return buf
 
-    def _send_batch(self, msgs: Sequence[bytes]) -> list[Ack | None]:
+    def _send_batch(self, msgs: Sequence[bytes], *, errors_only: bool = False) -> tuple[list[Ack | None], bool]:
+        """Send one batch; the replies by position (None: none read) and whether none can be missing.
+
+        ``errors_only``: only the last message asks for an ack, the barrier (``transact_errors``).
+        """
         seq0 = self._next_seqs(len(msgs))
-        self._sock.send(self._stamp(msgs, seq0))
+        self._sock.send(self._stamp(msgs, seq0, ack_last_only=errors_only))
         acks: list[Ack | None] = [None] * len(msgs)
-        self._collect_acks(seq0, acks)
-        return acks
+        complete = self._collect_acks(seq0, acks, barrier=len(msgs) - 1 if errors_only else None)
+        return acks, complete
 
     def _collect_acks(self, seq0: int, acks: list[Ack | None], *, barrier: int | None = None) -> bool:
         """Read acks into ``acks`` until every one came (or, with ``barrier``, until that one came).
