@@ -27,6 +27,7 @@ import attrs
 import structlog
 
 from magw.desired.state import DesiredState
+from magw.reconcile.worker import close_worker
 
 log = structlog.get_logger(__name__)
 
@@ -131,8 +132,4 @@ class Audit:
         executor, self._executor = self._executor, None
         self._running = None
         self._done = None
-        if executor is None:
-            return
-        drained = asyncio.wrap_future(executor.submit(lambda: None))  # one worker: runs after the call under way
-        executor.shutdown(wait=False)
-        await drained
+        await close_worker(executor)

@@ -54,6 +54,7 @@ from magw.reconcile.prunes import Differ, changes_to_apply
 from magw.reconcile.result import SyncResult, log_sync
 from magw.reconcile.retry import Backoff, Filtered, RetryBook
 from magw.reconcile.status import ObjectStatus, ReconcilerStatus, StatusBook
+from magw.reconcile.worker import close_worker
 
 log = structlog.get_logger(__name__)
 
@@ -236,11 +237,7 @@ class Reconciler:
         if self._audit is not None:
             await self._audit.aclose()
         executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        drained = asyncio.wrap_future(executor.submit(lambda: None))  # one worker: runs after the call in progress
-        executor.shutdown(wait=False)
-        await drained
+        await close_worker(executor)
 
     async def _wait_for_work(self) -> None:
         while not (self._dirty or self._stopping):
