@@ -137,8 +137,9 @@ def all_canonical_v4(texts: tuple[str, ...], interval: bool) -> bool:
     aton, ntoa, from_bytes, masks = socket.inet_aton, socket.inet_ntoa, int.from_bytes, _V4_LENGTH_MASKS
     for text in texts:
         addr, slash, length = text.partition("/")
-        mask = masks.get(length, -1) if slash and interval else 0 if not slash else -1
-        if mask < 0:
+        if not slash:
+            mask = 0
+        elif not interval or (mask := masks.get(length, -1)) < 0:
             return False  # a prefix outside an interval set, or a length that is not 0-31 as nft prints it
         try:
             packed = aton(addr)
