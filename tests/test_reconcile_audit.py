@@ -145,18 +145,6 @@ async def test_audits_that_keep_failing_end_in_a_full_sync_on_the_sync_path(logs
     assert driver.inner.observe() == BASE
 
 
-async def test_without_an_audit_the_resync_observes_on_the_sync_path() -> None:
-    driver = fresh_driver()
-    h = Harness(driver)
-    await h.start()
-    await h.idle()
-    h.clock.advance(RESYNC)
-    await h.until(lambda: len(h.results) == 2)
-    await h.stop()
-    assert [(r.full, r.reasons) for r in h.results] == [(True, ("start",)), (True, ("resync",))]
-    assert driver.observes == 2
-
-
 def test_max_discards_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_discards: must be at least 1, got 0"):
         Audit(lambda: DesiredState(), name="t", max_discards=0)

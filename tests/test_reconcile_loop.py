@@ -237,6 +237,7 @@ async def test_periodic_resync_repairs_drift_that_a_partial_sync_cannot_see() ->
         (True, ("resync",)),
     ]
     assert [op.describe() for op in h.results[2].applied if isinstance(op, Op)] == [f"create route {key_text(R1.key)}"]
+    assert driver.observes == 2  # no audit given: the start's and the resync's own, on the sync path
     assert driver.inner.observe() == BASE
 
 
