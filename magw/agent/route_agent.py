@@ -269,13 +269,14 @@ async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
     if args.source == "kube":
         from magw.agent.kube_route_agent import run_kube
 
-        return await run_kube(args, lambda source: _agent(args, health, source, (driver, audit), picker))
+        return await run_kube(args, lambda source: _agent(args, health, source, driver, picker, audit))
     agent = _agent(
         args,
         health,
         FileBroker(args.broker_dir, local_cluster=args.cluster, endpoint_ttl=endpoint_ttl(args)),
-        (driver, audit),
+        driver,
         picker,
+        audit,
     )
     log.info("route_agent.started", node=args.node, cluster=args.cluster, fake=args.fake, once=args.once)
     if args.once:
@@ -299,11 +300,11 @@ def _agent(
     args: argparse.Namespace,
     health: HealthSettings | None,
     source: StateSource,
-    drivers: tuple[Driver, Driver | None],
+    driver: Driver,
     picker: StrategyPicker,
+    audit: Driver | None,
 ) -> RouteAgent:
     made: list[RouteAgent] = []  # the OVN node driver asks the agent (made next) what its last plan was for
-    driver, audit = drivers
     wanted = lambda: bool(made) and made[0].cni is Cni.OVN  # noqa: E731
     agent = RouteAgent(
         broker=source,
