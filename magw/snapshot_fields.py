@@ -14,6 +14,8 @@ from collections.abc import Collection
 from ipaddress import AddressValueError, IPv4Address, IPv4Network, NetmaskValueError
 from socket import inet_aton
 
+from magw.netfast import network
+
 _SHOW_MAX = 60
 
 
@@ -152,7 +154,8 @@ def cidr(value: object, path: str) -> IPv4Network:
     Shaped for speed (issue 10): parsing every CIDR twice through ``ipaddress`` strings was about
     half the load time of a 100k-CIDR snapshot. A value in canonical form with no host bits is
     checked with one regex, its address read by ``inet_aton`` (C; it refuses an octet above 255) and the
-    network built from ``(int, prefixlen)``; anything else takes the careful path below, which words the error.
+    network built from ``(int, prefixlen)`` (``magw.netfast``); anything else takes the careful path below,
+    which words the error.
     """
     if isinstance(value, str):
         match = _CANONICAL_CIDR.fullmatch(value)
@@ -164,7 +167,7 @@ def cidr(value: object, path: str) -> IPv4Network:
                 ip = -1  # an octet above 255: the careful path words it
             length = int(length_text)
             if ip >= 0 and not ip & _HOST_MASKS[length]:
-                return IPv4Network((ip, length))
+                return network(ip, length)  # magw.netfast: a third of IPv4Network((ip, length))
     if not isinstance(value, str):
         raise FieldError(path, f"expected an IPv4 CIDR string, got {_got(value)}")
     if "/" not in value:
