@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Collection, Hashable, Sequence
 from ipaddress import IPv4Address, IPv4Network
+from typing import NamedTuple
 
 import attrs
 
@@ -19,13 +20,13 @@ from magw.snapshot_fields import FieldError, item_path, key_path
 _NETMASKS = tuple((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF for length in range(33))
 
 
-@attrs.frozen(kw_only=True)
-class Located:
+class Located(NamedTuple):
     """A network with the path it had in the document (the model sorts and merges lists).
 
     A cluster's ranges carry the path inside the cluster item (``pod_cidrs[3]``), the item's own path is
     ``ParsedCluster.path``: a parsed cluster reused at another position (``magw.snapshot_cache``) then
-    names the right place without rebuilding its thousands of ranges.
+    names the right place without rebuilding its thousands of ranges. A NamedTuple, not an attrs class:
+    one per CIDR of the snapshot, and it builds in under half the time (issue 10: 100k of them at a load).
     """
 
     net: IPv4Network
@@ -34,7 +35,7 @@ class Located:
 
 def located(nets: Sequence[IPv4Network], path: str) -> tuple[Located, ...]:
     """Pair each network of the list at ``path`` with its item path, in document order."""
-    return tuple(Located(net=net, path=item_path(path, i)) for i, net in enumerate(nets))
+    return tuple(map(Located, nets, [item_path(path, i) for i in range(len(nets))]))
 
 
 @attrs.frozen(kw_only=True)
