@@ -123,10 +123,11 @@ async def test_delay_slows_every_response(kube: Kube) -> None:
     start = time.monotonic()
     await core.list_node()
     assert time.monotonic() - start >= 0.3
+    # Off again: with a 60 s delay set and then cleared, a request answers well inside 20 s. No tight upper
+    # bound on a shared machine: only "not held the 60 s" is asserted.
+    emulator.delay(60)
     emulator.delay(0)
-    start = time.monotonic()
-    await core.list_node()
-    assert time.monotonic() - start < 0.3
+    await asyncio.wait_for(core.list_node(), timeout=20)
 
 
 async def test_fail_requests_answers_the_next_n_with_an_error_status(kube: Kube) -> None:
