@@ -44,16 +44,15 @@ from prometheus_client import CollectorRegistry
 
 from magw.desired.state import DesiredState
 from magw.reconcile.audit import Audit, Observe
-from magw.reconcile.changeset import NftChange, Op
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver
-from magw.reconcile.known import after_apply, needs_observe
 from magw.reconcile.metrics import ReconcilerMetrics
-from magw.reconcile.prunes import Differ, changes_to_apply
+from magw.reconcile.prunes import Differ
 from magw.reconcile.result import SyncResult, log_sync
-from magw.reconcile.retry import Backoff, Filtered, RetryBook
+from magw.reconcile.retry import Backoff, RetryBook
 from magw.reconcile.status import ObjectStatus, ReconcilerStatus, StatusBook
+from magw.reconcile.steps import SyncSteps
 from magw.reconcile.worker import close_worker
 
 log = structlog.get_logger(__name__)
@@ -96,7 +95,6 @@ class Reconciler:
         self.name = name
         self._driver = driver
         self._planner = planner
-        self._differ = differ
         self._resync_period = resync_period
         self._settle = settle
         self._clock: Clock = clock if clock is not None else MonotonicClock()
@@ -106,6 +104,7 @@ class Reconciler:
         self._sync_backoff = Backoff(base=backoff_base, cap=backoff_cap)
         self._status = StatusBook()
         self._metrics = ReconcilerMetrics(name, registry)
+        self._steps = SyncSteps(differ=differ, retry=self._retry, metrics=self._metrics)  # in the worker thread
         self._known: DesiredState | None = None
         self._audit = Audit(audit, name=name) if audit is not None else None
         self._generation = 0  # moves whenever a sync may have changed the kernel: an audit from before is stale
@@ -352,12 +351,12 @@ class Reconciler:
         if observed is None:
             observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
         prune = self._inputs_synced is None or self._inputs_synced()
-        filtered, deferred = await self._offload(self._prepare, desired, observed, prune=prune, now=now)
+        filtered, deferred = await self._offload(self._steps.prepare, desired, observed, prune=prune, now=now)
         result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
         if result.applied or result.failed:
             self._generation += 1
         known, relinked, took = await self._offload(
-            self._record,
+            self._steps.record,
             desired,
             observed,
             result,
@@ -390,36 +389,6 @@ class Reconciler:
         )
         log_sync(self.name, sync, self._retry, self._clock.now())
         return sync
-
-    # The two steps around an apply that touch every operation: in the worker thread. Only sync_once uses
-    # the retry book and the metrics, one sync at a time, so the loop never reads them meanwhile.
-
-    def _prepare(
-        self, desired: DesiredState, observed: DesiredState, *, prune: bool, now: float
-    ) -> tuple[Filtered, tuple[Op | NftChange, ...]]:
-        """Diff, hold back prunes while the inputs are not synced, leave out what waits for its retry."""
-        changes, deferred = changes_to_apply(self._differ, desired, observed, prune=prune)
-        return self._retry.filter(changes, now), deferred
-
-    def _record(
-        self,
-        desired: DesiredState,
-        observed: DesiredState,
-        result: ApplyResult,
-        *,
-        now: float,
-        full: bool,
-        started: float,
-        skipped: tuple[Op | NftChange, ...],
-        deferred: tuple[Op | NftChange, ...],
-    ) -> tuple[DesiredState, bool, float]:
-        """Retries, known state and metrics after an apply; (known state, observe again?, seconds taken)."""
-        self._retry.record(result.applied, result.failed, now)
-        # What was applied, carried out; every kind that settled holds the planner's own tuple (known.py).
-        known = after_apply(observed, desired, result.applied, (*skipped, *deferred, *(f.op for f in result.failed)))
-        took = time.perf_counter() - started
-        self._metrics.record_sync(known, result, full=full, seconds=took, skipped=len(skipped), deferred=len(deferred))
-        return known, needs_observe(result.applied), took
 
     def _sync_failed(
         self, exc: Exception, *, full: bool, reasons: tuple[str, ...], now: float, started: float
