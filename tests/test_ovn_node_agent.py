@@ -4,7 +4,8 @@ Oracles: ``ovs-vsctl`` and ``ip -json`` run by the test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from magw.sources import publish_endpoint
 from tests.kernel_node import add_cni_device
 from tests.netns import ip_json, netns
 from tests.ovs_fixture import Ovs, ovs_in_netns, ovs_missing
-from tests.test_daemons import agent_args, named, run_daemon
+from tests.test_daemons import Daemon, agent_args, daemons, named, read_status, run_daemon, wait_for  # noqa: F401
 
 DOCS = """\
 kind: Cluster
@@ -97,6 +98,49 @@ def test_gateway_agent_keeps_the_bridge_and_table_149(tmp_path: Path, gateway: t
     assert ovs.vsctl("list-ports", "br-submariner") == "ovn-k8s-sub0"
     assert sub0_state(ns) == (["169.254.254.10/29"], True)
     assert len(ip_json(ns, "route", "show", "table", "149")) == 2
+
+
+def repaired(ns: str, ovs: Ovs) -> bool:
+    """br-submariner has ovn-k8s-sub0 again, up with its address, and table 149 holds its two routes."""
+    try:
+        state = sub0_state(ns)
+    except (subprocess.CalledProcessError, ValueError):
+        return False  # the device is not there (yet)
+    ports = ovs.vsctl("list-ports", "br-submariner")
+    return (ports, state, len(ip_json(ns, "route", "show", "table", "149"))) == (
+        "ovn-k8s-sub0",
+        (["169.254.254.10/29"], True),
+        2,
+    )
+
+
+@pytest.mark.kernel
+def test_the_resync_audit_of_a_gateway_in_ovn_mode_keeps_the_bridge(
+    tmp_path: Path,
+    gateway: tuple[str, Ovs],
+    daemons: Callable[..., Daemon],  # noqa: F811 (the fixture of tests/test_daemons.py)
+) -> None:
+    """A running agent (not --once): its periodic resync is an audit on a second driver, and that driver is the
+    OVN node driver too. A port deleted behind the agent's back is put back by the audit's bridge check, and its
+    address and two table 149 routes by the full sync that uses the audit's observation, with no failure (an
+    audit without the bridge check would see them fail on the missing device, and a retry would repair them)."""
+    ns, ovs = gateway
+    mgmt_port(ns, "10.1.1.2")
+    status = tmp_path / "status.json"
+    agent = daemons(
+        "route_agent", *agent_args(broker(tmp_path / "broker"), node="e-gw1"), "--ovs-db", ovs.db,
+        "--ovs-datapath-type", "netdev", "--no-health", "--resync-period", "1", "--status-file", str(status),
+        netns=ns,
+    )  # fmt: skip
+    wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
+    assert repaired(ns, ovs)
+    ensured_before = len(named(agent.stderr, "route_agent.ovn_bridge_ensured"))
+    ovs.vsctl("del-port", "br-submariner", "ovn-k8s-sub0")
+    wait_for(lambda: repaired(ns, ovs), "ovn-k8s-sub0, its address and table 149 put back")
+    assert len(named(agent.stderr, "route_agent.ovn_bridge_ensured")) > ensured_before
+    audited = [e for e in named(agent.stderr, "reconciler.sync_done") if e["reasons"] == "audit" and e["changes"]]
+    assert [(e["full"], e["changes"], e["failed"]) for e in audited] == [(True, 3, 0)]
+    assert sorted(e["driver"] for e in named(agent.stderr, "route_agent.driver_ready")) == ["kernel", "kernel audit"]
 
 
 @pytest.mark.kernel
