@@ -6,7 +6,8 @@ runs of the two trees alternating in one script see the same load, and their med
 Run as root: ``.venv/bin/python benchmarks/ab_apply.py --old DIR [--new DIR] [--routes 100000] [--runs 8]``.
 ``DIR`` is a checkout of this repository (``git worktree add /tmp/old REV``); ``--new`` defaults to this one.
 Each run is ``python -c 'magw.cli.main.main()' apply --snapshot FILE --node gw1 --netns NS --timings`` with
-``PYTHONPATH=DIR`` (this venv's interpreter and packages, that tree's ``magw``), into a fresh namespace
+``PYTHONPATH=DIR`` and ``DIR`` as its working directory (this venv's interpreter and packages, that tree's
+``magw``; the script checks where a child imports ``magw`` from before it starts), into a fresh namespace
 prepared as in ``end_to_end.py``. It prints each run's wall time, the process's CPU time and its
 ``timings:`` line, then per tree the min and median of both. Every namespace is deleted in ``finally``.
 """
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,15 +34,28 @@ PYTHON = sys.executable
 MAIN = "import sys; from magw.cli.main import main; sys.exit(main())"
 
 
+def _child(tree: Path, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """This venv's Python with ``tree``'s ``magw`` first: ``PYTHONPATH=tree``, run in ``tree``. ``python -c`` puts its
+    working directory before ``PYTHONPATH``, so a child run in this checkout would import this ``magw`` whatever
+    ``PYTHONPATH`` says (both sides of an A/B then ran the same code)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run([PYTHON, *args], env=env, cwd=tree, text=True, timeout=TIMEOUT, check=False, **kwargs)
+
+
+def imported_from(tree: Path) -> Path:
+    """Where a child of ``_child`` imports ``magw`` from (checked against ``tree`` before any run)."""
+    done = _child(tree, ["-c", "import magw; print(magw.__file__)"], capture_output=True)
+    return Path(done.stdout.strip()).resolve().parent.parent
+
+
 def one_run(tree: Path, snapshot: Path) -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user + system of the child) and the ``timings:`` line of one apply."""
     with namespace() as ns:
         before = os.times()
         started = time.perf_counter()
-        done = subprocess.run(
-            [PYTHON, "-c", MAIN, "apply", "--snapshot", str(snapshot), "--node", NODE, "--netns", ns, "--timings"],
-            env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, timeout=TIMEOUT, check=False,
+        done = _child(
+            tree, ["-c", MAIN, "apply", "--snapshot", str(snapshot), "--node", NODE, "--netns", ns, "--timings"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         wall = time.perf_counter() - started
         after = os.times()
@@ -68,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"routes {args.routes}; runs {args.runs}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
+    for name, tree in trees.items():
+        if imported_from(tree) != tree:
+            print(f"{name}: a child would import magw from {imported_from(tree)}, not {tree}", file=sys.stderr)
+            return 2
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="magw-ab-") as work:
         snapshot = Path(work) / "snapshot.yaml"
