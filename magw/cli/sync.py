@@ -28,7 +28,7 @@ import attrs
 from magw.desired.render import object_line
 from magw.desired.state import DesiredState
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
-from magw.reconcile.diff import diff, diff_nft, diff_ops
+from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult, Driver, Failure, begin_apply
 
 # Passes of observe/diff/apply in one command: the second catches what a re-creation dropped.
@@ -92,17 +92,24 @@ def sync(driver: Driver, desired: DesiredState, *, dry_run: bool, out: TextIO) -
     applied: list[Op | NftChange] = []
     failed: list[Failure] = []
     for _ in range(MAX_PASSES):
-        observed = driver.observe()
+        changes = diff(desired, driver.observe())
+        if not changes:
+            break
+        pending = _changes(changes)
         if dry_run:
-            pending = _changes(diff(desired, observed))
             _write_lines(map(change_text, pending), out)
             found.extend(pending)
             break
-        result, pending = _apply_pass(driver, desired, observed, out)
-        if not pending:
-            break
+        # The apply starts before the lines are printed (a StagedDriver's nft thread, issue 10) and is always
+        # finished, even when printing fails: nothing is left half-applied or running.
+        finish = begin_apply(driver, changes)
+        try:
+            _write_lines(map(change_text, pending), out)
+        finally:
+            result = finish()
         found.extend(pending)
-        del pending  # the ChangeSet's tuples go; ``found`` keeps the ops themselves
+        del pending
+        del changes  # the ChangeSet's tuples go; ``found`` keeps the ops themselves
         applied.extend(result.applied)
         failed.extend(result.failed)
         _write_lines(map(failure_text, result.failed), out)
@@ -111,38 +118,6 @@ def sync(driver: Driver, desired: DesiredState, *, dry_run: bool, out: TextIO) -
     report = SyncReport(changes=tuple(found), result=ApplyResult(applied=tuple(applied), failed=tuple(failed)))
     print(summary(report, dry_run=dry_run), file=out)
     return report
-
-
-def _nothing() -> ApplyResult:
-    return ApplyResult()
-
-
-def _apply_pass(
-    driver: Driver, desired: DesiredState, observed: DesiredState, out: TextIO
-) -> tuple[ApplyResult, list[Op | NftChange]]:
-    """Diff, apply and print one pass; (the merged result, the changes found: none when nothing differs).
-
-    Shaped for speed (issue 10): the nft changes are diffed first and started at once (a StagedDriver's nft
-    thread: libnftables' 1.3-1.5 s on a 100k-element set is the longest step of an apply), then the netlink ops
-    are diffed and their lines printed, and only then sent. Every apply started is always finished, even when
-    diffing or printing fails: nothing is left half-applied or running.
-    """
-    nft = diff_nft(desired, observed)
-    finish_nft = begin_apply(driver, ChangeSet(nft=nft)) if nft else _nothing
-    try:
-        ops = diff_ops(desired, observed)
-        finish_ops = begin_apply(driver, ChangeSet(ops=ops)) if ops else _nothing
-        try:
-            _write_lines(map(change_text, ops), out)
-            _write_lines(map(change_text, nft), out)
-        finally:
-            result_ops = finish_ops()
-    finally:
-        result_nft = finish_nft()
-    result = ApplyResult(
-        applied=(*result_ops.applied, *result_nft.applied), failed=(*result_ops.failed, *result_nft.failed)
-    )
-    return result, [*ops, *nft]
 
 
 def summary(report: SyncReport, *, dry_run: bool) -> str:

@@ -90,14 +90,7 @@ Index = dict[str, dict[Hashable, NetObject]]
 
 
 def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
-    """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts: ``diff_ops`` and
-    ``diff_nft`` together (the two are independent: ``magw apply`` starts the nft transaction before it diffs
-    the netlink objects)."""
-    return ChangeSet(ops=diff_ops(desired, observed), nft=diff_nft(desired, observed))
-
-
-def diff_ops(desired: DesiredState, observed: DesiredState) -> tuple[Op, ...]:
-    """The netlink operations, in an order the kernel accepts.
+    """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts.
 
     Objects that are the very same object on both sides cannot differ, and are passed over (issue 10): the
     reconciler's known state keeps the planner's tuples once they settled, and the planner's memo hands the
@@ -114,18 +107,14 @@ def diff_ops(desired: DesiredState, observed: DesiredState) -> tuple[Op, ...]:
         early = _early_deletes(want, have, desired, frozenset())
     dropped = _closure(early, observed)
     early_refs = {ref for refs in early.values() for ref in refs}
-    return (*_forward(want, have, early, dropped), *_backward(want, have, early_refs))
-
-
-def diff_nft(desired: DesiredState, observed: DesiredState) -> tuple[NftChange, ...]:
-    """The nft changes: our main table, then the extra tables in (family, name) order."""
+    ops = [*_forward(want, have, early, dropped), *_backward(want, have, early_refs)]
     nft = nft_changes(desired.nft, observed.nft)
     if desired.extra_nft or observed.extra_nft:
         want_t = {(t.family, t.name): t for t in desired.extra_nft}
         have_t = {(t.family, t.name): t for t in observed.extra_nft}
         for key in sorted(want_t.keys() | have_t.keys()):
             nft += nft_changes(want_t.get(key), have_t.get(key))
-    return nft
+    return ChangeSet(ops=tuple(ops), nft=nft)
 
 
 def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[NftChange, ...]:
