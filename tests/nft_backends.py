@@ -114,8 +114,8 @@ class RecordingNft(Nft):
         super().__init__(netns)
         self.sent: list[str] = []
 
-    def run(self, command: str) -> str:
-        self.sent.append(command)
+    def run(self, command: str | bytes) -> str:
+        self.sent.append(command.decode() if isinstance(command, bytes) else command)  # the driver sends bytes
         return super().run(command)
 
 

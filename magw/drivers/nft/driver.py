@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -22,6 +20,7 @@ from collections.abc import Iterable, Sequence
 import structlog
 
 from magw.desired.nft import NftTable
+from magw.drivers.heap import give_back_heap
 from magw.drivers.nft import codec, elemcmds, preflight
 from magw.drivers.nft.libnft import Nft, NftError
 from magw.drivers.nft.preflight import NODE_TABLES, TableKey, change_refusal
@@ -55,17 +54,6 @@ def transaction_text(change: NftChange, *, checked: bool = False) -> str:
     return codec.replace_document_text(change.table, checked=checked)
 
 
-def _give_back_heap() -> None:
-    """Return the C heap libnftables freed to the system (glibc ``malloc_trim``; elsewhere nothing).
-
-    Listing a 100k-element set allocates about 150 MB inside libnftables and frees it on return, but
-    glibc keeps it: a re-run of ``magw apply`` at 100k routes then observed its routes on top of it
-    (issue 10: peak RSS). Costs a few milliseconds.
-    """
-    with contextlib.suppress(AttributeError, OSError):  # not glibc: nothing to do
-        ctypes.CDLL(None).malloc_trim(0)
-
-
 class NftDriver:
     """Our nftables tables in namespace ``netns`` (None: the current one), through libnftables."""
 
@@ -94,7 +82,7 @@ class NftDriver:
     def observe_table(self, family: str, name: str) -> NftTable | None:
         """One table, normalized; None when it does not exist."""
         text = self._list_table_text(family, name)
-        _give_back_heap()  # before json.loads builds its dicts on top of what libnftables freed
+        give_back_heap()  # before json.loads builds its dicts on top of what libnftables freed (drivers.heap)
         if text is None:
             return None
         doc = json.loads(text) if text.strip() else {}
@@ -132,8 +120,12 @@ class NftDriver:
             reason = "; ".join(errors) if errors else None
         if reason is not None:
             return reason
+        # JSON text, read as json_cmd's would be; as bytes only, not the text too (6 MB each at 100k elements), and
+        # the free heap handed back first: libnftables' ~135 MB for a 100k-element set comes on top (drivers.heap)
+        command = transaction_text(change, checked=True).encode()
+        give_back_heap()
         try:
-            self._nft.run(transaction_text(change, checked=True))  # JSON text, read as json_cmd's would be
+            self._nft.run(command)
         except NftError as exc:
             return exc.message
         return None

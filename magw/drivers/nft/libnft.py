@@ -128,12 +128,14 @@ class Nft:
         if err.strip():
             log.debug("nft.library_message", netns=self.netns, message=_one_line(err))
 
-    def run(self, command: str) -> str:
-        """Run ``command`` (nft text or a JSON document); return the output text, raise NftError on failure."""
+    def run(self, command: str | bytes) -> str:
+        """Run ``command`` (nft text or a JSON document, str or UTF-8 bytes); return the output text, raise NftError
+        on failure."""
         with self._lock:
             ctx = self._context()
             with in_netns(self.netns):
-                rc, out, err = ctx.cmd(command.encode())  # bytes in: the binding hands bytes back undecoded
+                data = command.encode() if isinstance(command, str) else command
+                rc, out, err = ctx.cmd(data)  # bytes in: the binding hands bytes back undecoded
         self._check(int(rc), err)
         return _text(out)
 
