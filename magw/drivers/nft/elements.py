@@ -336,7 +336,9 @@ def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = Fals
     if type_ != "ipv4_addr":
         return json.dumps(many_to_json(texts, type_, interval=interval))
     if checked:
-        return "[" + ", ".join(map(_checked_v4_json, texts)) + "]"
+        # In address order, not our text order (11.0.10.0 before 11.0.2.0): libnftables 1.0.6 takes about 0.1 s
+        # less on 100k prefixes given in order (1.28-1.33 s against 1.38-1.49 s, issue 10); sorting costs 40 ms.
+        return "[" + ", ".join(map(_checked_v4_json, sorted(texts, key=_checked_v4_start))) + "]"
     out: list[str] = []
     for text in texts:
         n = _v4_prefix_len(text, interval)
@@ -347,6 +349,11 @@ def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = Fals
         else:
             out.append(f'{{"prefix": {{"addr": "{text[: text.index("/")]}", "len": {n}}}}}')
     return "[" + ", ".join(out) + "]"
+
+
+def _checked_v4_start(text: str) -> bytes:
+    """The first address of a canonical IPv4 element (prefix, range or address), packed: sorts in address order."""
+    return socket.inet_aton(text.partition("/")[0].partition("-")[0])
 
 
 def _checked_v4_json(text: str) -> str:
