@@ -19,8 +19,6 @@ _FAST_MAX_PREFIXLEN = 30
 _ALL_ONES = 0xFFFFFFFF
 _new = object.__new__
 _make_netmask = IPv4Network._make_netmask  # type: ignore[attr-defined]  # cached by prefix length in ipaddress itself
-
-
 _HOST_MASKS = tuple(_ALL_ONES >> prefixlen for prefixlen in range(_FAST_MAX_PREFIXLEN + 1))
 
 

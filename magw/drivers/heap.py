@@ -1,13 +1,13 @@
 """``give_back_heap()``: return the C heap's free memory to the system (glibc ``malloc_trim``; elsewhere nothing).
 
 glibc keeps what was freed, and each thread that allocates gets an arena of its own, which cannot reuse another
-arena's free memory. Two places in ``magw apply`` at 100k routes hand memory back where it would otherwise add to
-the peak RSS (issue 10, target 250 MB):
+arena's free memory. The nft driver hands it back at two moments where it would otherwise add to the peak RSS
+of ``magw apply`` at 100k routes (issue 10, target 250 MB; ``magw.drivers.nft.driver``):
 
-- after planning: the loaded snapshot's lists and strings (about 11 MB), before libnftables, in the nft
-  thread's own arena, takes its ~135 MB for the set (``magw.cli.apply``);
-- after an nft listing: libnftables' ~150 MB for a listed 100k-element set, before the routes are observed
-  (``magw.drivers.nft.driver``).
+- just before libnftables runs a transaction: what the main thread freed (the loaded snapshot, the diff's
+  indexes), before libnftables takes its ~140 MB for a 100k-element set in the nft thread's own arena;
+- after a listing: libnftables' ~150 MB for a listed 100k-element set, before its JSON is parsed and the routes
+  are observed.
 
 Costs a few milliseconds.
 """
