@@ -168,6 +168,7 @@ def resync_cycle(ns: str, broker: Path, log: Path, deadline: float) -> None:
     (broker / "health.yaml").unlink()
     up = wait_for(ns, 2, time.perf_counter() + 60)
     print(f"event during a resync: health down to kernel {down * 1000:.0f} ms, up {up * 1000:.0f} ms")
+    audited: list[dict[str, object]] = []
     while time.perf_counter() < deadline + 60:
         audited = [e for e in _events(log, offset, "reconciler.sync_done") if e.get("reasons") == "audit"]
         if audited or _events(log, offset, "reconciler.audit_gave_up"):
