@@ -263,7 +263,7 @@ class Reconciler:
         return min(candidates)
 
     def _full_due(self) -> bool:
-        if self._need_full or self._known is None or self._last_full_attempt_at is None:
+        if not self._partial_possible() or self._last_full_attempt_at is None:
             return True
         return self._audit is None and self._resync_due()  # with an audit, the periodic resync is _audit_due's
 
@@ -271,25 +271,27 @@ class Reconciler:
         last = self._last_full_attempt_at
         return last is not None and self._clock.now() >= last + self._resync_period
 
+    def _partial_possible(self) -> bool:
+        """The known state can stand in for an observe: no full sync is owed (what an audit needs too)."""
+        return not self._need_full and self._known is not None
+
     def _audit_due(self) -> bool:
         audit = self._audit
-        if audit is None or audit.busy or self._need_full or self._known is None:
-            return False
-        return self._resync_due()
+        return audit is not None and not audit.busy and self._partial_possible() and self._resync_due()
 
     async def _serve(self, reasons: tuple[str, ...]) -> None:
         """One turn of the loop: use a finished audit, start a due one, or sync (full when due)."""
         audit = self._audit
         if audit is not None and audit.ready:
             observed = audit.take(self._generation)
-            if observed is not None and not self._need_full and self._known is not None:
+            if observed is not None and self._partial_possible():
                 await self.sync_once(full=True, reasons=reasons, observed=observed)
                 return
             if audit.exhausted:  # events left no quiet moment: observe on the sync path this time
                 log.info("reconciler.audit_gave_up", name=self.name, discards=audit.discards)
                 audit.discards = 0
                 self._need_full = True
-            elif not self._need_full and self._known is not None:
+            elif self._partial_possible():
                 self._start_audit()
         elif self._audit_due():
             self._start_audit()
