@@ -16,7 +16,17 @@ from magw.sources import publish_endpoint
 from tests.kernel_node import add_cni_device
 from tests.netns import ip_json, netns
 from tests.ovs_fixture import Ovs, ovs_in_netns, ovs_missing
-from tests.test_daemons import Daemon, agent_args, daemons, named, read_status, run_daemon, wait_for  # noqa: F401
+from tests.test_daemons import (  # noqa: F401 (daemons: the fixture)
+    Daemon,
+    agent_args,
+    audited_changes,
+    daemons,
+    drivers_ready,
+    named,
+    read_status,
+    run_daemon,
+    wait_for,
+)
 
 DOCS = """\
 kind: Cluster
@@ -138,9 +148,8 @@ def test_the_resync_audit_of_a_gateway_in_ovn_mode_keeps_the_bridge(
     ovs.vsctl("del-port", "br-submariner", "ovn-k8s-sub0")
     wait_for(lambda: repaired(ns, ovs), "ovn-k8s-sub0, its address and table 149 put back")
     assert len(named(agent.stderr, "route_agent.ovn_bridge_ensured")) > ensured_before
-    audited = [e for e in named(agent.stderr, "reconciler.sync_done") if e["reasons"] == "audit" and e["changes"]]
-    assert [(e["full"], e["changes"], e["failed"]) for e in audited] == [(True, 3, 0)]
-    assert sorted(e["driver"] for e in named(agent.stderr, "route_agent.driver_ready")) == ["kernel", "kernel audit"]
+    assert audited_changes(agent) == [(True, 3, 0)]
+    assert drivers_ready(agent) == ["kernel", "kernel audit"]
 
 
 @pytest.mark.kernel
