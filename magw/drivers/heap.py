@@ -4,12 +4,13 @@ glibc keeps what was freed, and each thread that allocates gets an arena of its 
 arena's free memory. The nft driver hands it back at two moments where it would otherwise add to the peak RSS
 of ``magw apply`` at 100k routes (issue 10, target 250 MB; ``magw.drivers.nft.driver``):
 
-- just before libnftables runs a transaction: what the main thread freed (the loaded snapshot, the diff's
-  indexes), before libnftables takes its ~140 MB for a 100k-element set in the nft thread's own arena;
+- just before libnftables runs a large transaction (1 MiB of JSON and more): what the main thread freed (the
+  loaded snapshot, the diff's indexes), before libnftables takes its ~140 MB for a 100k-element set in the nft
+  thread's own arena;
 - after a listing: libnftables' ~150 MB for a listed 100k-element set, before its JSON is parsed and the routes
   are observed.
 
-Costs a few milliseconds.
+Costs 0.1-1 ms a call.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from magw.reconcile.driver import ApplyResult, Failure
 
 log = structlog.get_logger(__name__)
 
+TRIM_BEFORE_BYTES = 1 << 20  # a transaction this large (about 15k set elements) hands the free heap back first
+
 
 def transaction(change: NftChange) -> dict[str, object]:
     """The libnftables JSON document that carries out ``change`` (one kernel transaction).
@@ -121,9 +123,11 @@ class NftDriver:
         if reason is not None:
             return reason
         # JSON text, read as json_cmd's would be; as bytes only, not the text too (6 MB each at 100k elements), and
-        # the free heap handed back first: libnftables' ~135 MB for a 100k-element set comes on top (drivers.heap)
+        # before a large one the free heap handed back: libnftables' ~135 MB for a 100k-element set comes on top
+        # (drivers.heap). Not before the small element changes of events: they gain nothing from it.
         command = transaction_text(change, checked=True).encode()
-        give_back_heap()
+        if len(command) >= TRIM_BEFORE_BYTES:
+            give_back_heap()
         try:
             self._nft.run(command)
         except NftError as exc:
