@@ -8,8 +8,9 @@ Run as root: ``.venv/bin/python benchmarks/ab_apply.py --old DIR [--new DIR] [--
 Each run is ``python -c 'magw.cli.main.main()' apply --snapshot FILE --node gw1 --netns NS --timings`` with
 ``PYTHONPATH=DIR`` and ``DIR`` as its working directory (this venv's interpreter and packages, that tree's
 ``magw``; the script checks where a child imports ``magw`` from before it starts), into a fresh namespace
-prepared as in ``end_to_end.py``. It prints each run's wall time, the process's CPU time and its
-``timings:`` line, then per tree the min and median of both. Every namespace is deleted in ``finally``.
+prepared as in ``end_to_end.py``. It prints each run's wall time, the process's CPU time, its peak RSS
+(``benchmarks/spawn.py``) and its ``timings:`` line, then per tree the min and median of the times and the
+range of the RSS. Every namespace is deleted in ``finally``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +28,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bigsnap import snapshot_text  # after sys.path
 from benchmarks.end_to_end import NODE, TIMEOUT, namespace  # after sys.path
+from benchmarks.spawn import run_measured  # after sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 MAIN = "import sys; from magw.cli.main import main; sys.exit(main())"
 
 
+def _tree_env(tree: Path) -> dict[str, str]:
+    """The environment of a child that imports ``tree``'s ``magw``: ``PYTHONPATH=tree``, and the child runs in
+    ``tree``. ``python -c`` puts its working directory before ``PYTHONPATH``, so a child run in this checkout would
+    import this ``magw`` whatever ``PYTHONPATH`` says (both sides of an A/B then ran the same code)."""
+    return dict(os.environ, PYTHONPATH=str(tree))
+
+
 def _child(tree: Path, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """This venv's Python with ``tree``'s ``magw`` first: ``PYTHONPATH=tree``, run in ``tree``. ``python -c`` puts its
-    working directory before ``PYTHONPATH``, so a child run in this checkout would import this ``magw`` whatever
-    ``PYTHONPATH`` says (both sides of an A/B then ran the same code)."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    """This venv's Python with ``tree``'s ``magw`` first (``_tree_env``), run in ``tree``."""
+    env = _tree_env(tree)
     return subprocess.run([PYTHON, *args], env=env, cwd=tree, text=True, timeout=TIMEOUT, check=False, **kwargs)
 
 
@@ -48,22 +54,23 @@ def imported_from(tree: Path) -> Path:
     return Path(done.stdout.strip()).resolve().parent.parent
 
 
-def one_run(tree: Path, snapshot: Path) -> tuple[float, float, str]:
-    """Wall seconds, CPU seconds (user + system of the child) and the ``timings:`` line of one apply."""
-    with namespace() as ns:
+def one_run(tree: Path, snapshot: Path) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds (user + system of the child), peak RSS (MiB, ``benchmarks.spawn``) and the
+    ``timings:`` line of one apply."""
+    with namespace() as ns, tempfile.TemporaryFile("w+") as err:
         before = os.times()
-        started = time.perf_counter()
-        done = _child(
-            tree, ["-c", MAIN, "apply", "--snapshot", str(snapshot), "--node", NODE, "--netns", ns, "--timings"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        run = run_measured(
+            [PYTHON, "-c", MAIN, "apply", "--snapshot", str(snapshot), "--node", NODE, "--netns", ns, "--timings"],
+            stdout=subprocess.DEVNULL, stderr=err, env=_tree_env(tree), cwd=tree,
         )  # fmt: skip
-        wall = time.perf_counter() - started
         after = os.times()
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: magw apply exit {done.returncode}: {done.stderr.strip()[-2000:]}")
+        err.seek(0)
+        errors = err.read()
+    if run.code != 0:
+        raise SystemExit(f"{tree}: magw apply exit {run.code}: {errors.strip()[-2000:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    timings = next((line for line in done.stderr.splitlines() if line.startswith("timings:")), "")
-    return wall, cpu, timings
+    timings = next((line for line in errors.splitlines() if line.startswith("timings:")), "")
+    return run.wall, cpu, run.rss_mb, timings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,20 +94,21 @@ def main(argv: list[str] | None = None) -> int:
         if imported_from(tree) != tree:
             print(f"{name}: a child would import magw from {imported_from(tree)}, not {tree}", file=sys.stderr)
             return 2
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="magw-ab-") as work:
         snapshot = Path(work) / "snapshot.yaml"
         snapshot.write_text(snapshot_text(args.routes))
         for _ in range(args.runs):
             for name, tree in trees.items():
-                wall, cpu, timings = one_run(tree, snapshot)
-                results[name].append((wall, cpu))
-                print(f"{name} wall {wall:.2f} s, cpu {cpu:.2f} s; {timings}", flush=True)
+                wall, cpu, rss, timings = one_run(tree, snapshot)
+                results[name].append((wall, cpu, rss))
+                print(f"{name} wall {wall:.2f} s, cpu {cpu:.2f} s, peak RSS {rss:.1f} MB; {timings}", flush=True)
     for name, runs in results.items():
-        walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+        walls, cpus, rsss = [r[0] for r in runs], [r[1] for r in runs], [r[2] for r in runs]
         print(
             f"{name} ({trees[name]}): wall min {min(walls):.2f} median {statistics.median(walls):.2f} s;"
-            f" cpu min {min(cpus):.2f} median {statistics.median(cpus):.2f} s"
+            f" cpu min {min(cpus):.2f} median {statistics.median(cpus):.2f} s;"
+            f" peak RSS min {min(rsss):.1f} max {max(rsss):.1f} MB"
         )
     print(f"load at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0

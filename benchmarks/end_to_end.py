@@ -6,7 +6,8 @@ For each size (1k, 10k, 100k routes spread over 100 remote clusters; the snapsho
 
 * **ours**: ``magw apply --snapshot FILE --node gw1 --netns NS --timings`` run as a new process,
   exactly as a user would (stdout to a file), wall time from spawn to exit, peak RSS
-  (``ru_maxrss`` of that child from ``wait4``) and the split it prints (``magw.cli.timings``);
+  (``ru_maxrss`` of that child, started by a small helper: ``benchmarks/spawn.py`` says why) and the split
+  it prints (``magw.cli.timings``);
 * **ip -batch**: one ``ip -batch`` file adding the same routes with what they need (the VXLAN
   links, their addresses and neighbors, the nexthops and groups, the rule): the comparison the
   issue asks for;
@@ -40,6 +41,7 @@ import attrs
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bigsnap import LOCAL_CNI_IP, snapshot_text  # after sys.path
+from benchmarks.spawn import run_measured  # after sys.path
 from magw.desired.planner import plan  # after sys.path
 from magw.snapshot import parse_snapshot_text  # after sys.path
 
@@ -151,16 +153,12 @@ def time_ours(snapshot: Path, routes: int) -> Ours:
     """``magw apply`` as a new process; checks the routes are in the kernel afterwards (not timed)."""
     with namespace() as ns, tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         cmd = [str(MAGW), "apply", "--snapshot", str(snapshot), "--node", NODE, "--netns", ns, "--timings"]
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4 above
+        run = run_measured(cmd, stdout=out, stderr=err)  # its own peak RSS, not this process's (benchmarks.spawn)
         err.seek(0)
         errors = err.read()
-        if proc.returncode != 0:
+        if run.code != 0:
             out.seek(0)
-            raise SystemExit(f"magw apply exited {proc.returncode}: {errors[-2000:]}{out.read()[-2000:]}")
+            raise SystemExit(f"magw apply exited {run.code}: {errors[-2000:]}{out.read()[-2000:]}")
         line = next((ln for ln in errors.splitlines() if ln.startswith("timings: ")), "")
         timings = {k: float(v) for k, v in _TIMING.findall(line)}
         shown = subprocess.run(
@@ -173,7 +171,7 @@ def time_ours(snapshot: Path, routes: int) -> Ours:
         held = len(json.loads(shown))
         if held != routes:
             raise SystemExit(f"the kernel holds {held} of our routes, expected {routes}")
-        return Ours(wall=wall, rss_mb=usage.ru_maxrss / 1024, timings=timings)
+        return Ours(wall=run.wall, rss_mb=run.rss_mb, timings=timings)
 
 
 PHASES = ("startup", "load", "detect", "plan", "open", "observe", "diff", "apply")

@@ -206,7 +206,8 @@ def kernel_baseline(ns: str, repeat: int) -> None:
             out.append(f"nexthop replace id {g['id']} group {members}{tail}")
         return "\n".join(out) + "\n"
 
-    adds, removes = [], []
+    adds: list[float] = []
+    removes: list[float] = []
     for _ in range(repeat):
         for more, xs in ((True, adds), (False, removes)):
             started = time.perf_counter()
