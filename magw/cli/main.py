@@ -22,7 +22,7 @@ import attrs
 import structlog
 
 from magw import __version__
-from magw.cli import UsageError, log_level
+from magw.cli import UsageError, log_level, pyroute2_light
 from magw.logsetup import FORMATS, configure_logging
 from magw.snapshot import SnapshotError
 
@@ -86,6 +86,8 @@ def available_commands() -> tuple[Command, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``magw ARGS`` and return its exit code."""
+    if argv is None:  # the console script's own process: start-up counts (issue 10)
+        pyroute2_light.install()
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _build_parser(args_list).parse_args(args_list)

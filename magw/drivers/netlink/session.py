@@ -12,7 +12,7 @@ import errno
 import os
 from typing import Any
 
-from pyroute2 import IPRoute
+from pyroute2.iproute import IPRoute  # not the package: magw.cli.pyroute2_light
 
 from magw.drivers.netns import NoSuchNetns, check_netns
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from pyroute2 import IPRoute
+from pyroute2.iproute import IPRoute  # not the package: magw.cli.pyroute2_light
 
 WAIT = 5.0
 
