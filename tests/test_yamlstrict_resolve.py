@@ -63,3 +63,30 @@ def test_scalars_resolve_as_pyyaml_resolves_them(loader: type) -> None:
 def test_load_strict_reads_cidr_lists_as_strings() -> None:
     data = load_strict("pod_cidrs: [10.0.0.0/16, 11.0.1.0/24]\nport: 4800\non: yes\n")
     assert data == {"pod_cidrs": ["10.0.0.0/16", "11.0.1.0/24"], "port": 4800, True: True}
+
+
+_SEQUENCES = """\
+cidrs: [10.0.0.0/16, 11.0.1.0/24, '12.0.0.0/8', "a b"]
+mixed: [10.0.0.0/16, 5, yes, ~, 1.5]
+tagged: [!!str 5, !!str yes, x]
+anchored: [&first 10.0.0.0/16, *first, other]
+nested: [[a/b, c], [1, 2], []]
+maps: [{k: v}, a/b]
+empty: []
+block:
+- 10.1.0.0/16
+- 'quoted'
+- 7
+aliased: *first
+"""
+
+
+@pytest.mark.parametrize("loader", [StrictLoader, FastStrictLoader])
+def test_sequences_load_as_pyyaml_loads_them(loader: type) -> None:
+    """The string-list shortcut (magw.yamlstrict._StringLists) gives what ``yaml.safe_load`` gives, types included."""
+    ours = yaml.load(_SEQUENCES, Loader=loader)
+    theirs = yaml.safe_load(_SEQUENCES)
+    assert ours == theirs
+    assert repr(ours) == repr(theirs)  # 5 and "5", True and "yes" compare unequal anyway; repr pins the types
+    assert ours["tagged"] == ["5", "yes", "x"]
+    assert ours["mixed"] == ["10.0.0.0/16", 5, True, None, 1.5]
