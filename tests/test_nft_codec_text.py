@@ -54,6 +54,11 @@ def _first_address(element: object) -> int:
     return int(ipaddress.IPv4Address(element))
 
 
+def _not_one_prefix(text: str) -> bool:
+    lo, hi = (ipaddress.IPv4Address(t) for t in text.split("-"))
+    return len(list(ipaddress.summarize_address_range(lo, hi))) > 1
+
+
 _canonical_v4 = st.one_of(
     st.integers(0, (1 << 32) - 1).map(lambda n: str(ipaddress.IPv4Address(n))),
     st.builds(
@@ -65,7 +70,7 @@ _canonical_v4 = st.one_of(
         lambda a, b: f"{ipaddress.IPv4Address(min(a, b))}-{ipaddress.IPv4Address(max(a, b) + 1)}",
         st.integers(0, (1 << 32) - 2),
         st.integers(0, (1 << 32) - 2),
-    ),
+    ).filter(_not_one_prefix),  # a range that is exactly one prefix is written as that prefix: not canonical
 )
 
 

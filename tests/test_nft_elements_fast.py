@@ -97,10 +97,15 @@ _aligned = st.builds(lambda n, plen: str(ipaddress.IPv4Network((n >> (32 - plen)
 def test_all_canonical_v4_says_true_only_when_every_element_prints_back_as_given(
     texts: list[str], interval: bool
 ) -> None:
-    """The preflight's one-pass check (``all_canonical_v4``) is True exactly when the ipaddress oracle prints
-    every element back unchanged; elements with a newline, host bits, /32, big octets are never let through."""
+    """The preflight's one-pass check (``all_canonical_v4``) is True only when the ipaddress oracle prints every
+    element back unchanged: elements with a newline, host bits, /32, big octets are never let through. It is
+    exact for addresses and prefixes; a range (``0.0.0.0-0.0.0.2``, canonical) always sends the set to the
+    element-by-element check, which is what its False means ("look closer")."""
     want = all(_oracle(t, interval) == t for t in texts)
-    assert all_canonical_v4(tuple(texts), interval) is want
+    got = all_canonical_v4(tuple(texts), interval)
+    assert want or not got
+    if not any("-" in t for t in texts):
+        assert got is want
 
 
 def test_preflight_words_the_error_of_an_element_the_fast_check_refused() -> None:
