@@ -95,6 +95,7 @@ def cli_element(value: Any) -> str:
         return f"{cli_element(value[0])}|{cli_element(value[1])}"
     if isinstance(value, dict):
         (key, inner), *_ = value.items()
+        key = str(key)
         if key == "prefix":
             return f"{inner['addr']}/{inner['len']}"
         if key == "range":

@@ -50,17 +50,17 @@ class _StubNft:
 
 
 def _table(elements: int) -> NftTable:
-    nets = tuple(f"10.{i >> 8 & 255}.{i & 255}.0/24" for i in range(elements))
+    nets = tuple(f"{10 + (i >> 16)}.{i >> 8 & 255}.{i & 255}.0/24" for i in range(elements))
     return NftTable(
         family="ip", name="magw", sets=[NftSet(name="s", type="ipv4_addr", flags=("interval",), elements=nets)]
     )
 
 
-@pytest.mark.parametrize(("elements", "trims"), [(10, 0), (40_000, 1)])
+@pytest.mark.parametrize(("elements", "trims"), [(10, 0), (80_000, 1)])
 def test_the_nft_driver_hands_the_heap_back_before_large_transactions_only(
     monkeypatch: pytest.MonkeyPatch, elements: int, trims: int
 ) -> None:
-    """A table replace of 40k elements (over 1 MiB of JSON) trims first; a small one, as events make, does not."""
+    """A table replace of 80k elements (over 1 MiB in nft syntax) trims first; a small one (events) does not."""
     calls: list[None] = []
     monkeypatch.setattr(nft_driver, "give_back_heap", lambda: calls.append(None))
     stub = _StubNft()

@@ -159,11 +159,16 @@ def _set_lines(s: NftSet) -> list[str]:
     return _collection_lines("set", s.name, s.type, s.flags, list(s.elements))
 
 
+def base_chain_text(chain: NftChain) -> str:
+    """A base chain's ``type nat hook postrouting priority 90; policy accept;`` (the chain must have a hook)."""
+    policy = f" policy {chain.policy};" if chain.policy is not None else ""
+    return f"type {chain.type} hook {chain.hook} priority {chain.priority};{policy}"
+
+
 def _chain_lines(chain: NftChain, rules: list[NftRule]) -> list[str]:
     lines = [f"  chain {chain.name} {{"]
     if chain.hook is not None:
-        policy = f" policy {chain.policy};" if chain.policy is not None else ""
-        lines.append(f"    type {chain.type} hook {chain.hook} priority {chain.priority};{policy}")
+        lines.append(f"    {base_chain_text(chain)}")
     lines.extend(f"    {rule_text(r)}" for r in rules)
     lines.append("  }")
     return lines

@@ -3,10 +3,13 @@
 - ``observe()`` lists our table (``nft -j list table``) and normalizes it into an
   ``NftTable``: no handles, set elements as our strings, rule expressions as
   ``json.dumps(expr, sort_keys=True)`` with counters zeroed, comments apart.
-- ``apply(changes)``: each ``NftChange`` is one JSON document, one netlink batch,
-  all or nothing (see ``codec`` for its shape). ``table=None`` deletes the table,
-  and deleting a missing table succeeds. A change with ``elements`` sends only
-  ``delete element``/``add element`` commands (``elemcmds``), an empty one nothing.
+- ``apply(changes)``: each ``NftChange`` is one transaction, one netlink batch,
+  all or nothing (see ``codec`` for its shape). A table replace goes in nft syntax
+  when the table can be written in it (``textcmds``: faster, and about 55 MB less
+  at 100k set elements), else, or when libnftables refuses the text, as the JSON
+  document. ``table=None`` deletes the table, and deleting a missing table
+  succeeds. A change with ``elements`` sends only ``delete element``/``add
+  element`` commands (``elemcmds``), an empty one nothing.
 - Only the tables named in ``tables`` are ever touched: never ``flush ruleset``,
   never another table. A change for any other table is refused.
 """
@@ -21,7 +24,7 @@ import structlog
 
 from magw.desired.nft import NftTable
 from magw.drivers.heap import give_back_heap
-from magw.drivers.nft import codec, elemcmds, preflight
+from magw.drivers.nft import codec, elemcmds, preflight, textcmds
 from magw.drivers.nft.libnft import Nft, NftError
 from magw.drivers.nft.preflight import NODE_TABLES, TableKey, change_refusal
 from magw.reconcile.changeset import NftChange
@@ -122,10 +125,24 @@ class NftDriver:
             reason = "; ".join(errors) if errors else None
         if reason is not None:
             return reason
-        # JSON text, read as json_cmd's would be; as bytes only, not the text too (6 MB each at 100k elements), and
-        # before a large one the free heap handed back: libnftables' ~135 MB for a 100k-element set comes on top
-        # (drivers.heap). Not before the small element changes of events: they gain nothing from it.
-        command = transaction_text(change, checked=True).encode()
+        text = textcmds.replace_text(change.table) if change.table is not None and change.elements is None else None
+        if text is not None:
+            error = self._run(text)
+            if error is None:
+                return None
+            # nft syntax refused (e.g. a name that is an nft keyword): nothing reached the kernel, JSON says it all
+            log.warning("nft.text_refused", netns=self.netns, family=change.family, table=change.name, error=error)
+        return self._run(transaction_text(change, checked=True))
+
+    def _run(self, text: str) -> str | None:
+        """Run one transaction; its error, None when it was applied.
+
+        As bytes only, not the text too (6 MB each at 100k elements), and before a large one the free heap handed
+        back: libnftables' 80-135 MB for a 100k-element set comes on top (drivers.heap). Not before the small
+        element changes of events: they gain nothing from it.
+        """
+        command = text.encode()
+        del text
         if len(command) >= TRIM_BEFORE_BYTES:
             give_back_heap()
         try:

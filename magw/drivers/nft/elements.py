@@ -338,7 +338,7 @@ def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = Fals
     if checked:
         # In address order, not our text order (11.0.10.0 before 11.0.2.0): libnftables 1.0.6 takes about 0.1 s
         # less on 100k prefixes given in order (1.28-1.33 s against 1.38-1.49 s, issue 10); sorting costs 40 ms.
-        return "[" + ", ".join(map(_checked_v4_json, sorted(texts, key=_checked_v4_start))) + "]"
+        return "[" + ", ".join(map(_checked_v4_json, checked_v4_in_address_order(texts))) + "]"
     out: list[str] = []
     for text in texts:
         n = _v4_prefix_len(text, interval)
@@ -349,6 +349,12 @@ def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = Fals
         else:
             out.append(f'{{"prefix": {{"addr": "{text[: text.index("/")]}", "len": {n}}}}}')
     return "[" + ", ".join(out) + "]"
+
+
+def checked_v4_in_address_order(texts: Iterable[str]) -> list[str]:
+    """Canonical IPv4 elements (prefixes, ranges, addresses) sorted by their first address: how libnftables takes
+    a large interval set fastest, in JSON and in nft syntax alike (issue 10)."""
+    return sorted(texts, key=_checked_v4_start)
 
 
 def _checked_v4_start(text: str) -> bytes:
