@@ -78,7 +78,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterator
 
 from magw.desired.nft import NftTable
-from magw.desired.state import KINDS, DesiredState, Link, Neighbor, NetObject, NexthopGroup, Route
+from magw.desired.state import KINDS, DesiredState, Link, NetObject, NexthopGroup, int_key
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.nftdelta import element_delta
 
@@ -90,7 +90,14 @@ Index = dict[str, dict[Hashable, NetObject]]
 
 
 def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
-    """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts.
+    """The operations that turn ``observed`` into ``desired``, in an order the kernel accepts: ``diff_ops`` and
+    ``diff_nft`` together (the two are independent: ``magw apply`` starts the nft transaction before it diffs
+    the netlink objects)."""
+    return ChangeSet(ops=diff_ops(desired, observed), nft=diff_nft(desired, observed))
+
+
+def diff_ops(desired: DesiredState, observed: DesiredState) -> tuple[Op, ...]:
+    """The netlink operations, in an order the kernel accepts.
 
     Objects that are the very same object on both sides cannot differ, and are passed over (issue 10): the
     reconciler's known state keeps the planner's tuples once they settled, and the planner's memo hands the
@@ -107,14 +114,18 @@ def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
         early = _early_deletes(want, have, desired, frozenset())
     dropped = _closure(early, observed)
     early_refs = {ref for refs in early.values() for ref in refs}
-    ops = [*_forward(want, have, early, dropped), *_backward(want, have, early_refs)]
+    return (*_forward(want, have, early, dropped), *_backward(want, have, early_refs))
+
+
+def diff_nft(desired: DesiredState, observed: DesiredState) -> tuple[NftChange, ...]:
+    """The nft changes: our main table, then the extra tables in (family, name) order."""
     nft = nft_changes(desired.nft, observed.nft)
     if desired.extra_nft or observed.extra_nft:
         want_t = {(t.family, t.name): t for t in desired.extra_nft}
         have_t = {(t.family, t.name): t for t in observed.extra_nft}
         for key in sorted(want_t.keys() | have_t.keys()):
             nft += nft_changes(want_t.get(key), have_t.get(key))
-    return ChangeSet(ops=tuple(ops), nft=nft)
+    return nft
 
 
 def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[NftChange, ...]:
@@ -134,21 +145,6 @@ def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[Nf
     return tuple(changes)
 
 
-def _key(obj: NetObject) -> Hashable:
-    """``obj.key`` with its addresses as ints: equal exactly when ``obj.key`` is equal.
-
-    Shaped for speed (issue 10): ``IPv4Network.__hash__`` and ``IPv4Address.__hash__`` are Python
-    code, and a tuple does not cache its hash, so every dict lookup on a route key re-ran them;
-    that was most of a diff of 100k routes in the profile. Matching is per kind, so a route's key
-    and a neighbor's key never meet.
-    """
-    if isinstance(obj, Route):
-        return (obj.table, int(obj.dst.network_address), obj.dst.prefixlen, obj.metric)
-    if isinstance(obj, Neighbor):
-        return (obj.dev, int(obj.ip))
-    return obj.key
-
-
 def _indexes(desired: DesiredState, observed: DesiredState, same: frozenset[str] | None) -> tuple[Index, Index]:
     """Both sides' objects by key, per kind, leaving out what no operation can come from when ``same`` is
     given: a kind in ``same`` (one tuple on both sides) entirely, and in a kind outside the nexthops' and
@@ -162,11 +158,11 @@ def _indexes(desired: DesiredState, observed: DesiredState, same: frozenset[str]
             want[kind], have[kind] = {}, {}
         elif same is not None and kind not in _SHARED_ID_SPACE and mine and theirs:
             common = set(map(id, mine)).intersection(map(id, theirs))
-            want[kind] = {_key(obj): obj for obj in mine if id(obj) not in common}
-            have[kind] = {_key(obj): obj for obj in theirs if id(obj) not in common}
+            want[kind] = {int_key(obj): obj for obj in mine if id(obj) not in common}
+            have[kind] = {int_key(obj): obj for obj in theirs if id(obj) not in common}
         else:
-            want[kind] = {_key(obj): obj for obj in mine}
-            have[kind] = {_key(obj): obj for obj in theirs}
+            want[kind] = {int_key(obj): obj for obj in mine}
+            have[kind] = {int_key(obj): obj for obj in theirs}
     return want, have
 
 
@@ -191,7 +187,7 @@ def _early_deletes(want: Index, have: Index, desired: DesiredState, same: frozen
         if kind in same and other is not None and other not in same:
             # Not indexed, yet an id that leaves the other kind may be one of this kind's: index it then.
             going = have[other].keys() - want[other].keys()
-            keys = {_key(obj): obj for obj in desired.of_kind(kind)} if going else {}
+            keys = {int_key(obj): obj for obj in desired.of_kind(kind)} if going else {}
         for key, new in keys.items():
             old = have[kind].get(key)
             if old is not None and old != new and _must_recreate(old, new):
@@ -222,7 +218,7 @@ def _dependents(observed: DesiredState) -> dict[Ref, list[Ref]]:
     for addr in observed.addresses:
         deps[("links", addr.dev)].append(("addresses", addr.key))
     for neigh in observed.neighbors:
-        deps[("links", neigh.dev)].append(("neighbors", _key(neigh)))
+        deps[("links", neigh.dev)].append(("neighbors", int_key(neigh)))
     for fdb in observed.fdb:
         deps[("links", fdb.dev)].append(("fdb", fdb.key))
     for nh in observed.nexthops:
@@ -231,7 +227,7 @@ def _dependents(observed: DesiredState) -> dict[Ref, list[Ref]]:
         for member in group.members:
             deps[("nexthops", member.id)].append(("groups", group.key))
     for route in observed.routes:
-        ref = ("routes", _key(route))
+        ref = ("routes", int_key(route))
         if route.nhid is not None:
             deps[("nexthops", route.nhid)].append(ref)
             deps[("groups", route.nhid)].append(ref)

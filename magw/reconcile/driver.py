@@ -35,6 +35,14 @@ class ApplyResult:
         return not self.failed
 
 
+def merge_results(*results: ApplyResult) -> ApplyResult:
+    """One ApplyResult holding every applied op and every failure, in order."""
+    return ApplyResult(
+        applied=tuple(op for r in results for op in r.applied),
+        failed=tuple(f for r in results for f in r.failed),
+    )
+
+
 class Driver(Protocol):
     """Observes only what we own and carries out a ChangeSet.
 
