@@ -9,12 +9,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Collection, Hashable, Sequence
 from ipaddress import IPv4Address, IPv4Network
+from itertools import repeat
 from typing import NamedTuple
 
 import attrs
 
 from magw.desired.vtep import vtep_ip
-from magw.model import Cluster, Endpoint, Node
+from magw.model import Cluster, Endpoint, Node, net_key
 from magw.snapshot_fields import FieldError, item_path, key_path
 
 _NETMASKS = tuple((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF for length in range(33))
@@ -23,19 +24,25 @@ _NETMASKS = tuple((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF for length in range
 class Located(NamedTuple):
     """A network with the path it had in the document (the model sorts and merges lists).
 
-    A cluster's ranges carry the path inside the cluster item (``pod_cidrs[3]``), the item's own path is
+    A cluster's ranges carry their place inside the cluster item (``pod_cidrs``, 3), the item's own path is
     ``ParsedCluster.path``: a parsed cluster reused at another position (``magw.snapshot_cache``) then
     names the right place without rebuilding its thousands of ranges. A NamedTuple, not an attrs class:
     one per CIDR of the snapshot, and it builds in under half the time (issue 10: 100k of them at a load).
     """
 
     net: IPv4Network
-    path: str
+    field: str  # the list's key inside the item: ``pod_cidrs``
+    position: int  # in that list
+
+    @property
+    def path(self) -> str:
+        """``pod_cidrs[3]``, written when a message needs it (not 100k strings at every load, issue 10)."""
+        return item_path(self.field, self.position)
 
 
 def located(nets: Sequence[IPv4Network], path: str) -> tuple[Located, ...]:
-    """Pair each network of the list at ``path`` with its item path, in document order."""
-    return tuple(map(Located, nets, [item_path(path, i) for i in range(len(nets))]))
+    """Pair each network of the list at ``path`` with its position, in document order."""
+    return tuple(map(Located, nets, repeat(path), range(len(nets))))
 
 
 @attrs.frozen(kw_only=True)
@@ -134,7 +141,7 @@ def check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
 
 
 def _is_global(r: Located) -> bool:
-    return r.path.startswith("global_cidrs[")
+    return r.field == "global_cidrs"
 
 
 def _unique_ranges(parsed: ParsedCluster) -> ParsedCluster:
@@ -195,7 +202,7 @@ def _check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
     for ci, parsed in enumerate(clusters):
         flat.extend((r, parsed, ci) for r in parsed.ranges)
         ends.append(len(flat))
-    keys = [(int(r.net.network_address), r.net.prefixlen) for r, _, _ in flat]
+    keys = [net_key(r.net) for r, _, _ in flat]
     holders: dict[tuple[int, int], list[int]] = {}  # exact prefix -> its indices in ``flat``, ascending
     for i, key in enumerate(keys):
         holders.setdefault(key, []).append(i)
@@ -291,11 +298,11 @@ class _Holders:
     """
 
     def __init__(self, cidrs: Sequence[IPv4Network]) -> None:
-        self.keys = {(int(n.network_address), n.prefixlen) for n in cidrs}
+        self.keys = {net_key(n) for n in cidrs}
         self.lengths = sorted({plen for _, plen in self.keys})
 
     def hold(self, net: IPv4Network) -> bool:
-        start, plen = int(net.network_address), net.prefixlen
+        start, plen = net_key(net)
         return any((start & _NETMASKS[length], length) in self.keys for length in self.lengths if length <= plen)
 
 

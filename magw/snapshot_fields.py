@@ -147,6 +147,20 @@ _OCTET = r"(?:0|[1-9][0-9]{0,2})"
 _CANONICAL_CIDR = re.compile(rf"({_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET})/([0-9]|[12][0-9]|3[0-2])")
 
 
+def _canonical_cidr(value: object) -> IPv4Network | None:
+    """``value`` as a network when it is a canonical CIDR with no host bits; None for anything ``cidr`` must word."""
+    if not isinstance(value, str):
+        return None
+    match = _CANONICAL_CIDR.fullmatch(value)
+    if match is None:
+        return None
+    addr, length_text = match.groups()
+    try:
+        return network(int.from_bytes(inet_aton(addr), "big"), int(length_text))
+    except (OSError, ValueError):
+        return None  # an octet above 255 (inet_aton) or host bits set (network, strict): the careful path words it
+
+
 def cidr(value: object, path: str) -> IPv4Network:
     """An IPv4 network written ``a.b.c.d/len`` with no host bits set.
 
@@ -156,14 +170,9 @@ def cidr(value: object, path: str) -> IPv4Network:
     network built from ``(int, prefixlen)`` (``magw.netfast``, a third of ``IPv4Network((ip, prefixlen))``);
     anything else, host bits set included, takes the careful path below, which words the error.
     """
-    if isinstance(value, str):
-        match = _CANONICAL_CIDR.fullmatch(value)
-        if match is not None:
-            addr, length_text = match.groups()
-            try:
-                return network(int.from_bytes(inet_aton(addr), "big"), int(length_text))
-            except (OSError, ValueError):
-                pass  # an octet above 255 (inet_aton) or host bits set (network, strict): the careful path words it
+    fast = _canonical_cidr(value)
+    if fast is not None:
+        return fast
     if not isinstance(value, str):
         raise FieldError(path, f"expected an IPv4 CIDR string, got {_got(value)}")
     if "/" not in value:
@@ -180,7 +189,13 @@ def cidr(value: object, path: str) -> IPv4Network:
 
 
 def cidr_list(value: object, path: str) -> list[IPv4Network]:
-    return [cidr(item, item_path(path, i)) for i, item in enumerate(sequence(value, path))]
+    """Each item by ``cidr``; an item's path (``pod_cidrs[7]``) is only written for an item that needs words
+    (issue 10: one path string per CIDR was built for nothing at 100k CIDRs)."""
+    found: list[IPv4Network] = []
+    for i, item in enumerate(sequence(value, path)):
+        net = _canonical_cidr(item)
+        found.append(net if net is not None else cidr(item, item_path(path, i)))
+    return found
 
 
 def string_list(value: object, path: str) -> list[str]:

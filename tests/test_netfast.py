@@ -98,3 +98,34 @@ def test_self_check_notices_an_attribute_ipaddress_sets_and_we_do_not(monkeypatc
 
     monkeypatch.setattr(IPv4Network, "__init__", init_with_more)
     assert not netfast._self_check()
+
+
+def test_this_python_reads_keys_from_the_attributes() -> None:
+    assert netfast.KEY_BY_ATTRIBUTES
+    assert netfast.net_key is netfast._key_by_attributes
+
+
+@given(valid_prefixes(), st.sampled_from(["ipaddress", "netfast", "text"]))
+def test_net_key_is_the_network_as_int_and_its_length(prefix: tuple[int, int], built: str) -> None:
+    ip, prefixlen = prefix
+    if built == "ipaddress":
+        net = IPv4Network(prefix)
+    elif built == "netfast":
+        net = netfast.network(ip, prefixlen)
+    else:
+        net = IPv4Network(f"{ip >> 24}.{ip >> 16 & 255}.{ip >> 8 & 255}.{ip & 255}/{prefixlen}")
+    assert netfast.net_key(net) == netfast._key_by_value(net) == (ip, prefixlen)
+
+
+@given(st.lists(valid_prefixes(), max_size=30))
+def test_net_keys_sort_as_the_networks_do(prefixes: list[tuple[int, int]]) -> None:
+    nets = [IPv4Network(p) for p in prefixes]
+    assert sorted(nets, key=netfast.net_key) == sorted(nets)
+
+
+def test_key_check_notices_an_attribute_that_is_not_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert netfast._key_check()
+    monkeypatch.setattr(netfast, "_key_by_attributes", lambda net: (net.network_address._ip, net._prefixlen + 1))
+    assert not netfast._key_check()
+    monkeypatch.setattr(netfast, "_key_by_attributes", lambda net: net.not_there)
+    assert not netfast._key_check()

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 import attrs
 
 from magw.desired.nft import NftTable
+from magw.netfast import net_key
 
 MAIN_TABLE = 254
 
@@ -192,22 +193,24 @@ class Keyed(Protocol):
 KINDS: tuple[str, ...] = ("links", "addresses", "neighbors", "fdb", "nexthops", "groups", "routes", "rules")
 
 
-def _sort_key(obj: Any) -> Any:
-    """``obj.key``, except a route's, ``(table, dst as (int, prefixlen), metric)``, and a neighbor's, ``(dev, ip
-    as int)``: the same order on ints.
+def int_key(obj: Any) -> Any:
+    """``obj.key`` with its addresses as ints: a route's ``(table, net_key(dst), metric)``, a neighbor's ``(dev, ip
+    as int)``, any other object's own key. Equal exactly when ``obj.key`` is equal, and in the same order.
 
-    Shaped for speed (issue 10): a route key holds an ``IPv4Network``, whose comparisons are Python
-    code; sorting 100k routes through them showed in the profile of ``magw plan``.
+    Shaped for speed (issue 10): ``IPv4Network`` and ``IPv4Address`` compare and hash in Python code, and a
+    tuple does not cache its hash. Sorting 100k routes (``sorted_objects``) and the diff's dict lookups on their
+    keys (``magw.reconcile.diff``) ran them for every comparison and lookup; a neighbor's key does the same for
+    a gateway's 5,000 neighbors (benchmarks/node_scale.py). Keys of one kind only ever meet each other.
     """
     if isinstance(obj, Route):
-        return (obj.table, int(obj.dst.network_address), obj.dst.prefixlen, obj.metric)
-    if isinstance(obj, Neighbor):  # the same for a gateway's 5,000 neighbors (benchmarks/node_scale.py)
+        return (obj.table, net_key(obj.dst), obj.metric)
+    if isinstance(obj, Neighbor):
         return (obj.dev, int(obj.ip))
     return obj.key
 
 
 class SortedObjects(tuple[Any, ...]):
-    """A tuple of objects of one kind already in ``_sort_key`` order (a tuple never changes, so it stays so).
+    """A tuple of objects of one kind already in ``int_key`` order (a tuple never changes, so it stays so).
 
     ``DesiredState`` takes it as it is instead of sorting it again: a planner piece reused from the last plan
     (``magw.desired.memo``) keeps its identity into the new state, and the diff skips a kind whose tuple is
@@ -221,7 +224,7 @@ def sorted_objects(objs: Iterable[Any]) -> SortedObjects:
     """``objs`` sorted by key, marked as such (see ``SortedObjects``)."""
     if type(objs) is SortedObjects:
         return objs
-    return SortedObjects(sorted(objs, key=_sort_key))
+    return SortedObjects(sorted(objs, key=int_key))
 
 
 def _sorted(objs: Iterable[Any]) -> tuple[Any, ...]:

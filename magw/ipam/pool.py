@@ -25,6 +25,8 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.netfast import net_key
+
 
 @attrs.frozen
 class Exhausted:
@@ -121,7 +123,7 @@ class Pool:
     """The host addresses of ``cidrs`` (overlapping CIDRs are refused with ValueError)."""
 
     def __init__(self, cidrs: Sequence[IPv4Network]) -> None:
-        ordered = sorted(cidrs, key=lambda c: (int(c.network_address), c.prefixlen))
+        ordered = sorted(cidrs, key=net_key)
         for a, b in itertools.pairwise(ordered):
             if a.overlaps(b):
                 raise ValueError(f"pool CIDRs {a} and {b} overlap")
