@@ -126,23 +126,25 @@ _NHID_ROUTE_SRC = struct.Struct("=IHHII BBBBBBBBI HHI HH4s HHI HH4s HHI")
 
 
 def _pack_nhid_route(route: Route, nhid: int, flags: int) -> bytes:
+    # One pack call with every field spelled out: building the fields as a tuple in three parts and unpacking it
+    # into the call took about twice as long (issue 10: 270 -> 155 ms for 100k routes).
     dst = route.dst
     table = route.table
-    head: tuple[int | bytes, ...] = (
-        socket.AF_INET,
-        dst.prefixlen,
-        0,
-        0,
-        table if table < 256 else RT_TABLE_UNSPEC,
-        RTPROT_MAGW,
-    )
-    head += (RT_SCOPE_UNIVERSE, RTN_UNICAST, 0, 8, RTA_TABLE, table, 8, RTA_DST, dst.network_address.packed)
-    head += (8, RTA_PRIORITY, route.metric)
+    table_byte = table if table < 256 else RT_TABLE_UNSPEC
     src = route.src
     if src is None:
-        return _NHID_ROUTE.pack(_NHID_ROUTE.size, RTM_NEWROUTE, flags, 0, 0, *head, 8, RTA_NH_ID, nhid)
-    size = _NHID_ROUTE_SRC.size
-    return _NHID_ROUTE_SRC.pack(size, RTM_NEWROUTE, flags, 0, 0, *head, 8, RTA_PREFSRC, src.packed, 8, RTA_NH_ID, nhid)
+        return _NHID_ROUTE.pack(
+            _NHID_ROUTE.size, RTM_NEWROUTE, flags, 0, 0,
+            socket.AF_INET, dst.prefixlen, 0, 0, table_byte, RTPROT_MAGW, RT_SCOPE_UNIVERSE, RTN_UNICAST, 0,
+            8, RTA_TABLE, table, 8, RTA_DST, dst.network_address.packed, 8, RTA_PRIORITY, route.metric,
+            8, RTA_NH_ID, nhid,
+        )  # fmt: skip
+    return _NHID_ROUTE_SRC.pack(
+        _NHID_ROUTE_SRC.size, RTM_NEWROUTE, flags, 0, 0,
+        socket.AF_INET, dst.prefixlen, 0, 0, table_byte, RTPROT_MAGW, RT_SCOPE_UNIVERSE, RTN_UNICAST, 0,
+        8, RTA_TABLE, table, 8, RTA_DST, dst.network_address.packed, 8, RTA_PRIORITY, route.metric,
+        8, RTA_PREFSRC, src.packed, 8, RTA_NH_ID, nhid,
+    )  # fmt: skip
 
 
 def pack_route(route: Route, ifindex: IfIndex, *, flags: int = FLAGS_REPLACE) -> bytes:
