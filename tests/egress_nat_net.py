@@ -44,15 +44,18 @@ table ip magwtest {{
 }}
 """
 
-# The commit guard (a suggestion for the real datapath, docs/egress-ha.md): a TCP segment that is not a SYN
-# and would start a new conntrack entry for the VIP is dropped, not answered with RST by the node's own
-# stack; the sender retransmits, and after conntrackd's commit the retransmission matches the synced entry.
-# The counter lets a test know such a segment has arrived (with or without the drop).
+# The commit guard, as the planner writes it (magw.desired.egressgw.nftables.commit_guard_rules, where the
+# second rule matches ``iifname "magw-egress"``: this world has no tunnel, so the pod CIDR stands in for it).
+# A TCP segment that is not a SYN and would start a new conntrack entry, for the VIP or from a pod, is dropped:
+# not answered with RST by the node's own stack, not picked up and NATed on its own. The sender retransmits,
+# and after conntrackd's commit the retransmission matches the synced entry. The counters let a test know such
+# a segment has arrived (with or without the drop).
 GUARD = """
 table ip magwguard {{
-  chain in {{
-    type filter hook input priority 0; policy accept;
+  chain prerouting-guard {{
+    type filter hook prerouting priority -150; policy accept;
     ip daddr {vip} tcp flags & (syn | ack) != syn ct state new counter {verdict}
+    ip saddr 10.1.3.0/24 tcp flags & (syn | ack) != syn ct state new counter {verdict}
   }}
 }}
 """

@@ -144,11 +144,15 @@ def test_without_conntrackd_egress_survives_only_if_the_pod_speaks_first(tmp_pat
 
 
 @pytest.mark.parametrize("guard", [False, True])
-def test_a_segment_from_outside_before_the_commit(tmp_path: Path, guard: bool) -> None:
-    """The window between the GARP and conntrackd's commit: the server's segment reaches n2 first. Without the
-    guard, n2's own stack answers RST and the flow is lost *despite* conntrackd; with it, the segment is
-    dropped, the server retransmits (RTO >= 200 ms, longer than the commit here), and the flow survives."""
-    with candidates(tmp_path, sync=True) as c, flow(c.world, "egress") as f:
+@pytest.mark.parametrize("kind", ["egress", "ingress"])
+def test_a_segment_from_the_far_side_before_the_commit(tmp_path: Path, kind: str, guard: bool) -> None:
+    """The window between the GARP and conntrackd's commit: the side that is not the client speaks first, and
+    its segment reaches n2 before the commit. Egress, the outside server's segment to the VIP: without the
+    guard n2's own stack answers RST. Ingress, the backend's reply: without the guard n2 picks it up as a new
+    flow and SNATs it to VIP:8080, not VIP:80, and the client answers RST. Either way the flow is lost
+    *despite* conntrackd; with the guard the segment is dropped, the sender retransmits (RTO >= 200 ms, longer
+    than the commit here), and the flow survives."""
+    with candidates(tmp_path, sync=True) as c, flow(c.world, kind) as f:
         add_guard(c.world, drop=guard)
         assert exchange(f.client, f.server, b"before-1") == "ok"
         wait_until(lambda: "ESTABLISHED" in c.external_cache(2), "n2's external cache holds the flow")

@@ -188,17 +188,28 @@ def snat_rules(held: Sequence[tuple[int, IPv4Address]]) -> list[NftRule]:
     return rules
 
 
-def commit_guard_rule() -> NftRule:
-    """``prerouting-guard`` of a candidate, with conntrack sync: a TCP segment to a VIP that is no SYN and finds
-    no conntrack entry is dropped, not answered. Between the GARP that brings a VIP here and conntrackd's commit
-    of the synced flows (tens of ms), a segment of an established flow would otherwise open a fresh entry and
-    draw a RST from this host (docs/egress-ha.md, "the GARP-to-commit window"); dropped, it is retransmitted
-    and then meets the committed entry. Without conntrack sync nothing will be committed: no guard."""
+def commit_guard_rules() -> list[NftRule]:
+    """``prerouting-guard`` of a candidate, with conntrack sync: a TCP segment that is no SYN and finds no
+    conntrack entry is dropped when it is for a VIP (from outside) or comes out of the tunnel (from a pod: an
+    egress flow's, or a backend's reply on an ingress flow). Between the GARP that brings a VIP here and
+    conntrackd's commit of the synced flows (tens to hundreds of ms), such a segment of an established flow
+    would otherwise open a fresh entry: for the VIP this host's own RST; from the tunnel an entry that a loose
+    pickup NATed on its own, which the commit of the synced one then clashes with, and the flow stalls or is
+    reset (docs/egress-ha.md, "the GARP-to-commit window"). Dropped, the segment is retransmitted and meets the
+    committed entry. Without conntrack sync nothing will be committed: no guard."""
+    return [
+        _guard_rule(x.match(x.ip_daddr(), x.set_ref(VIPS_SET)), "no RST before conntrackd's commit"),
+        _guard_rule(x.iifname(EGRESS_DEV), "no pickup of a pod's segment before conntrackd's commit"),
+    ]
+
+
+def _guard_rule(where: x.Expr, why: str) -> NftRule:
+    """``WHERE tcp flags & (syn | ack) != syn ct state new drop``."""
     return x.rule(
         "prerouting-guard",
-        x.match(x.ip_daddr(), x.set_ref(VIPS_SET)),
+        where,
         x.match(x.bitand(x.payload("tcp", "flags"), ["syn", "ack"]), "syn", "!="),
         x.flags_in(x.ct("state"), "new"),
         x.drop(),
-        comment="magw egress: no RST before conntrackd's commit",
+        comment=f"magw egress: {why}",
     )

@@ -159,7 +159,7 @@ def plan_nft(inputs: EgressInputs, problems: list[str]) -> NftTable:
                 name="prerouting-guard", type="filter", hook="prerouting", priority=n.MANGLE_PRIORITY, policy="accept"
             )
             chains.append(guard)
-            rules.append(n.commit_guard_rule())
+            rules += n.commit_guard_rules()
     return NftTable(family="ip", name=TABLE_NAME, sets=sets, chains=chains, rules=rules)
 
 
