@@ -166,3 +166,34 @@ def test_a_name_nft_syntax_refuses_goes_as_json_and_says_so() -> None:
     assert result.failed == ()
     assert observed == table
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["nft.text_refused"]
+
+
+class _CountingNft(Nft):
+    """The real binding, counting the transactions it runs."""
+
+    def __init__(self, netns: str) -> None:
+        super().__init__(netns)
+        self.runs = 0
+
+    def run(self, command: str | bytes) -> str:
+        self.runs += 1
+        return super().run(command)
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not can_use_netns(), reason="needs root and network namespaces")
+def test_a_table_the_kernel_refuses_is_sent_once_and_not_blamed_on_the_syntax() -> None:
+    """A nat chain on the forward hook parses in either form and the kernel refuses it (EOPNOTSUPP): the text's
+    failure is the result, the JSON document is not sent as well, and no ``nft.text_refused`` is logged."""
+    nat = NftChain(name="fw", type="nat", hook="forward", priority=0, policy="accept")
+    table = NftTable(family="ip", name="magw", chains=[nat])
+    assert replace_text(table) is not None
+    with netns("magwt-tx") as ns, _CountingNft(ns) as nft, capture_logs() as logs:
+        driver = NftDriver(ns, nft=nft)
+        result = driver.apply([NftChange(family="ip", name="magw", table=table)])
+        runs = nft.runs
+        observed = driver.observe()
+    assert len(result.failed) == 1 and "Operation not supported" in result.failed[0].error, result.failed
+    assert observed is None
+    assert runs == 1
+    assert "nft.text_refused" not in [e["event"] for e in logs]

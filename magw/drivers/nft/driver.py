@@ -59,6 +59,11 @@ def transaction_text(change: NftChange, *, checked: bool = False) -> str:
     return codec.replace_document_text(change.table, checked=checked)
 
 
+# libnftables' words (src/mnl.c, nft 1.0.6) for a batch it parsed and sent and the kernel refused, as against
+# its own syntax and evaluation errors, where nothing reached the kernel.
+KERNEL_REFUSED = "Could not process rule"
+
+
 class NftDriver:
     """Our nftables tables in namespace ``netns`` (None: the current one), through libnftables."""
 
@@ -128,8 +133,10 @@ class NftDriver:
         text = textcmds.replace_text(change.table) if change.table is not None and change.elements is None else None
         if text is not None:
             error = self._run(text)
-            if error is None:
-                return None
+            if error is None or KERNEL_REFUSED in error:
+                # Parsed and sent, and the kernel said no: the JSON document makes the same batch (the contract of
+                # tests/test_nft_textcmds.py), so it would be refused too; run the failing transaction once only.
+                return error
             # nft syntax refused (e.g. a name that is an nft keyword): nothing reached the kernel, JSON says it all
             log.warning("nft.text_refused", netns=self.netns, family=change.family, table=change.name, error=error)
         return self._run(transaction_text(change, checked=True))
