@@ -19,6 +19,10 @@ The traffic of a round, all started before the failure:
   translate it back; with the client speaking first, Linux's loose TCP pickup
   (``nf_conntrack_tcp_loose``) and a port-preserving SNAT can rebuild the entry by themselves.
 
+The holder fails ``--fail-at`` s into the traffic; with conntrackd, not before every other candidate's
+conntrackd holds all the connections (``magw.lab.ctsync``, at most ``SYNC_SLACK`` s more): a fixed time measured
+the machine's load as much as the failover. Each round's JSON says when it failed (``failed_after_s``).
+
 Per configuration it prints the loss window of the UDP flows (per flow its longest run of lost datagrams, from
 the send of the first lost one to the send of the next one that came back; p50 and max over the flows of every
 round) for egress and ingress, and the share of established TCP connections that survived (still answering at
@@ -48,7 +52,7 @@ import attrs
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from magw.lab import build, failure  # after sys.path
+from magw.lab import build, ctsync, failure  # after sys.path
 from magw.lab.egress_status import kernel_holders  # after sys.path
 from magw.lab.layout import LabLayout, layout  # after sys.path
 from magw.lab.topology import Topology, load_topology  # after sys.path
@@ -59,6 +63,7 @@ SOURCE_POD = "east-w1-p2"  # cart-0, bound to VIP shop
 INGRESS_PORT = 8081  # VIP shop:8081 is Service shop/pay
 TARGET_WINDOW_MS = 400.0
 TARGET_SURVIVAL = 0.95
+SYNC_SLACK = 8.0  # with conntrackd: at most this long past --fail-at for the backups to hold every connection
 TCP_KEYS = ("egress_tcp", "ingress_tcp", "egress_push", "ingress_push")
 
 
@@ -90,13 +95,16 @@ def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
     out_ip = str(lab.cluster("east").underlay.network_address + 250)
     # Long enough after the failure for keepalived's master-down interval (3 x advert_int + skew) and then some.
     advert = lab.topology.egress.advert_int  # type: ignore[union-attr]
-    duration = str(args.fail_at + max(args.after, 5 * advert + 3))
+    sync = lab.topology.egress.conntrack_sync  # type: ignore[union-attr]
+    slack = SYNC_SLACK if sync else 0.0  # the failure may wait this much longer for conntrackd (below)
+    duration = str(args.fail_at + slack + max(args.after, 5 * advert + 3))
     stream = ["stream", "--flows", str(args.flows), "--rate", str(args.rate), "--duration", duration,
               "--drain", "1"]  # fmt: skip
     # A connection counts as broken only when silent for --stall seconds: TCP's retransmission backoff (0.2, 0.6,
     # 1.4, 3.0 s ...) can keep a surviving connection quiet well beyond the outage itself.
     hold = ["hold", "--conns", str(args.conns), "--duration", duration, "--interval", "0.02",
             "--timeout", str(args.stall)]  # fmt: skip
+    started = time.monotonic()
     procs = {
         "egress_udp": _in(lab, SOURCE_POD, "magw.lab.losswatch", *stream, "--target", f"{out_ip}:8080"),
         "ingress_udp": _in(lab, "outside", "magw.lab.losswatch", *stream, "--target", f"{vip}:{INGRESS_PORT}"),
@@ -105,7 +113,12 @@ def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
         "egress_push": _in(lab, SOURCE_POD, "magw.lab.tcpkeep", *hold, "--push", "--target", f"{out_ip}:8080"),
         "ingress_push": _in(lab, "outside", "magw.lab.tcpkeep", *hold, "--push", "--target", f"{vip}:{INGRESS_PORT}"),
     }
-    time.sleep(args.fail_at)
+    if sync:  # fail the holder once the backups hold every connection, not after a fixed time (load varies)
+        targets = (f"{out_ip}:8080", f"{vip}:{INGRESS_PORT}")
+        ctsync.wait_synced(lab.name, holder, targets, 4 * args.conns, started=started, least=args.fail_at,
+                           limit=args.fail_at + slack)  # fmt: skip
+    else:
+        time.sleep(args.fail_at)
     failed_at = time.monotonic()
     failure.fail(lab.name, holder)
     new = _holder(lab, time.monotonic() + 30, failed=holder)
@@ -113,7 +126,12 @@ def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
     docs = {k: json.loads(p.communicate(timeout=120)[0]) for k, p in procs.items()}
     failure.recover(lab.name, holder)
     time.sleep(args.settle)  # the recovered node's keepalived and conntrackd back (BACKUP, resynced)
-    result: dict[str, Any] = {"failed": holder, "new_holder": new, "moved_s": round(moved_s, 3)}
+    result: dict[str, Any] = {
+        "failed": holder,
+        "new_holder": new,
+        "moved_s": round(moved_s, 3),
+        "failed_after_s": round(failed_at - started, 2),
+    }
     for key in ("egress_udp", "ingress_udp"):
         flows = docs[key]["flows"]
         result[key] = {
@@ -168,7 +186,9 @@ def main() -> int:
     p.add_argument("--flows", type=int, default=16, help="UDP flows per direction")
     p.add_argument("--rate", type=int, default=100, help="datagrams/s per flow (10 ms resolution at 100)")
     p.add_argument("--conns", type=int, default=32, help="TCP connections per direction")
-    p.add_argument("--fail-at", type=float, default=2.0, help="seconds of traffic before the failure")
+    p.add_argument("--fail-at", type=float, default=2.0,
+                   help="seconds of traffic before the failure (at least; with conntrackd, until the backups hold "
+                   f"every connection, at most {SYNC_SLACK:g} s more)")  # fmt: skip
     p.add_argument("--after", type=float, default=5.0, help="seconds of traffic after it")
     p.add_argument("--settle", type=float, default=3.0, help="seconds to wait after up and after a recovery")
     p.add_argument("--stall", type=float, default=10.0, help="a TCP connection silent this long is broken")

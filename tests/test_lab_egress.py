@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from magw.lab import state
+from magw.lab import ctsync, state
 from magw.lab.daemons import daemons_installed
 from magw.lab.state import LabState
 from tests.labkit import unique_name
@@ -198,32 +198,6 @@ SYNC_LIMIT = 10.0
 HOLD = 16.0
 
 
-def _external_established(lab: LabState, node_dir: Path, targets: tuple[str, ...]) -> int:
-    """ESTABLISHED TCP flows to one of ``targets`` (``IP:PORT``, the original destination) in the external cache of
-    that node's conntrackd (``conntrackd -e`` prints the original tuple: ``dst=IP sport=P dport=PORT``)."""
-    conf = node_dir / "conntrackd" / "conntrackd.conf"
-    done = subprocess.run(
-        ["ip", "netns", "exec", f"{lab.name}-{node_dir.name}", "conntrackd", "-C", str(conf), "-e"],
-        capture_output=True, text=True, timeout=10, check=False,
-    )  # fmt: skip
-    wanted = [(f"dst={t.rsplit(':', 1)[0]} ", f"dport={t.rsplit(':', 1)[1]} ") for t in targets]
-    lines = [line for line in done.stdout.splitlines() if line.startswith("tcp") and " ESTABLISHED " in line]
-    return sum(1 for line in lines if any(dst in line and dport in line for dst, dport in wanted))
-
-
-def _wait_synced(lab: LabState, holder: str, targets: tuple[str, ...], want: int, started: float) -> dict[str, int]:
-    """Until every other candidate's conntrackd holds ``want`` flows to ``targets`` (bounded); what each held."""
-    backups = [d for d in sorted((lab.dir / "egress").iterdir()) if d.name != holder and (d / "conntrackd").is_dir()]
-    assert backups, "no backup conntrackd in the lab"
-    while True:
-        held = {d.name: _external_established(lab, d, targets) for d in backups}
-        waited = time.monotonic() - started
-        if waited >= MIN_BEFORE_FAIL and all(n >= want for n in held.values()):
-            return held
-        assert waited < SYNC_LIMIT, f"conntrackd had synced {held} of {want} flows to the backups in {SYNC_LIMIT} s"
-        time.sleep(0.1)
-
-
 def _hold(lab: LabState, ns: str, target: str, conns: int, duration: float, *push: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", target, "--conns", str(conns),
             "--duration", str(duration), "--interval", "0.02", "--timeout", "3", *push]  # fmt: skip
@@ -244,7 +218,8 @@ def test_zz_failover_moves_the_vips_and_established_connections_survive(lab: Lab
         ("egress", "push"): _hold(lab, "east-w1-p2", f"{OUTSIDE}:8080", CONNS, HOLD, "--push"),
         ("ingress", "push"): _hold(lab, "outside", f"{VIP_SHOP}:8081", CONNS, HOLD, "--push"),
     }
-    _wait_synced(lab, holder, (f"{OUTSIDE}:8080", f"{VIP_SHOP}:8081"), 4 * CONNS, started)
+    targets = (f"{OUTSIDE}:8080", f"{VIP_SHOP}:8081")
+    ctsync.wait_synced(lab.name, holder, targets, 4 * CONNS, started=started, least=MIN_BEFORE_FAIL, limit=SYNC_LIMIT)
     fail = magw("lab", "fail", "--name", lab.name, holder)
     assert fail.returncode == 0, fail.stderr
     results = {k: json.loads(p.communicate(timeout=60)[0]) for k, p in runs.items()}
@@ -252,7 +227,7 @@ def test_zz_failover_moves_the_vips_and_established_connections_survive(lab: Lab
     assert len(after["shop"]) == 1 and after["shop"] != [holder], after
     for (way, who), doc in results.items():
         assert doc["established"] == CONNS, (way, who, doc)
-        broken = [c for c in doc["connections"] if not c["survived"]]
+        broken = [(c["conn"], c["error"]) for c in doc["connections"] if not c["survived"]]  # pytest cuts dicts
         assert doc["survived"] >= CONNS - 1, (way, who, broken)  # the 95% target
         want_seen = VIP_SHOP if way == "egress" else OUTSIDE
         assert {c["seen_ip"] for c in doc["connections"] if c["survived"]} == {want_seen}
