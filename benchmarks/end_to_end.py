@@ -61,10 +61,15 @@ def sh(*cmd: str, stdin: str | None = None) -> None:
 
 @contextmanager
 def namespace() -> Iterator[str]:
-    """A fresh namespace with lo up and ``cni0`` (a veth end) holding the node's CNI IP /24."""
+    """A fresh namespace with lo up and ``cni0`` (a veth end), IPv6 off, holding the node's CNI IP /24."""
     name = f"magwe-{uuid.uuid4().hex[:10]}"
     sh("ip", "netns", "add", name)
     try:
+        # No IPv6 in this namespace (its own sysctls): the link-local addresses the kernel gives cni0 and the
+        # vxlan devices, a second after they come up, landed in node_scale's first ip-monitor windows (an
+        # address and its local route each), messages that are not ours.
+        sh("ip", "netns", "exec", name, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
+           "net.ipv6.conf.default.disable_ipv6=1")  # fmt: skip
         setup = [
             "link set lo up",
             "link add cni0 type veth peer name cni0p",
