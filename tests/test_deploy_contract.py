@@ -9,6 +9,8 @@ pruned, tests/deploy_checks.py). The other way round, every example CR maps into
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import re
 from datetime import UTC, datetime, timedelta
@@ -197,3 +199,49 @@ def test_the_egress_controllers_writes_are_admitted(status: EgressVIPStatus) -> 
         "status": egress_status_body(status),
     }
     assert cr_errors(patched) == []
+
+
+def _json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
+    """RFC 6902 ``test`` and ``add`` (what deploy/egress-route-agent.patch.json uses), on a deep copy; a failed
+    test raises, as kubectl refuses the whole patch."""
+    out = copy.deepcopy(doc)
+    for op in ops:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        node = out
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if op["op"] == "test":
+            value = node[int(last)] if isinstance(node, list) else node[last]
+            if value != op["value"]:
+                raise ValueError(f"test failed at {op['path']}: {value!r} != {op['value']!r}")
+        elif op["op"] == "add" and isinstance(node, list):
+            node.insert(len(node) if last == "-" else int(last), op["value"])
+        elif op["op"] == "add":
+            node[last] = op["value"]
+        else:
+            raise ValueError(f"unexpected op {op['op']}")
+    return out
+
+
+def test_the_egress_patch_turns_on_the_route_agents_egress_source_and_nothing_else() -> None:
+    """deploy/egress-route-agent.patch.json on magw.yaml's route agent (``kubectl patch --type=json``): its args
+    gain ``--egress`` (the kube source then reads EgressVIPs, EgressConfig and the workloads, which its RBAC
+    grants: test_deploy_rbac), the daemon's parser reads it, and the rest of the DaemonSet is unchanged. Its
+    ``test`` op refuses a DaemonSet whose first container is not the route agent."""
+    ops = json.loads((DEPLOY / "egress-route-agent.patch.json").read_text())
+    before = find("DaemonSet", "magw-route-agent")
+    after = _json_patch(before, ops)
+    (c_before,), (c_after,) = (d["spec"]["template"]["spec"]["containers"] for d in (before, after))
+    assert "--egress" not in c_before["args"]
+    assert c_after["args"] == [*c_before["args"], "--egress"]
+    c_after["args"] = c_before["args"]
+    assert after == before  # nothing else changed
+    c_after["args"] = [*c_before["args"], "--egress"]
+    parsed = route_agent_daemon.build_parser().parse_args(
+        [a.replace("$(NODE_NAME)", "n").replace("$(CLUSTER_ID)", "c") for a in c_after["args"]]
+    )
+    assert parsed.egress is True
+    renamed = copy.deepcopy(before)
+    renamed["spec"]["template"]["spec"]["containers"][0]["name"] = "other"
+    with pytest.raises(ValueError, match="test failed"):
+        _json_patch(renamed, ops)

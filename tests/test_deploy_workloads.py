@@ -239,10 +239,12 @@ def test_the_e2e_script_parses_and_names_only_files_that_exist() -> None:
 
 def test_the_readme_names_every_file_of_deploy() -> None:
     readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
-    missing = [str(p.relative_to(DEPLOY)) for p in DEPLOY.rglob("*.yaml") if str(p.relative_to(DEPLOY)) not in readme]
+    files = [str(p.relative_to(DEPLOY)) for p in DEPLOY.rglob("*") if p.is_file() and p.name != "README.md"]
+    missing = [f for f in files if f not in readme]
     assert missing == []
 
 
-def test_paths_under_deploy_are_yaml_or_the_readme() -> None:
+def test_paths_under_deploy_are_yaml_the_readme_or_the_egress_patch() -> None:
+    """Manifests, the README, and the JSON patch for ``kubectl patch --type=json`` (not a manifest to apply)."""
     others = {p.relative_to(DEPLOY) for p in DEPLOY.rglob("*") if p.is_file() and p.suffix != ".yaml"}
-    assert others == {Path("README.md")}
+    assert others == {Path("README.md"), Path("egress-route-agent.patch.json")}
