@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bigsnap import snapshot_text  # after sys.path
+from benchmarks.bytecode import compile_tree  # after sys.path
 from benchmarks.end_to_end import NODE, TIMEOUT, namespace  # after sys.path
 from benchmarks.spawn import run_measured  # after sys.path
 
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"routes {args.routes}; runs {args.runs}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
+    for tree in trees.values():
+        print(compile_tree(tree), flush=True)
     for name, tree in trees.items():
         if imported_from(tree) != tree:
             print(f"{name}: a child would import magw from {imported_from(tree)}, not {tree}", file=sys.stderr)

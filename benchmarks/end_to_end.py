@@ -41,6 +41,7 @@ import attrs
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bigsnap import LOCAL_CNI_IP, snapshot_text  # after sys.path
+from benchmarks.bytecode import compile_tree  # after sys.path
 from benchmarks.spawn import run_measured  # after sys.path
 from magw.desired.planner import plan  # after sys.path
 from magw.snapshot import parse_snapshot_text  # after sys.path
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print("needs root (creates network namespaces)", file=sys.stderr)
         return 2
     print(f"load average at start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}", flush=True)
+    print(compile_tree(ROOT), flush=True)
     print(floor(args.repeat), flush=True)
     header = f"{'routes':>7} {'ip -batch s':>11} {'ip+br+nft s':>11} {'magw s':>8} {'ratio':>6} {'ratio all':>9}"
     header += f" {'RSS MB':>7}"
