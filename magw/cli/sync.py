@@ -124,10 +124,6 @@ def sync(driver: Driver, desired: DesiredState, *, dry_run: bool, out: TextIO) -
     return report
 
 
-def _nothing() -> ApplyResult:
-    return ApplyResult()
-
-
 def _apply_pass(
     driver: Driver, desired: DesiredState, observed: DesiredState, out: TextIO
 ) -> tuple[ApplyResult, list[Op | NftChange]]:
@@ -139,10 +135,10 @@ def _apply_pass(
     finished, even when diffing or printing fails: nothing is left half-applied or running.
     """
     nft = diff_nft(desired, observed)
-    finish_nft = begin_apply(driver, ChangeSet(nft=nft)) if nft else _nothing
+    finish_nft = begin_apply(driver, ChangeSet(nft=nft)) if nft else ApplyResult
     try:
         ops = diff_ops(desired, observed)
-        finish_ops = begin_apply(driver, ChangeSet(ops=ops)) if ops else _nothing
+        finish_ops = begin_apply(driver, ChangeSet(ops=ops)) if ops else ApplyResult
         try:
             _write_lines(change_lines(ops), out)
             _write_lines(change_lines(nft), out)

@@ -6,8 +6,9 @@
 - ``apply(changes)``: each ``NftChange`` is one transaction, one netlink batch,
   all or nothing (see ``codec`` for its shape). A table replace goes in nft syntax
   when the table can be written in it (``textcmds``: faster, and about 55 MB less
-  at 100k set elements), else, or when libnftables refuses the text, as the JSON
-  document. ``table=None`` deletes the table, and deleting a missing table
+  at 100k set elements), else, or when libnftables refuses the text before it
+  reaches the kernel, as the JSON document (a kernel refusal of the text is the
+  result: JSON would make the same batch). ``table=None`` deletes the table, and deleting a missing table
   succeeds. A change with ``elements`` sends only ``delete element``/``add
   element`` commands (``elemcmds``), an empty one nothing.
 - Only the tables named in ``tables`` are ever touched: never ``flush ruleset``,
