@@ -21,7 +21,6 @@ RUN python3 -m venv /opt/magw \
 
 COPY pyproject.toml README.md /src/
 COPY magw /src/magw
-COPY daemons /src/daemons
 RUN /opt/magw/bin/pip install --no-cache-dir /src \
     && rm -rf /src \
     && /opt/magw/bin/python -c 'import nftables, pyroute2, kubernetes_asyncio, magw'

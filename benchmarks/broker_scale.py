@@ -15,7 +15,7 @@ broker times ``FileBroker.scan()``:
 With ``--subnets`` every remote Endpoint publishes its cluster's CIDRs as subnets, as Submariner's do (the
 subnet check then sees every CIDR again).
 
-``cached`` is the default broker (``magw.snapshot_cache.SnapshotParser``), ``plain`` one given plain
+``cached`` is the default broker (``magw.snapshot.cache.SnapshotParser``), ``plain`` one given plain
 ``parse_snapshot`` (every assembly parses everything). Medians of ``--repeat``, in seconds; nothing is
 asserted. The figures depend on the machine; compare the columns, not the absolute numbers.
 """
@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import event_latency as ev  # the broker layout is that benchmark's
 
-from magw.snapshot import parse_snapshot
-from magw.sources.assemble import Parse
-from magw.sources.filebroker import FileBroker
+from magw.snapshot.load import parse_snapshot
+from magw.sources.file.assemble import Parse
+from magw.sources.file.broker import FileBroker
 
 PHASES = ("initial", "gateway", "bad", "bad-cold")
 BAD_HOST = "e-bad"

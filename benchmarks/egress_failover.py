@@ -11,7 +11,7 @@ The traffic of a round, all started before the failure:
 - **egress UDP**: ``--flows`` losswatch flows at ``--rate`` datagrams/s from pod cart-0 (bound to VIP shop)
   to the outside server's echo port, SNATed to the VIP on the holder;
 - **ingress UDP**: the same from the outside namespace to VIP shop:8081 (Service shop/pay, DNATed to pay-0);
-- **egress TCP** and **ingress TCP**: ``--conns`` connections each (``magw.lab.tcpkeep hold``) on the same
+- **egress TCP** and **ingress TCP**: ``--conns`` connections each (``magw.lab.payload.tcpkeep hold``) on the same
   paths, the client sending a line every 20 ms, echoed;
 - **egress push** and **ingress push**: as many again where the server speaks (``--push``: a line every 20 ms,
   unasked), so the first segment after the move comes from the far side: the outside server toward the VIP
@@ -20,7 +20,7 @@ The traffic of a round, all started before the failure:
   (``nf_conntrack_tcp_loose``) and a port-preserving SNAT can rebuild the entry by themselves.
 
 The holder fails ``--fail-at`` s into the traffic; with conntrackd, not before every other candidate's
-conntrackd holds all the connections (``magw.lab.ctsync``, at most ``SYNC_SLACK`` s more): a fixed time measured
+conntrackd holds all the connections (``magw.lab.observe.ctsync``, at most ``SYNC_SLACK`` s more): a fixed time measured
 the machine's load as much as the failover. Each round's JSON says when it failed (``failed_after_s``) and
 whether the backups held every connection by then (``synced``; a round where they did not is measured all the
 same, and said on stderr).
@@ -54,11 +54,13 @@ import attrs
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from magw.lab import build, ctsync, failure  # after sys.path
-from magw.lab.egress_status import kernel_holders  # after sys.path
-from magw.lab.layout import LabLayout, layout  # after sys.path
-from magw.lab.topology import Topology, load_topology  # after sys.path
-from magw.logsetup import configure_logging  # after sys.path
+from magw.lab.build import lifecycle as build
+from magw.lab.observe import ctsync
+from magw.lab.observe.egressgw_status import kernel_holders  # after sys.path
+from magw.lab.scenarios import failure  # after sys.path
+from magw.lab.spec.layout import LabLayout, layout  # after sys.path
+from magw.lab.spec.topology import Topology, load_topology  # after sys.path
+from magw.util.logsetup import configure_logging  # after sys.path
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-egress-gateway.yaml"
 SOURCE_POD = "east-w1-p2"  # cart-0, bound to VIP shop
@@ -108,12 +110,13 @@ def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
             "--timeout", str(args.stall)]  # fmt: skip
     started = time.monotonic()
     procs = {
-        "egress_udp": _in(lab, SOURCE_POD, "magw.lab.losswatch", *stream, "--target", f"{out_ip}:8080"),
-        "ingress_udp": _in(lab, "outside", "magw.lab.losswatch", *stream, "--target", f"{vip}:{INGRESS_PORT}"),
-        "egress_tcp": _in(lab, SOURCE_POD, "magw.lab.tcpkeep", *hold, "--target", f"{out_ip}:8080"),
-        "ingress_tcp": _in(lab, "outside", "magw.lab.tcpkeep", *hold, "--target", f"{vip}:{INGRESS_PORT}"),
-        "egress_push": _in(lab, SOURCE_POD, "magw.lab.tcpkeep", *hold, "--push", "--target", f"{out_ip}:8080"),
-        "ingress_push": _in(lab, "outside", "magw.lab.tcpkeep", *hold, "--push", "--target", f"{vip}:{INGRESS_PORT}"),
+        "egress_udp": _in(lab, SOURCE_POD, "magw.lab.payload.losswatch", *stream, "--target", f"{out_ip}:8080"),
+        "ingress_udp": _in(lab, "outside", "magw.lab.payload.losswatch", *stream, "--target", f"{vip}:{INGRESS_PORT}"),
+        "egress_tcp": _in(lab, SOURCE_POD, "magw.lab.payload.tcpkeep", *hold, "--target", f"{out_ip}:8080"),
+        "ingress_tcp": _in(lab, "outside", "magw.lab.payload.tcpkeep", *hold, "--target", f"{vip}:{INGRESS_PORT}"),
+        "egress_push": _in(lab, SOURCE_POD, "magw.lab.payload.tcpkeep", *hold, "--push", "--target", f"{out_ip}:8080"),
+        "ingress_push": _in(lab, "outside", "magw.lab.payload.tcpkeep", *hold, "--push",
+                            "--target", f"{vip}:{INGRESS_PORT}"),
     }
     synced: bool | None = None  # not waited for (conntrackd off)
     if sync:  # fail the holder once the backups hold every connection, not after a fixed time (load varies)

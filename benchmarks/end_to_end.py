@@ -43,8 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.bigsnap import LOCAL_CNI_IP, snapshot_text  # after sys.path
 from benchmarks.bytecode import compile_tree  # after sys.path
 from benchmarks.spawn import run_measured  # after sys.path
-from magw.desired.planner import plan  # after sys.path
-from magw.snapshot import parse_snapshot_text  # after sys.path
+from magw.desired.node.planner import plan  # after sys.path
+from magw.snapshot.load import parse_snapshot_text  # after sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAGW = ROOT / ".venv" / "bin" / "magw"

@@ -41,13 +41,14 @@ import structlog
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from magw.lab import build, failure  # after sys.path
-from magw.lab.daemons import agent_status  # after sys.path
-from magw.lab.failover import FailoverResult, measure_failover, measure_recovery  # after sys.path
-from magw.lab.layout import LabLayout, layout  # after sys.path
-from magw.lab.state import LabState  # after sys.path
-from magw.lab.topology import Topology, parse_topology  # after sys.path
-from magw.logsetup import configure_logging  # after sys.path
+from magw.lab.build import lifecycle as build
+from magw.lab.build.state import LabState  # after sys.path
+from magw.lab.planes.daemons import agent_status  # after sys.path
+from magw.lab.scenarios import failure  # after sys.path
+from magw.lab.scenarios.failover import FailoverResult, measure_failover, measure_recovery  # after sys.path
+from magw.lab.spec.layout import LabLayout, layout  # after sys.path
+from magw.lab.spec.topology import Topology, parse_topology  # after sys.path
+from magw.util.logsetup import configure_logging  # after sys.path
 
 TARGET_WINDOW_MS = 300.0
 VICTIM = "east-gw1"

@@ -6,7 +6,7 @@ in namespace ``shop``, which a namespace GlobalEgressIP selects (each pod one el
 1. **rules**: the number of nft rules of the planned table with 10, 1,000 and 100,000 pods (target: constant),
    and the number of set and map elements.
 2. **apply**: the planned table with ``--pods`` (100,000) pods applied by our ``NftDriver`` to a fresh
-   namespace, against ``nft -f`` of the same table as text (``magw.desired.nfttext``) in another fresh
+   namespace, against ``nft -f`` of the same table as text (``magw.desired.nft.text``) in another fresh
    namespace; best of ``--repeat``; ratio ours / nft (target <= 1.5).
 3. **churn**: with that table in the kernel, ``--events`` (1,000) pod events, alternately a new pod and the
    removal of an existing one. For each: plan, diff against what the kernel holds (the reconciler's known
@@ -37,8 +37,8 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from magw.desired.nfttext import table_text  # after sys.path
-from magw.desired.planner import plan  # after sys.path
+from magw.desired.nft.text import table_text  # after sys.path
+from magw.desired.node.planner import plan  # after sys.path
 from magw.desired.state import DesiredState  # after sys.path
 from magw.drivers.nft import NftDriver  # after sys.path
 from magw.drivers.nft.driver import transaction  # after sys.path
@@ -46,7 +46,7 @@ from magw.model import Snapshot  # after sys.path
 from magw.model.globalnet import Pod  # after sys.path
 from magw.reconcile.changeset import NftChange  # after sys.path
 from magw.reconcile.diff import nft_changes  # after sys.path
-from magw.snapshot import load_snapshot  # after sys.path
+from magw.snapshot.load import load_snapshot  # after sys.path
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "globalnet-snapshot.yaml"
 NODE = "e-gw1"

@@ -37,9 +37,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from magw.controllers.globalnet.controller import GlobalnetController
-from magw.logsetup import configure_logging
-from magw.sources.filebroker import FileBroker
-from magw.sources.globalnet_store import GlobalnetStore
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.globalnet_store import GlobalnetStore
+from magw.util.logsetup import configure_logging
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 KINDS = ("namespace-egress", "selector-egress", "clusterip-export", "headless-export", "gateway")

@@ -44,12 +44,12 @@ import structlog
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from magw.agent.drivers import LazyDriver  # after sys.path
-from magw.desired.planner import plan  # after sys.path
+from magw.daemons.route_agent.node_driver import LazyDriver  # after sys.path
+from magw.desired.node.planner import plan  # after sys.path
 from magw.model import Cluster, Config, Endpoint, Node, Snapshot  # after sys.path
 from magw.reconcile.driver import Driver  # after sys.path
 from magw.reconcile.loop import Reconciler, SyncResult  # after sys.path
-from magw.sources.filebroker import FileBroker  # after sys.path
+from magw.sources.file.broker import FileBroker  # after sys.path
 
 TICK = 0.005  # seconds the sampler sleeps
 NODE_IP, CNI_IP = "172.16.0.3", "10.0.3.1"

@@ -39,12 +39,12 @@ from end_to_end import _run_file, batches, namespace, time_iproute2  # after sys
 
 from magw.cli.nodeargs import open_node_driver  # after sys.path
 from magw.cli.sync import sync  # after sys.path
-from magw.desired.memo import PlanMemo  # after sys.path
-from magw.desired.planner import plan  # after sys.path
+from magw.desired.node.memo import PlanMemo  # after sys.path
+from magw.desired.node.planner import plan  # after sys.path
 from magw.desired.state import DesiredState  # after sys.path
 from magw.reconcile.diff import diff  # after sys.path
 from magw.reconcile.known import after_apply  # after sys.path
-from magw.snapshot import parse_snapshot_text  # after sys.path
+from magw.snapshot.load import parse_snapshot_text  # after sys.path
 
 NODE = "n0"
 FIRST_NODE_IP = int(IPv4Address("172.16.0.2"))

@@ -31,9 +31,9 @@ from ipaddress import IPv4Address, IPv4Network
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bigsnap import snapshot_text  # after sys.path
-from magw.desired.planner import plan  # after sys.path
+from magw.desired.node.planner import plan  # after sys.path
 from magw.model import Cluster, Config, Endpoint, Node, Snapshot  # after sys.path
-from magw.snapshot import parse_snapshot_text  # after sys.path
+from magw.snapshot.load import parse_snapshot_text  # after sys.path
 
 CIDR_REMOTES = 100
 

@@ -17,8 +17,8 @@ from typing import TextIO
 
 import attrs
 
-from magw.lab.layout import PodLayout
-from magw.lab.naming import POD_IF
+from magw.lab.spec.layout import PodLayout
+from magw.lab.spec.naming import POD_IF
 
 SAMPLE_EVERY = 0.1  # seconds between reads of the receivers' counters
 ACTIVE_BPS = 1e6  # a pod whose counter grew faster than this (bit/s) between two samples is receiving

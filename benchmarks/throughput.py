@@ -66,11 +66,16 @@ import attrs
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.rx_window import Sampler, common_window  # after sys.path
-from magw.lab import build, naming, netns, wiring  # after sys.path
-from magw.lab.layout import LabLayout, PodLayout, layout  # after sys.path
-from magw.lab.naming import WAN_IF  # after sys.path
-from magw.lab.topology import parse_topology  # after sys.path
-from magw.logsetup import configure_logging  # after sys.path
+from magw.lab.build import lifecycle as build
+from magw.lab.build import (
+    netns,
+    wiring,  # after sys.path
+)
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, PodLayout, layout  # after sys.path
+from magw.lab.spec.naming import WAN_IF  # after sys.path
+from magw.lab.spec.topology import parse_topology  # after sys.path
+from magw.util.logsetup import configure_logging  # after sys.path
 
 IPERF_PORT = 5201
 

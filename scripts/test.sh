@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
 echo "== ruff"
-.venv/bin/ruff check magw daemons tests benchmarks
+.venv/bin/ruff check magw tests benchmarks
 echo "== mypy --strict magw"
 .venv/bin/mypy
 echo "== import-linter (the core stays pure)"

@@ -98,7 +98,7 @@ FORMATS = jsonschema.FormatChecker(formats=())
 @FORMATS.checks("ipv4", raises=ValueError)
 def _ipv4(value: object) -> bool:
     if isinstance(value, str):
-        IPv4Address(value)  # dotted quad, no leading zeros: what magw.snapshot_fields.ipv4 accepts
+        IPv4Address(value)  # dotted quad, no leading zeros: what magw.snapshot.fields.ipv4 accepts
     return True
 
 

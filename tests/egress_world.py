@@ -30,7 +30,7 @@ from magw.desired.egressgw.plan import EgressInputs, EgressPlan, plan_egress
 from magw.drivers.netlink.driver import NetlinkDriver
 from magw.drivers.nft.driver import NftDriver
 from magw.drivers.node import NodeDriver
-from magw.model.egress import Egress, EgressBinding, EgressVIP
+from magw.model.egressgw import Egress, EgressBinding, EgressVIP
 from magw.model.globalnet import Pod, Service, ServicePort
 from tests.kernel_node import nft_script, sync_once
 from tests.netns import run

@@ -18,8 +18,8 @@ from magw.desired.state import (
     RouteNexthop,
     Rule,
 )
-from magw.drivers.fake_netlink import FakeNetlink
-from magw.drivers.fake_netlink_checks import kind_of
+from magw.drivers.netlink.fake.checks import kind_of
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.reconcile.changeset import ChangeSet, Op, Verb
 from magw.reconcile.diff import diff
 

@@ -7,11 +7,13 @@ import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 
-from magw.lab import build, naming, netns, procs
-from magw.lab.layout import LabLayout, layout
-from magw.lab.procs import ProcRecord
-from magw.lab.state import LabState
-from magw.lab.topology import Topology
+from magw.lab.build import lifecycle as build
+from magw.lab.build import netns, procs
+from magw.lab.build.procs import ProcRecord
+from magw.lab.build.state import LabState
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import Topology
 
 
 def unique_name() -> str:

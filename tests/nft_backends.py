@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from magw.desired.nft import NftChain, NftTable
-from magw.drivers.fake_nft import FakeNft
+from magw.desired.nft.values import NftChain, NftTable
 from magw.drivers.nft import NftDriver
+from magw.drivers.nft.fake.ruleset import FakeNft
 from magw.drivers.nft.libnft import Nft
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.driver import ApplyResult

@@ -1,6 +1,7 @@
 """A real OVN control plane per test: NB and SB ovsdb-servers and ovn-northd in a temp dir, and an
 OVN-Kubernetes-like NB topology built with ``ovn-nbctl`` (the oracle side: not our driver). The builder and the
-``ovn-trace`` parser live in ``magw.lab.ovn_topology`` and ``magw.lab.ovn_trace`` (``magw lab up --cni ovn``
+``ovn-trace`` parser live in ``magw.lab.planes.ovn_topology`` and ``magw.lab.verify.ovn_trace`` (``magw lab up --cni
+ovn``
 uses them too); this module keeps the tests' API over them.
 
 Everything listens on unix sockets inside the test's directory and is stopped by PID at the end.
@@ -30,11 +31,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from magw.lab import ovn_topology
-from magw.lab.ovn_servers import create_db, northd_argv, ovn_missing, server_argv
-from magw.lab.ovn_topology import CMD_TIMEOUT, OvnkNode, OvnkService, OvnkSpec, PodPort, ovnk_mac, wait_sb
-from magw.lab.ovn_topology import tool_env as _env
-from magw.lab.ovn_trace import Trace, l3gateway_chassis, microflow, ovn_trace
+from magw.lab.planes import ovn_topology
+from magw.lab.planes.ovn_servers import create_db, northd_argv, ovn_missing, server_argv
+from magw.lab.planes.ovn_topology import CMD_TIMEOUT, OvnkNode, OvnkService, OvnkSpec, PodPort, ovnk_mac, wait_sb
+from magw.lab.planes.ovn_topology import tool_env as _env
+from magw.lab.verify.ovn_trace import Trace, l3gateway_chassis, microflow, ovn_trace
 
 __all__ = ["CMD_TIMEOUT", "Trace", "microflow", "ovn_missing", "ovn_trace", "sbctl", "wait_sb"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 
-from magw.lab.ovn_nodes import VSWITCH_SCHEMA, ovs_missing
+from magw.lab.planes.ovn_nodes import VSWITCH_SCHEMA, ovs_missing
 from tests.ovn_fixture import _read_pid, _stop
 
 __all__ = ["VSWITCH_SCHEMA", "Ovs", "ovs_env", "ovs_in_netns", "ovs_missing"]

@@ -13,10 +13,10 @@ from typing import Any
 import attrs
 from prometheus_client import CollectorRegistry
 
-from magw.desired.ids import nexthop_id
+from magw.desired.node.ids import nexthop_id
 from magw.desired.state import Address, DesiredState, Link, Nexthop, Route
-from magw.drivers.fake import fake_node_driver
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.fake_node import fake_node_driver
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.clock import FakeClock

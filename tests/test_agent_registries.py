@@ -12,10 +12,10 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-from magw.agent.drivers import LazyDriver, fake_driver
-from magw.agent.gateway import Gateway
-from magw.agent.route_agent import RouteAgent
-from magw.sources.filebroker import FileBroker
+from magw.daemons.gateway.app import Gateway
+from magw.daemons.route_agent.app import RouteAgent
+from magw.daemons.route_agent.node_driver import LazyDriver, fake_driver
+from magw.sources.file.broker import FileBroker
 
 DOCS = """\
 kind: Cluster

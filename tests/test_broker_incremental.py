@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-import magw.snapshot as snapshot_module
-import magw.snapshot_cache as cache_module
-from magw.snapshot import parse_snapshot
-from magw.snapshot_cache import SnapshotParser
+import magw.snapshot.cache as cache_module
+import magw.snapshot.load as snapshot_module
+from magw.snapshot.cache import SnapshotParser
+from magw.snapshot.load import parse_snapshot
 from magw.sources import FileBroker
-from magw.sources import assemble as assemble_module
-from magw.sources.assemble import Assembly, assemble
-from magw.sources.documents import Document, parse_file
+from magw.sources.file import assemble as assemble_module
+from magw.sources.file.assemble import Assembly, assemble
+from magw.sources.file.documents import Document, parse_file
 
 REMOTES = 12
 PER_CLUSTER = 30

@@ -9,7 +9,7 @@ import struct
 import pytest
 from structlog.testing import capture_logs
 
-from magw.desired.fallback import effective_strategy
+from magw.desired.node.fallback import effective_strategy
 from magw.drivers.netlink.capabilities import (
     HASH_POLICY_KEY,
     PROBE_GROUP_ID,

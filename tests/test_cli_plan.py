@@ -16,9 +16,9 @@ import pytest
 import structlog
 
 from magw.cli import main as cli_main
-from magw.desired.ids import group_ids
-from magw.desired.planner import plan
-from magw.snapshot import load_snapshot
+from magw.desired.node.ids import group_ids
+from magw.desired.node.planner import plan
+from magw.snapshot.load import load_snapshot
 
 REPO = pathlib.Path(__file__).parent.parent
 SEED = REPO / "examples" / "seed-east.yaml"

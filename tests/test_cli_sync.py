@@ -13,12 +13,12 @@ import pytest
 
 import magw.cli.sync
 from magw.cli.sync import change_text, recreated, sync
-from magw.desired.nft import NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftTable
+from magw.desired.node.planner import plan
 from magw.desired.render import object_line
 from magw.desired.state import MAIN_TABLE, DesiredState, NexthopGroup, Route, RouteNexthop
-from magw.drivers.fake import fake_node_driver
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.fake_node import fake_node_driver
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.diff import diff

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.state import KINDS
 from magw.model import Endpoint
 from magw.sources import FileBroker, endpoint_path, publish_endpoint
@@ -86,7 +86,7 @@ def expected_objects(directory: Path, node: str) -> int:
 
 
 def command(daemon: str, *args: str, netns: str | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", f"daemons.{daemon}", *args]
+    cmd = [sys.executable, "-m", f"magw.daemons.{daemon}.main", *args]
     return ["ip", "netns", "exec", netns, *cmd] if netns is not None else cmd
 
 

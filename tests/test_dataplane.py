@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.drivers.netlink.capabilities import set_hash_policy
 from magw.model import Strategy
 from tests.dataplane_topology import EAST, HOSTS, WEST, Topology, build, snapshot

@@ -19,20 +19,20 @@ from typing import Any
 
 import pytest
 
-from magw.agent import egress_agent
-from magw.agent import gateway as gateway_daemon
-from magw.agent import route_agent as route_agent_daemon
-from magw.controllers.egress import daemon as egress_daemon
-from magw.controllers.egress.controller import rfc3339
-from magw.controllers.globalnet import daemon as globalnet_daemon
+from magw.controllers.egressgw.controller import rfc3339
+from magw.daemons.egressgw import main as egress_daemon
+from magw.daemons.egressgw_agent import main as egress_agent
+from magw.daemons.gateway import main as gateway_daemon
+from magw.daemons.globalnet import main as globalnet_daemon
+from magw.daemons.route_agent import main as route_agent_daemon
 from magw.ipam.globalnet import plan_globalnet
 from magw.model import Endpoint
-from magw.model.egress import EgressBinding, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import EgressBinding, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, GLOBAL_INGRESS_IP, ObjectRef
-from magw.snapshot import endpoint_doc, load_snapshot
-from magw.snapshot_egress import vip_to_doc
-from magw.sources.egress_kube_store import status_body as egress_status_body
+from magw.snapshot.egressgw import vip_to_doc
+from magw.snapshot.load import endpoint_doc, load_snapshot
 from magw.sources.kube import mapping
+from magw.sources.kube.egressgw_store import status_body as egress_status_body
 from magw.sources.kube.globalnet_store import object_spec, status_body
 from magw.sources.kube.status import gateway_status
 from tests.deploy_checks import DEPLOY, NAMESPACE, cr_errors, find, manifests

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from magw.snapshot import parse_snapshot
+from magw.snapshot.load import parse_snapshot
 from tests.deploy_checks import BROKER_NAMESPACE, DEPLOY, NAMESPACE, find, manifests
 
 ROOT = DEPLOY.parent

@@ -8,8 +8,8 @@ from typing import Any
 import attrs
 import pytest
 
-from magw.desired.nft import NftChain, NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftChain, NftTable
+from magw.desired.node.planner import plan
 from magw.desired.state import (
     KINDS,
     Address,
@@ -23,7 +23,7 @@ from magw.desired.state import (
     Route,
     Rule,
 )
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.model import Strategy
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.diff import diff, nft_changes

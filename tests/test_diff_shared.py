@@ -12,8 +12,8 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from magw.desired.nft import NftChain, NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftChain, NftTable
+from magw.desired.node.planner import plan
 from magw.desired.state import KINDS, DesiredState
 from magw.model import Snapshot
 from magw.reconcile.changeset import NftChange, Op

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from magw.model import Endpoint
-from magw.sources.filebroker import render_endpoint
+from magw.sources.file.broker import render_endpoint
 from tests.netns import ip_json
 
 ROOT = Path(__file__).resolve().parent.parent

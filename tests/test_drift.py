@@ -10,8 +10,8 @@ from ipaddress import IPv4Address
 
 import pytest
 
-from magw.desired.ids import nexthop_id
-from magw.desired.planner import plan
+from magw.desired.node.ids import nexthop_id
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.drivers.netlink.constants import RTPROT_MAGW
 from magw.model import Strategy

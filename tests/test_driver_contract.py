@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.state import (
     KINDS,
     MAIN_TABLE,
@@ -29,9 +29,9 @@ from magw.desired.state import (
     Route,
     Rule,
 )
-from magw.drivers.fake import fake_node_driver
-from magw.drivers.fake_netlink import RTPROT_BOOT, FakeNetlink
+from magw.drivers.fake_node import fake_node_driver
 from magw.drivers.netlink.constants import RTPROT_MAGW
+from magw.drivers.netlink.fake.namespace import RTPROT_BOOT, FakeNetlink
 from magw.model import Strategy
 from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.diff import diff

@@ -12,10 +12,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from magw.controllers.egress.api import serve
-from magw.controllers.egress.controller import EgressController
+from magw.controllers.egressgw.controller import EgressController
+from magw.daemons.egressgw.api import serve
 from magw.sources import FileBroker
-from magw.sources.egress_store import EgressStore
+from magw.sources.file.egressgw_store import EgressStore
 from tests.test_egress_controller import BASE, _files, _vip_text
 
 
@@ -170,7 +170,8 @@ async def test_tcp_on_loopback_port_zero(tmp_path: Path) -> None:
 
 
 async def test_the_daemon_serves_runs_passes_and_stops(tmp_path: Path) -> None:
-    from magw.controllers.egress.daemon import parser, run
+    from magw.daemons.egressgw.app import run
+    from magw.daemons.egressgw.main import parser
 
     broker_dir = tmp_path / "b"
     broker_dir.mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 
 from magw.desired.egressgw.bindings import resolve
-from magw.model.egress import Egress, EgressBinding, EgressVIP
+from magw.model.egressgw import Egress, EgressBinding, EgressVIP
 from magw.model.globalnet import Pod, PodPhase, Service
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from magw.controllers.egress import ops
-from magw.controllers.egress.controller import EgressController, rfc3339
+from magw.controllers.egressgw import ops
+from magw.controllers.egressgw.controller import EgressController, rfc3339
 from magw.sources import FileBroker
-from magw.sources.egress_store import EgressStore, StoreRefused
+from magw.sources.file.egressgw_store import EgressStore, StoreRefused
 
 BASE = """\
 kind: Cluster

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from magw.model.egress import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import Namespace
-from magw.snapshot import dump_snapshot, parse_snapshot_text
+from magw.snapshot.load import dump_snapshot, parse_snapshot_text
 from magw.sources import FileBroker
-from magw.sources.assemble import assemble
-from magw.sources.documents import parse_file
+from magw.sources.file.assemble import assemble
+from magw.sources.file.documents import parse_file
 
 A = IPv4Address
 

@@ -1,5 +1,6 @@
-"""The egress-HA agent (magw.agent.egress_ha): VRRP events -> master state, conntrackd transitions (node-wide),
-the holder callback, and the status endpoint (magw.agent.egress_ha_http) over a UNIX socket."""
+"""The egress-HA agent (magw.daemons.egressgw_agent.ha): VRRP events -> master state, conntrackd transitions
+(node-wide),
+the holder callback, and the status endpoint (magw.daemons.egressgw_agent.status_http) over a UNIX socket."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from magw.agent.egress_ha import AgentLock, EgressHA
-from magw.agent.egress_ha_http import serve
+from magw.daemons.egressgw_agent.ha import AgentLock, EgressHA
+from magw.daemons.egressgw_agent.status_http import serve
 from magw.drivers.conntrackd.process import Step
 from magw.drivers.keepalived.events import VrrpEvent
 

@@ -1,4 +1,4 @@
-"""The node side end to end with real keepalived and conntrackd in namespaces (magw.agent.egress_ha_node):
+"""The node side end to end with real keepalived and conntrackd in namespaces (magw.daemons.egressgw_agent.node):
 three candidates, VRRPv3 at advert_int 0.1 s; the agents hear keepalived through the FIFO, drive conntrackd,
 report holder changes, and answer on their status endpoints. Moves are asserted, not their speed."""
 
@@ -15,9 +15,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from magw.agent.egress_ha_http import serve
-from magw.agent.egress_ha_node import EgressHANode
-from magw.model.egress import Egress, EgressConfig, EgressVIP
+from magw.daemons.egressgw_agent.node import EgressHANode
+from magw.daemons.egressgw_agent.status_http import serve
+from magw.model.egressgw import Egress, EgressConfig, EgressVIP
 from tests.egress_ha_net import VIP, WAIT, build, holders
 
 pytestmark = [

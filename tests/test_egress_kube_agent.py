@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
 
-from magw.agent.egress_agent import main, parser
-from magw.sources.egress_kube_watch import agent_source, kube_snapshots, snapshots
+from magw.daemons.egressgw_agent.main import main, parser
+from magw.sources.kube.egressgw_watch import agent_source, kube_snapshots, snapshots
 from tests import egress_kube_objects as eko
 from tests import kube_objects as ko
 from tests import kubeemu_fixtures

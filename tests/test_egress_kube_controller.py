@@ -20,12 +20,13 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
 
-from magw.controllers.egress.daemon import main, parser, run
+from magw.daemons.egressgw.app import run
+from magw.daemons.egressgw.main import main, parser
 from magw.kubeemu import Emulator
-from magw.model.egress import EgressBinding, EgressVIP
-from magw.sources.egress_kube_store import ApiThread, KubeEgressStore
-from magw.sources.egress_store import StoreRefused
+from magw.model.egressgw import EgressBinding, EgressVIP
+from magw.sources.file.egressgw_store import StoreRefused
 from magw.sources.kube.client import api_client, write_kubeconfig
+from magw.sources.kube.egressgw_store import ApiThread, KubeEgressStore
 from tests import egress_kube_objects as eko
 from tests import kube_objects as ko
 from tests import kubeemu_fixtures

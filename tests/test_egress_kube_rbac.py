@@ -34,7 +34,7 @@ async def test_the_egress_controllers_requests_are_allowed() -> None:
         eko.serve_egress_crds(env.emulator)
         env.emulator.load([*ko.east(), *eko.world()])
         sock = env.directory / "egress.sock"
-        async with daemon(env, "magw.controllers.egress.daemon", "--cluster", "east", "--socket", str(sock)):
+        async with daemon(env, "magw.daemons.egressgw.main", "--cluster", "east", "--socket", str(sock)):
             await until(lambda: _vip(env, "b").get("status"), what="b's status")
             await until(sock.exists, what="the API socket")
             connector = aiohttp.UnixConnector(path=str(sock))
@@ -52,7 +52,7 @@ async def test_the_egress_agents_requests_are_allowed() -> None:
         workdir = env.directory / "agent"
         workdir.mkdir()
         args = ("--cluster", "east", "--node", "e-w1", "--workdir", str(workdir), "--status-listen", "127.0.0.1:0")
-        async with daemon(env, "magw.agent.egress_agent", *args):
+        async with daemon(env, "magw.daemons.egressgw_agent.main", *args):
             await until(
                 lambda: (
                     {"watch egressvips", "watch nodes"}

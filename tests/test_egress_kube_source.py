@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
 
 from magw.desired.egressgw.bindings import resolve
-from magw.sources.filebroker import FileBroker
+from magw.sources.file.broker import FileBroker
 from magw.sources.kube import mapping
 from magw.sources.kube.reflector import Timing
 from magw.sources.kube.resources import resources

@@ -10,9 +10,9 @@ from typing import Any
 import attrs
 
 from magw.model import Snapshot
-from magw.model.egress import Egress, EgressBinding, EgressVIP, EgressVIPStatus
-from magw.sources.egress_kube_store import Written
-from magw.sources.egress_kube_view import KubeEgressView, overlay
+from magw.model.egressgw import Egress, EgressBinding, EgressVIP, EgressVIPStatus
+from magw.sources.kube.egressgw_store import Written
+from magw.sources.kube.egressgw_view import KubeEgressView, overlay
 
 NS = "submariner-operator"
 

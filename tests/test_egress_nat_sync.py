@@ -25,7 +25,7 @@ from magw.drivers.conntrackd.process import Conntrackd
 from magw.drivers.keepalived.config import KeepalivedNode
 from magw.drivers.keepalived.config import render as render_ka
 from magw.drivers.keepalived.process import Keepalived
-from magw.model.egress import EgressConfig, EgressVIP
+from magw.model.egressgw import EgressConfig, EgressVIP
 from tests.egress_ha_net import VIP, holders, wait_until
 from tests.egress_nat_net import NatWorld, add_guard, build_world, exchange, flow, guarded
 from tests.netns import run

@@ -10,7 +10,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import pytest
 
-from magw.controllers.egress.ops import (
+from magw.controllers.egressgw.ops import (
     EgressOpError,
     ErrorKind,
     HolderReport,
@@ -23,7 +23,7 @@ from magw.controllers.egress.ops import (
     unbind,
 )
 from magw.desired.egressgw.bindings import resolve
-from magw.model.egress import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import Globalnet, Namespace, Pod, Service
 
 

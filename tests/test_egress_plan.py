@@ -19,9 +19,9 @@ import pytest
 
 from magw.desired.egressgw.bindings import resolve
 from magw.desired.egressgw.plan import EgressInputs, plan_egress
-from magw.desired.nft import NftTable
-from magw.drivers.fake_netlink import FakeNetlink
-from magw.model.egress import Egress, EgressBinding
+from magw.desired.nft.values import NftTable
+from magw.drivers.netlink.fake.namespace import FakeNetlink
+from magw.model.egressgw import Egress, EgressBinding
 from magw.model.globalnet import Service, ServicePort
 from magw.reconcile.diff import diff
 from tests.egress_world import NODES, POD_CIDR, PODS, REMOTE_CIDR, SERVICE_CIDR, VIP_A, VIP_B, egress_model

@@ -8,12 +8,12 @@ import attrs
 import yaml
 from structlog.testing import capture_logs
 
-from magw.agent.egress_problems import EgressProblems
-from magw.lab.daemons import write_broker
-from magw.lab.layout import layout
-from magw.lab.topology import load_topology
+from magw.daemons.route_agent.egressgw_problems import EgressProblems
+from magw.lab.planes.daemons import write_broker
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import load_topology
 from magw.model import Snapshot
-from magw.sources.filebroker import FileBroker
+from magw.sources.file.broker import FileBroker
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-egress-gateway.yaml"
 

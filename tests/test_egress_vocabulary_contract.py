@@ -13,8 +13,8 @@ import attrs
 import pytest
 
 from magw.desired.state import DesiredState, Route, RouteEncap, Rule
-from magw.drivers.fake_netlink import FakeNetlink
 from magw.drivers.netlink.driver import NetlinkDriver
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import Driver
 from tests.egress_world import node_plan

@@ -7,7 +7,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 import attrs
 import pytest
 
-import magw.drivers.fake_netlink
+import magw.drivers.netlink.fake.namespace
 from magw.desired.state import (
     Address,
     DesiredState,
@@ -19,8 +19,8 @@ from magw.desired.state import (
     RouteNexthop,
     Rule,
 )
-from magw.drivers.fake_netlink import NOT_MODELLED, RTPROT_BOOT, FakeNetlink, ForeignLink, KernelError
 from magw.drivers.netlink.constants import RTPROT_MAGW
+from magw.drivers.netlink.fake.namespace import NOT_MODELLED, RTPROT_BOOT, FakeNetlink, ForeignLink, KernelError
 from magw.reconcile.diff import diff
 from tests.fake_netlink_data import (
     ADDR,
@@ -307,5 +307,5 @@ def test_what_the_fake_does_not_model_is_listed_in_its_doc() -> None:
         "route metrics, tos and flags beyond the key; nexthop_compat_mode's expansion of nhid routes",
         "a link MAC change flushing neighbors (the netlink driver puts the permanent ones back, so none is lost)",
     )
-    doc = magw.drivers.fake_netlink.__doc__ or ""
+    doc = magw.drivers.netlink.fake.namespace.__doc__ or ""
     assert [item for item in NOT_MODELLED if f"\n- {item}\n" not in doc] == []

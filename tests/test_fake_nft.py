@@ -7,9 +7,9 @@ import json
 import pytest
 from structlog.testing import capture_logs
 
-import magw.drivers.fake_nft
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
-from magw.drivers.fake_nft import NOT_MODELLED, FakeNft
+import magw.drivers.nft.fake.ruleset
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.drivers.nft.fake.ruleset import NOT_MODELLED, FakeNft
 from magw.reconcile.changeset import NftChange
 
 SADDR = {"payload": {"protocol": "ip", "field": "saddr"}}
@@ -105,7 +105,7 @@ def test_what_the_fake_does_not_model_is_listed_in_its_doc() -> None:
         "kernel limits: jump depth beyond loops (16 levels), set sizes, rules per chain",
         "nft's exact error texts: the fake names the same cause, mostly in nft's words",
     )
-    doc = magw.drivers.fake_nft.__doc__ or ""
+    doc = magw.drivers.nft.fake.ruleset.__doc__ or ""
     assert [item for item in NOT_MODELLED if f"\n- {item}\n" not in doc] == []
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from magw.model import Endpoint, Snapshot
-from magw.snapshot import parse_snapshot
+from magw.snapshot.load import parse_snapshot
 from magw.sources import FileBroker, endpoint_path, publish_endpoint
-from magw.sources import filebroker as filebroker_module
+from magw.sources.file import broker as filebroker_module
 from tests.test_filebroker import E_GW1, W_GW1, expected_snapshot, populate
 
 LIMIT = 10.0  # seconds: safety limit of every wait, never reached when the loop keeps running

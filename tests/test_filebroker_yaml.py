@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from magw.sources import documents
-from magw.sources.documents import DocumentError, parse_file
-from magw.yamlstrict import FastStrictLoader, StrictLoader
+from magw.snapshot.yamlstrict import FastStrictLoader, StrictLoader
+from magw.sources.file import documents
+from magw.sources.file.documents import DocumentError, parse_file
 
 GOOD = "kind: Cluster\nid: east\ncidrs: [10.1.0.0/16]\n---\nkind: Node\ncluster: east\nname: e-w1\nip: 172.18.0.3\n"
 

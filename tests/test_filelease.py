@@ -5,8 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from magw.sources.filebroker import FileBroker
-from magw.sources.filelease import FileLease
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.lease import FileLease
 
 
 class Clock:

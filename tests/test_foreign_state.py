@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from magw.desired.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
-from magw.desired.planner import plan
+from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.drivers.netlink.constants import RTPROT_MAGW
 from magw.model import Strategy

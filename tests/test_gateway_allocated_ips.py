@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from magw.agent.gateway import Gateway
-from magw.sources.filebroker import FileBroker
+from magw.daemons.gateway.app import Gateway
+from magw.sources.file.broker import FileBroker
 from tests.globalnet_broker import gateway, make_broker, put, remove
 from tests.test_globalnet_controller import controller, converge
 

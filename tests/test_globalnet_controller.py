@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from magw.controllers.globalnet.controller import GlobalnetController, LeaseLost
-from magw.sources.filebroker import FileBroker
-from magw.sources.globalnet_store import GlobalnetStore
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.globalnet_store import GlobalnetStore
 from tests.globalnet_broker import check_files, gateway, make_broker, put, remove, statuses
 
 

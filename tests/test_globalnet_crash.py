@@ -22,7 +22,7 @@ def start(directory: Path, identity: str) -> subprocess.Popen[bytes]:
         [
             sys.executable,
             "-m",
-            "magw.controllers.globalnet.daemon",
+            "magw.daemons.globalnet.main",
             "--broker-dir",
             str(directory),
             "--cluster",

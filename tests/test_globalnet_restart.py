@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from magw.agent.gateway import Gateway
+from magw.daemons.gateway.app import Gateway
 from magw.model import Endpoint
-from magw.sources.filebroker import FileBroker, publish_endpoint
+from magw.sources.file.broker import FileBroker, publish_endpoint
 from tests.globalnet_broker import gateway, make_broker, put
 from tests.test_daemons import Daemon, agent_args, daemons, read_status, wait_for, wire_node  # noqa: F401
 from tests.test_globalnet_controller import controller, converge

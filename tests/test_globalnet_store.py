@@ -22,8 +22,8 @@ from magw.model.globalnet import (
     ObjectRef,
     TargetType,
 )
-from magw.sources.filebroker import FileBroker
-from magw.sources.globalnet_store import GlobalnetStore, status_file, status_prefix
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.globalnet_store import GlobalnetStore, status_file, status_prefix
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

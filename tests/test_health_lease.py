@@ -19,7 +19,7 @@ import pytest
 
 from magw.drivers.netns import run_in_netns
 from magw.health.echoids import ALIVE_ID
-from magw.health.lease import TABLE, LeaseKeeper, LeaseTable, refresh_text, remove_lease_table, table_text
+from magw.health.liveness import TABLE, LeaseKeeper, LeaseTable, refresh_text, remove_lease_table, table_text
 from magw.health.params import LeaseParams
 from magw.health.probe import enable_ping_sockets
 from tests import netns as checker

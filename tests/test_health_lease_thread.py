@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import attrs
 
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.lease import LeaseKeeper
+from magw.health.liveness import LeaseKeeper
 from magw.health.monitor import HealthMonitor
 from magw.health.params import LeaseParams, ProbeParams
 from magw.health.probe import EchoSocket

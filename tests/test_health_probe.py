@@ -16,7 +16,7 @@ from ipaddress import IPv4Address, IPv4Network
 import pytest
 
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.lease import LeaseTable
+from magw.health.liveness import LeaseTable
 from magw.health.monitor import HealthMonitor
 from magw.health.params import LeaseParams, ProbeParams
 from magw.health.probe import EchoSocket, PingSocketError, enable_ping_sockets

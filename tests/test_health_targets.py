@@ -6,7 +6,7 @@ from ipaddress import IPv4Address
 
 import attrs
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.health.echoids import ALIVE_ID, reach_ids
 from magw.health.statemachine import Liveness, PeerState
 from magw.health.targets import NO_PLAN, ProbeTarget, probe_plan

@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 
-from magw.desired.nft import NftSet, NftTable
+from magw.desired.nft.values import NftSet, NftTable
 from magw.drivers import heap
 from magw.drivers.nft import driver as nft_driver
 from magw.drivers.nft.driver import NftDriver

@@ -23,7 +23,7 @@ from magw.drivers.keepalived.config import (
     priorities,
     render,
 )
-from magw.model.egress import EgressBinding, EgressConfig, EgressVIP
+from magw.model.egressgw import EgressBinding, EgressConfig, EgressVIP
 
 GOLDEN = Path(__file__).parent / "golden" / "keepalived-n1.conf"
 REGEN = os.environ.get("MAGW_REGEN_GOLDEN") == "1"

@@ -19,7 +19,7 @@ import pytest
 from magw.drivers.keepalived.config import AgentCheck, KeepalivedNode, render
 from magw.drivers.keepalived.process import Keepalived
 from magw.drivers.nsdaemon import DaemonError
-from magw.model.egress import EgressConfig, EgressVIP
+from magw.model.egressgw import EgressConfig, EgressVIP
 from tests.egress_ha_net import VIP, Underlay, build, holders, wait_until
 from tests.netns import run
 

@@ -65,7 +65,9 @@ async def daemon(env: KubeEnv, program: str, *args: str) -> AsyncIterator[asynci
 
 
 def gateway(env: KubeEnv, node: str, *extra: str) -> contextlib.AbstractAsyncContextManager[Any]:
-    return daemon(env, "magw.agent.gateway", "--node", node, "--cluster", "east", "--lease-duration", "2", *extra)
+    return daemon(
+        env, "magw.daemons.gateway.main", "--node", node, "--cluster", "east", "--lease-duration", "2", *extra
+    )
 
 
 async def custom(env: KubeEnv, plural: str, name: str) -> dict[str, Any] | None:
@@ -134,7 +136,7 @@ async def test_route_agent_annotates_its_node_plans_from_the_api_and_keeps_its_p
     kube_env.emulator.load(objects)
     status_file = kube_env.directory / "agent.json"
     args = ("--node", "e-w1", "--cluster", "east", "--fake", "--cni-interface", "lo", "--status-file", str(status_file))
-    async with daemon(kube_env, "magw.agent.route_agent", *args):
+    async with daemon(kube_env, "magw.daemons.route_agent.main", *args):
         node_rt = kube_env.emulator.store.registry.find("", "v1", "nodes")
         await until(
             lambda: (
@@ -201,7 +203,7 @@ async def test_globalnet_controller_allocates_through_status_subresources(kube_e
     too_many = {**egress, "metadata": {"name": "big", "namespace": "web"}, "spec": {"numberOfIPs": 21}}
     kube_env.emulator.load([*objects, egress, too_many])
     args = ("--cluster", "east", "--lease-duration", "2", "--identity", "gn1", "--poll-interval", "0.05")
-    async with daemon(kube_env, "magw.controllers.globalnet.daemon", *args):
+    async with daemon(kube_env, "magw.daemons.globalnet.main", *args):
         await until(lambda: _status(kube_env, "globalegressips", "web", "db"), what="GlobalEgressIP status")
         status = await _status(kube_env, "globalegressips", "web", "db")
         # multi-active: each gateway SNATs the namespace to a block of its own, numberOfIPs addresses each
@@ -240,7 +242,7 @@ async def _status(env: KubeEnv, plural: str, ns: str, name: str) -> dict[str, An
 async def test_route_agent_once_waits_for_the_lists_and_syncs_once(kube_env: KubeEnv) -> None:
     kube_env.emulator.load(ko.east())
     args = ("--node", "e-w1", "--cluster", "east", "--fake", "--once", "--cni-interface", "lo")
-    async with daemon(kube_env, "magw.agent.route_agent", *args) as proc:
+    async with daemon(kube_env, "magw.daemons.route_agent.main", *args) as proc:
         assert await asyncio.wait_for(proc.wait(), 30) == 0
 
 
@@ -251,7 +253,7 @@ async def test_bad_kube_flags_are_one_line_and_exit_2(kube_env: KubeEnv, tmp_pat
         (["--kubeconfig", str(kube_env.kubeconfig), "--broker-dir", str(tmp_path)], "only with --source kube"),
     ):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "daemons.route_agent", *argv, "--node", "n", "--cluster", "c",
+            sys.executable, "-m", "magw.daemons.route_agent.main", *argv, "--node", "n", "--cluster", "c",
             stderr=asyncio.subprocess.PIPE, env={k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"},
         )  # fmt: skip
         _, err = await proc.communicate()
@@ -273,7 +275,7 @@ async def test_route_agent_egress_flag_plans_the_egress_datapath_from_the_api(
         status = tmp_path / f"status{flag or '-none'}.json"
         args = ("--node", "e-w1", "--cluster", "east", "--fake", "--once", "--cni-interface", "lo",
                 "--status-file", str(status), *((flag,) if flag else ()))  # fmt: skip
-        async with daemon(kube_env, "magw.agent.route_agent", *args) as proc:
+        async with daemon(kube_env, "magw.daemons.route_agent.main", *args) as proc:
             assert await asyncio.wait_for(proc.wait(), 40) == 0
         doc = json.loads(status.read_text())
         reconciler = doc.get("reconciler", doc)

@@ -2,7 +2,8 @@
 server restarts mid-watch, repeated 410s, dropped connections, slow responses, a stale view and a broker gone for
 a minute. Through all of them: nothing pruned before a relist completes, nothing flushed, convergence after.
 
-The route agent runs in this process on the fake kernel (``magw.agent.drivers.fake_driver``); after every sync
+The route agent runs in this process on the fake kernel (``magw.daemons.route_agent.node_driver.fake_driver``); after
+every sync
 the test counts the routes the fake kernel holds toward the remote cluster. That count must never drop while
 the API server misbehaves, and must follow a real change once it is back.
 """
@@ -19,8 +20,8 @@ import pytest
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from prometheus_client import CollectorRegistry
 
-from magw.agent.drivers import fake_driver
-from magw.agent.route_agent import RouteAgent
+from magw.daemons.route_agent.app import RouteAgent
+from magw.daemons.route_agent.node_driver import fake_driver
 from magw.desired.state import DesiredState
 from magw.reconcile.driver import ApplyResult, ChangeSet
 from magw.sources.kube.brokersync import BrokerSync

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from magw.model.globalnet import ObjectRef
-from magw.sources.assemble import assemble
-from magw.sources.filebroker import FileBroker
+from magw.sources.file.assemble import assemble
+from magw.sources.file.broker import FileBroker
 from magw.sources.kube import mapping
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "broker"

@@ -54,7 +54,7 @@ async def test_the_route_agents_requests_are_allowed() -> None:
         objects[6] = ko.node("e-w1", "172.18.0.3", None)
         env.emulator.load(objects)
         args = ("--node", "e-w1", "--cluster", "east", "--fake", "--cni-interface", "lo")
-        async with daemon(env, "magw.agent.route_agent", *args):
+        async with daemon(env, "magw.daemons.route_agent.main", *args):
             await until(
                 lambda: _objects(env, "", "v1", "nodes")[("", "e-w1")]["metadata"].get("annotations"),
                 what="the annotation",
@@ -70,7 +70,7 @@ async def test_the_gateways_requests_are_allowed_here_and_at_the_broker() -> Non
         broker.emulator.load([ko.endpoint("west", "w-gw1", "172.19.0.4", ns=BROKER_NAMESPACE)])
         args = ("--node", "e-gw1", "--cluster", "east", "--lease-duration", "2", "--tidy-grace", "0.5")
         args += ("--broker-kubeconfig", str(broker.kubeconfig), "--broker-namespace", BROKER_NAMESPACE)
-        async with daemon(env, "magw.agent.gateway", *args) as proc:
+        async with daemon(env, "magw.daemons.gateway.main", *args) as proc:
             local = _objects(env, "submariner.io", "v1", "endpoints")
             await until(lambda: (NS, "east-e-gw1") in local and (NS, "west-w-gw1") in local, what="publish + sync")
             await until(lambda: (NS, "east-e-gw2") not in local, what="the tidy-up of e-gw2 (it has no lease)")
@@ -97,7 +97,7 @@ async def test_the_globalnet_controllers_requests_are_allowed() -> None:
         }
         env.emulator.load([*objects, egress])
         args = ("--cluster", "east", "--lease-duration", "2")
-        async with daemon(env, "magw.controllers.globalnet.daemon", *args):
+        async with daemon(env, "magw.daemons.globalnet.main", *args):
             items = _objects(env, "submariner.io", "v1", "globalegressips")
             await until(lambda: (items[("web", "db")].get("status") or {}).get("allocatedIPs"), what="allocation")
         least = {"patch globalegressips/status", "create clusterglobalegressips", "create leases"}

@@ -16,7 +16,7 @@ from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from magw.kubeemu import Emulator
 from magw.kubeemu.resources import DEFAULT_TYPES
 from magw.model import Snapshot
-from magw.sources.filebroker import FileBroker
+from magw.sources.file.broker import FileBroker
 from magw.sources.kube.client import api_client, write_kubeconfig
 from magw.sources.kube.reflector import Reflector, Timing
 from magw.sources.kube.source import KubeSource

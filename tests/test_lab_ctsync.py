@@ -1,4 +1,4 @@
-"""magw.lab.ctsync.count_established: which lines of a ``conntrackd -e`` listing count as a synced connection.
+"""magw.lab.observe.ctsync.count_established: which lines of a ``conntrackd -e`` listing count as a synced connection.
 
 The listing below is the raw output of a backup's external cache in the egress lab (docs/egress-ha.md shows the
 format): only ESTABLISHED TCP flows whose original destination is one of the targets count.
@@ -6,7 +6,7 @@ format): only ESTABLISHED TCP flows whose original destination is one of the tar
 
 from __future__ import annotations
 
-from magw.lab.ctsync import count_established
+from magw.lab.observe.ctsync import count_established
 
 CACHE = """\
 tcp      6 ESTABLISHED src=10.1.3.3 dst=172.17.0.250 sport=58026 dport=8080 [ASSURED] [active since 1s]

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from magw.lab import build
-from magw.lab.daemons import daemons_installed
-from magw.lab.healthlog import health_history
-from magw.lab.layout import LabLayout, PodLayout
-from magw.lab.matrix import Cell, run_matrix
-from magw.lab.spread import SpreadResult, run_spread
-from magw.lab.state import LabState
-from magw.lab.topology import default_topology, load_topology, parse_topology
+from magw.lab.build import lifecycle as build
+from magw.lab.build.state import LabState
+from magw.lab.observe.healthlog import health_history
+from magw.lab.observe.spread import SpreadResult, run_spread
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.spec.layout import LabLayout, PodLayout
+from magw.lab.spec.topology import default_topology, load_topology, parse_topology
+from magw.lab.verify.matrix import Cell, run_matrix
 from tests import netns as checker
 from tests.labkit import NOTHING_LEFT, leftovers, running_lab, unique_name
 
@@ -101,7 +101,7 @@ def test_flows_use_every_gateway_with_wire_amplification_one(lab: tuple[LabLayou
         "east vx-submariner rx": sum(g.intra_rx for g in east),
         "west vx-submariner rx": sum(g.intra_rx for g in west),
     }
-    # The flows' own datagrams, counted at the tunnel devices (magw.lab.spread): exact, whatever the probes do;
+    # The flows' own datagrams, counted at the tunnel devices (magw.lab.observe.spread): exact, whatever the probes do;
     # a flooded copy per packet would double a sum.
     assert sums == dict.fromkeys(sums, res.sent)
     assert res.amplification == 1.0

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from magw.lab import ctsync, state
-from magw.lab.daemons import daemons_installed
-from magw.lab.state import LabState
+from magw.lab.build import state
+from magw.lab.build.state import LabState
+from magw.lab.observe import ctsync
+from magw.lab.planes.daemons import daemons_installed
 from tests.labkit import unique_name
 
 pytestmark = [
@@ -56,7 +57,7 @@ def magw(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def probe(lab: LabState, ns: str, target: str) -> dict[str, Any]:
     """One probe from namespace ``<lab>-<ns>``: {"ok", "seen_ip", "server", ...}."""
     out = subprocess.run(
-        ["ip", "netns", "exec", f"{lab.name}-{ns}", sys.executable, "-m", "magw.lab.traffic", "probe",
+        ["ip", "netns", "exec", f"{lab.name}-{ns}", sys.executable, "-m", "magw.lab.payload.traffic", "probe",
          "--target", target, "--timeout", "2", "--attempts", "3"],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
@@ -199,7 +200,7 @@ HOLD = 16.0
 
 
 def _hold(lab: LabState, ns: str, target: str, conns: int, duration: float, *push: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", target, "--conns", str(conns),
+    argv = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", target, "--conns", str(conns),
             "--duration", str(duration), "--interval", "0.02", "--timeout", "3", *push]  # fmt: skip
     return subprocess.Popen(["ip", "netns", "exec", f"{lab.name}-{ns}", *argv], stdout=subprocess.PIPE, text=True)
 

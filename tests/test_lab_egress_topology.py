@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 from magw.desired.egressgw.bindings import resolve
-from magw.lab.daemons import write_broker
-from magw.lab.egress import egress_model, outside_commands, outside_ip, outside_ns
 from magw.lab.errors import LabInputError
-from magw.lab.layout import layout
-from magw.lab.topology import load_topology, parse_topology
-from magw.model.egress import EgressBinding
-from magw.sources.filebroker import FileBroker
+from magw.lab.planes.daemons import write_broker
+from magw.lab.planes.egressgw import egress_model, outside_commands, outside_ip, outside_ns
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import load_topology, parse_topology
+from magw.model.egressgw import EgressBinding
+from magw.sources.file.broker import FileBroker
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-egress-gateway.yaml"
 

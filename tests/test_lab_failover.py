@@ -19,15 +19,15 @@ from ipaddress import IPv4Address
 
 import pytest
 
-from magw.desired.ids import nexthop_id
-from magw.desired.vtep import vtep_ip
-from magw.lab.connectivity import Target, probe_many
-from magw.lab.daemons import agent_status, daemons_installed
-from magw.lab.failover import FailoverResult, measure_failover, measure_recovery
-from magw.lab.layout import ECHO_PORT, LabLayout, NodeLayout
-from magw.lab.matrix import Cell, run_matrix
-from magw.lab.state import LabState
-from magw.lab.topology import Topology, parse_topology
+from magw.desired.node.ids import nexthop_id
+from magw.lab.build.state import LabState
+from magw.lab.planes.daemons import agent_status, daemons_installed
+from magw.lab.scenarios.failover import FailoverResult, measure_failover, measure_recovery
+from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout
+from magw.lab.spec.topology import Topology, parse_topology
+from magw.lab.verify.connectivity import Target, probe_many
+from magw.lab.verify.matrix import Cell, run_matrix
+from magw.model.vtep import vtep_ip
 from tests import netns as checker
 from tests.labkit import running_lab
 

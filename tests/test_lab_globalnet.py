@@ -22,18 +22,19 @@ from pathlib import Path
 import attrs
 import pytest
 
-from magw.desired.vtep import vtep_ip
-from magw.lab import failure, procs
-from magw.lab import state as lab_state
-from magw.lab.connectivity import Target, probe, udp_flows
-from magw.lab.daemons import daemons_installed
-from magw.lab.failover import measure_failover
-from magw.lab.gndemo import demo_topology, matrix_text, run_globalnet_matrix
-from magw.lab.layout import ECHO_PORT, LabLayout
-from magw.lab.state import LabState
-from magw.lab.topology import Topology
+from magw.lab.build import procs
+from magw.lab.build import state as lab_state
+from magw.lab.build.state import LabState
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.scenarios import failure
+from magw.lab.scenarios.failover import measure_failover
+from magw.lab.scenarios.globalnet_demo import demo_topology, matrix_text, run_globalnet_matrix
+from magw.lab.spec.layout import ECHO_PORT, LabLayout
+from magw.lab.spec.topology import Topology
+from magw.lab.verify.connectivity import Target, probe, udp_flows
 from magw.model.globalnet import GlobalIPStatus, ObjectRef
-from magw.sources.filebroker import FileBroker
+from magw.model.vtep import vtep_ip
+from magw.sources.file.broker import FileBroker
 from tests import netns as checker
 from tests.labkit import running_lab
 from tests.test_lab_failover import poll

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from magw.ipam.ingress import wanted_ingress_ips
-from magw.lab.daemons import broker_documents, write_broker
-from magw.lab.globalnet_docs import globalnet_documents
-from magw.lab.layout import LabLayout, layout
-from magw.lab.topology import default_topology, load_topology
+from magw.lab.planes.daemons import broker_documents, write_broker
+from magw.lab.planes.globalnet_docs import globalnet_documents
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import default_topology, load_topology
 from magw.model.globalnet import Globalnet, PodPhase
-from magw.sources.filebroker import FileBroker
+from magw.sources.file.broker import FileBroker
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 

@@ -18,13 +18,14 @@ from ipaddress import IPv4Address, IPv4Network
 
 import pytest
 
-from magw.lab import build, procs
-from magw.lab.daemons import daemons_installed
-from magw.lab.layout import LabLayout, layout
-from magw.lab.state import LabState
-from magw.lab.topology import Topology, parse_topology
+from magw.lab.build import lifecycle as build
+from magw.lab.build import procs
+from magw.lab.build.state import LabState
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import Topology, parse_topology
 from magw.model.globalnet import GlobalIPStatus, ObjectRef
-from magw.sources.filebroker import FileBroker
+from magw.sources.file.broker import FileBroker
 from tests.labkit import NOTHING_LEFT, leftovers, unique_name
 
 pytestmark = [

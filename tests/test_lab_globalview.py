@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from magw.controllers.globalnet.controller import GlobalnetController
-from magw.lab import naming
-from magw.lab.connectivity import Target
-from magw.lab.daemons import globalnet_missing, read_views, write_broker
-from magw.lab.layout import LabLayout, layout
-from magw.lab.ready import remote_plan
-from magw.lab.state import LabState
-from magw.lab.status import status_doc, status_text
-from magw.lab.topology import load_topology
-from magw.sources.filebroker import FileBroker
-from magw.sources.globalnet_store import GlobalnetStore
+from magw.lab.build.ready import remote_plan
+from magw.lab.build.state import LabState
+from magw.lab.observe.status import status_doc, status_text
+from magw.lab.planes.daemons import globalnet_missing, read_views, write_broker
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import load_topology
+from magw.lab.verify.connectivity import Target
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.globalnet_store import GlobalnetStore
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 
@@ -139,7 +139,7 @@ def test_status_json_shows_the_globalnet_view(lab_state: tuple[LabLayout, LabSta
 
 
 def test_status_json_of_a_plain_lab_keeps_its_fields(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from magw.lab.topology import default_topology
+    from magw.lab.spec.topology import default_topology
 
     monkeypatch.setattr(naming, "STATE_ROOT", tmp_path)
     st = LabState(name="plain", topology=default_topology(), phase="up", daemons=False, token="0" * 16)

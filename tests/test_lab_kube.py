@@ -21,13 +21,16 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import CoordinationV1Api, CustomObjectsApi
 
-from magw.lab import build, kube, naming, procs, state
-from magw.lab.daemons import daemons_installed
-from magw.lab.failover import measure_failover
-from magw.lab.layout import LabLayout, layout
-from magw.lab.matrix import run_matrix
-from magw.lab.state import LabState
-from magw.lab.topology import default_topology
+from magw.lab.build import lifecycle as build
+from magw.lab.build import procs, state
+from magw.lab.build.state import LabState
+from magw.lab.planes import kube
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.scenarios.failover import measure_failover
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import default_topology
+from magw.lab.verify.matrix import run_matrix
 from magw.sources.kube.client import api_client
 from tests.labkit import NOTHING_LEFT, leftovers, unique_name
 

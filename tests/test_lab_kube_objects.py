@@ -1,9 +1,9 @@
 """Without a kernel: what ``up --control-plane kube`` writes says what the file broker's documents say.
 
-The lab's objects (``magw.lab.kube_objects``) are created through HTTP (``magw.lab.kube_http``) in real
+The lab's objects (``magw.lab.planes.kube_objects``) are created through HTTP (``magw.lab.planes.kube_http``) in real
 emulator processes (``python -m magw.kubeemu``, one per cluster, stopped by PID); the route agents' CNI
 annotations and the broker sync's remote Cluster objects are added as those daemons would; then the lab's
-reader (``magw.lab.kube_view``) must build, for every cluster, the very snapshot ``FileBroker`` builds from
+reader (``magw.lab.observe.kube_view``) must build, for every cluster, the very snapshot ``FileBroker`` builds from
 the file-broker documents of the same lab. Also: the daemons' own parsers accept the kube-mode command lines,
 and the state file keeps the control plane.
 """
@@ -23,18 +23,21 @@ from pathlib import Path
 
 import pytest
 
-from magw.agent import gateway, route_agent
-from magw.controllers.globalnet import daemon as globalnet_daemon
-from magw.lab import kube, naming, state
-from magw.lab.daemons import gateway_argv, globalnet_argv, route_agent_argv, write_broker
+from magw.daemons.gateway import main as gateway
+from magw.daemons.globalnet import main as globalnet_daemon
+from magw.daemons.route_agent import main as route_agent
+from magw.lab.build import state
+from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
-from magw.lab.gndemo import demo_topology
-from magw.lab.kube_objects import cluster_object, cluster_objects
-from magw.lab.kube_view import cluster_snapshot
-from magw.lab.layout import LabLayout, layout
-from magw.lab.state import LabState
-from magw.lab.topology import Topology, default_topology
-from magw.sources.filebroker import FileBroker
+from magw.lab.observe.kube_view import cluster_snapshot
+from magw.lab.planes import kube
+from magw.lab.planes.daemons import gateway_argv, globalnet_argv, route_agent_argv, write_broker
+from magw.lab.planes.kube_objects import cluster_object, cluster_objects
+from magw.lab.scenarios.globalnet_demo import demo_topology
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import Topology, default_topology
+from magw.sources.file.broker import FileBroker
 from magw.sources.kube import mapping
 from magw.sources.kube.client import write_kubeconfig
 
@@ -122,7 +125,7 @@ def test_a_cluster_api_server_holds_only_its_own_cluster_and_nodes(monkeypatch: 
 
 def test_the_daemons_accept_the_kube_command_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """The lab's argv in kube mode parses with each daemon's own parser (a renamed flag would fail here)."""
-    monkeypatch.setattr("magw.lab.daemons.script", lambda name: Path("/bin") / name)
+    monkeypatch.setattr("magw.lab.planes.daemons.script", lambda name: Path("/bin") / name)
     with kube_lab(demo_topology(), monkeypatch) as (lab, st):
         gw, east = lab.node("east-gw1"), lab.cluster("east")
         args = route_agent.build_parser().parse_args(route_agent_argv(st, gw)[1:])

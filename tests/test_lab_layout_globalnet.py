@@ -5,9 +5,9 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 
-from magw.lab.layout import layout
-from magw.lab.services import kube_proxy_script
-from magw.lab.topology import load_topology, parse_topology
+from magw.lab.build.services import kube_proxy_script
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import load_topology, parse_topology
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 

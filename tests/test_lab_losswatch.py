@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from magw.lab.losswatch import flow_report, runs_of
+from magw.lab.payload.losswatch import flow_report, runs_of
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 
@@ -49,7 +49,7 @@ def test_only_the_datagrams_sent_are_judged() -> None:
 
 
 def _python(ns: str, *args: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.losswatch", *args]
+    return ["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.payload.losswatch", *args]
 
 
 @pytest.mark.kernel
@@ -88,10 +88,10 @@ def test_stream_through_a_reflector_loses_nothing_and_a_starved_one_stops_on_tim
 
 @pytest.mark.kernel
 def test_the_lab_echo_server_reflects_stream_datagrams_and_still_answers_probes(ns: str) -> None:
-    """A losswatch stream against ``magw.lab.traffic serve``: every datagram comes back; a probe to the same
+    """A losswatch stream against ``magw.lab.payload.traffic serve``: every datagram comes back; a probe to the same
     port still gets its JSON reply naming the server."""
     subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
-    argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "echo",
+    argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.payload.traffic", "serve", "--name", "echo",
             "--port", "9300", "--max-seconds", "60"]  # fmt: skip
     server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -101,7 +101,7 @@ def test_the_lab_echo_server_reflects_stream_datagrams_and_still_answers_probes(
                              cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
         doc = json.loads(out.stdout)
         assert [(f["sent"], f["received"], f["lost"]) for f in doc["flows"]] == [(30, 30, 0), (30, 30, 0)]
-        probe = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.traffic", "probe",
+        probe = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-m", "magw.lab.payload.traffic", "probe",
                                 "--target", "udp:127.0.0.1:9300"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
         assert json.loads(probe.stdout)["server"] == "echo"

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from magw.lab import build, naming, netns, procs, services, state
-from magw.lab.connectivity import ProbeResult, Target, probe
+from magw.lab.build import lifecycle as build
+from magw.lab.build import netns, procs, services, state
+from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
-from magw.lab.layout import ECHO_PORT, LabLayout, layout
-from magw.lab.state import LabState
-from magw.lab.topology import default_topology, parse_topology
+from magw.lab.spec import naming
+from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
+from magw.lab.spec.topology import default_topology, parse_topology
+from magw.lab.verify.connectivity import ProbeResult, Target, probe
 from tests import netns as checker
 from tests.labkit import NOTHING_LEFT, leftovers, running_lab, unique_name
 
@@ -81,7 +83,7 @@ def test_masquerade_rewrites_pod_traffic_leaving_the_cluster(lab: tuple[LabLayou
         kind="test-server",
         owner=west_gw.name,
         namespace=west_gw.namespace,
-        argv=[sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "wan-server", "--port", "9099",
+        argv=[sys.executable, "-m", "magw.lab.payload.traffic", "serve", "--name", "wan-server", "--port", "9099",
               "--max-seconds", "60"],
         log_path=st.logs_dir / "test-wan-server.log",
     )  # fmt: skip

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from magw.lab import naming, procs, state
-from magw.lab.daemons import daemons_installed
-from magw.lab.layout import layout
-from magw.lab.ovn import ovn_dir
-from magw.lab.ovn_servers import ovn_missing
-from magw.lab.ovn_topology import nbctl, wait_sb
-from magw.lab.state import LabState
-from magw.lab.topology import default_topology
+from magw.lab.build import procs, state
+from magw.lab.build.state import LabState
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.planes.ovn import ovn_dir
+from magw.lab.planes.ovn_servers import ovn_missing
+from magw.lab.planes.ovn_topology import nbctl, wait_sb
+from magw.lab.spec import naming
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import default_topology
 from tests.labkit import NOTHING_LEFT, leftovers, unique_name
 
 pytestmark = [

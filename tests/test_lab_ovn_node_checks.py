@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magw.lab.ovn_node_verify import _bridge_check, _route_check
+from magw.lab.verify.ovn_node import _bridge_check, _route_check
 
 
 def test_a_route_check_passes_only_on_the_expected_device_next_hop_and_table() -> None:

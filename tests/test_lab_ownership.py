@@ -14,11 +14,13 @@ import sys
 
 import pytest
 
-from magw.lab import build, naming, netns, state
+from magw.lab.build import lifecycle as build
+from magw.lab.build import netns, state
+from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
-from magw.lab.layout import layout
-from magw.lab.state import LabState
-from magw.lab.topology import Topology, parse_topology
+from magw.lab.spec import naming
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import Topology, parse_topology
 from tests.labkit import NOTHING_LEFT, bystander, leftovers, unique_name
 
 pytestmark = pytest.mark.kernel

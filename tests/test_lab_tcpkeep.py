@@ -1,4 +1,5 @@
-"""``magw.lab.tcpkeep`` in two real namespaces: connections that survive a short outage (TCP retransmits; the gap
+"""``magw.lab.payload.tcpkeep`` in two real namespaces: connections that survive a short outage (TCP retransmits; the
+gap
 shows it) and connections that do not (a reset, a stall)."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def pair() -> Iterator[tuple[str, str]]:
         run(a, "ip", "link", "set", "v0", "up")
         run(b, "ip", "link", "set", "v1", "up")
         server = subprocess.Popen(
-            ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.tcpkeep", "serve", "--port", PORT,
+            ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.payload.tcpkeep", "serve", "--port", PORT,
              "--max-seconds", "60"],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -42,7 +43,7 @@ def pair() -> Iterator[tuple[str, str]]:
 
 
 def _hold(ns: str, *args: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", f"10.9.0.2:{PORT}", *args]
+    argv = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", f"10.9.0.2:{PORT}", *args]
     return subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=subprocess.PIPE, text=True)
 
 
@@ -84,7 +85,7 @@ def test_a_longer_outage_than_the_timeout_breaks_the_connections(pair: tuple[str
 
 def test_nothing_listening_is_a_connect_error(pair: tuple[str, str]) -> None:
     a, _ = pair
-    argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", "10.9.0.2:9199", "--conns", "2",
+    argv = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", "10.9.0.2:9199", "--conns", "2",
             "--duration", "0.2"]  # fmt: skip
     doc = json.loads(run(a, *argv).stdout)
     assert doc["established"] == 0 and doc["survived"] == 0
@@ -94,18 +95,21 @@ def test_nothing_listening_is_a_connect_error(pair: tuple[str, str]) -> None:
 def test_hold_works_against_the_lab_echo_server_and_a_probe_still_gets_one_reply(pair: tuple[str, str]) -> None:
     a, b = pair
     echo = subprocess.Popen(
-        ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "b", "--port", "9200",
+        ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.payload.traffic", "serve", "--name", "b",
+         "--port", "9200",
          "--max-seconds", "60"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert echo.stdout is not None and "traffic.serving" in echo.stdout.readline()
-        argv = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", "10.9.0.2:9200", "--conns", "3",
+        argv = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", "10.9.0.2:9200", "--conns", "3",
                 "--duration", "0.5"]  # fmt: skip
         doc = json.loads(run(a, *argv).stdout)
         assert doc["survived"] == 3 and {c["seen_ip"] for c in doc["connections"]} == {"10.9.0.1"}
         assert all(c["echoed"] == c["sent"] > 1 for c in doc["connections"])  # many lines on one connection
-        probe = run(a, sys.executable, "-m", "magw.lab.traffic", "probe", "--target", "tcp:10.9.0.2:9200").stdout
+        probe = run(
+            a, sys.executable, "-m", "magw.lab.payload.traffic", "probe", "--target", "tcp:10.9.0.2:9200"
+        ).stdout
         assert json.loads(probe)["ok"] is True and json.loads(probe)["server"] == "b"
     finally:
         echo.terminate()
@@ -117,13 +121,14 @@ def test_push_mode_the_echo_server_speaks_unasked(pair: tuple[str, str]) -> None
     the timeout shows as a stall of the reader, not of a sender."""
     a, b = pair
     echo = subprocess.Popen(
-        ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.traffic", "serve", "--name", "b", "--port", "9201",
+        ["ip", "netns", "exec", b, sys.executable, "-m", "magw.lab.payload.traffic", "serve", "--name", "b",
+         "--port", "9201",
          "--max-seconds", "60"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert echo.stdout is not None and "traffic.serving" in echo.stdout.readline()
-        base = [sys.executable, "-m", "magw.lab.tcpkeep", "hold", "--target", "10.9.0.2:9201", "--push",
+        base = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", "10.9.0.2:9201", "--push",
                 "--interval", "0.02"]  # fmt: skip
         doc = json.loads(run(a, *base, "--conns", "2", "--duration", "1").stdout)
         assert doc["survived"] == 2

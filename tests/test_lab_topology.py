@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from magw.lab import naming, wiring
-from magw.lab.daemons import broker_documents, write_broker
+from magw.lab.build import wiring
+from magw.lab.build.services import cni_masquerade_script, kube_proxy_script
 from magw.lab.errors import LabInputError
-from magw.lab.layout import layout
-from magw.lab.services import cni_masquerade_script, kube_proxy_script
-from magw.lab.topology import default_topology, load_topology, parse_topology
+from magw.lab.planes.daemons import broker_documents, write_broker
+from magw.lab.spec import naming
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import default_topology, load_topology, parse_topology
 from magw.model import Strategy
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -239,7 +240,7 @@ def test_tbf_burst_is_ten_ms_of_the_rate() -> None:
 def test_broker_documents_assemble_into_a_snapshot(tmp_path: Path) -> None:
     """The lab's broker documents plus published endpoints give each cluster a valid snapshot."""
     from magw.model import Endpoint
-    from magw.sources.filebroker import FileBroker, publish_endpoint
+    from magw.sources.file.broker import FileBroker, publish_endpoint
 
     lab = layout("magw", default_topology())
     write_broker(lab, tmp_path)

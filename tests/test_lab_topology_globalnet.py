@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from magw.lab.errors import LabInputError
-from magw.lab.topology import load_topology, parse_topology
-from magw.lab.topology_globalnet import GlobalEgressSpec, PodSpec
+from magw.lab.spec.globalnet import GlobalEgressSpec, PodSpec
+from magw.lab.spec.topology import load_topology, parse_topology
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
 SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16"}
@@ -225,8 +225,8 @@ def test_the_globalnet_demo_topology_is_the_example_file() -> None:
     """``magw lab demo --globalnet`` runs examples/lab-globalnet.yaml (kept as one topology in two places)."""
     from pathlib import Path
 
-    from magw.lab.gndemo import demo_topology
-    from magw.lab.topology import load_topology
+    from magw.lab.scenarios.globalnet_demo import demo_topology
+    from magw.lab.spec.topology import load_topology
 
     example = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"
     assert demo_topology() == load_topology(example)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magw.lab import wiring
+from magw.lab.build import wiring
 
 
 def test_tbf_latency_defaults_to_50ms_and_can_be_set() -> None:

@@ -1,4 +1,4 @@
-"""magw.logsetup: one format and one level for structlog events and standard-library records."""
+"""magw.util.logsetup: one format and one level for structlog events and standard-library records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from magw.logsetup import configure_logging
+from magw.util.logsetup import configure_logging
 
 
 @pytest.fixture(autouse=True)

@@ -31,8 +31,8 @@ from ipaddress import IPv4Address, IPv4Network
 import attrs
 import pytest
 
-from magw.desired.nft import NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftTable
+from magw.desired.node.planner import plan
 from magw.drivers.nft import NftDriver
 from magw.model import Cluster, Endpoint, Node, Snapshot
 from magw.reconcile.changeset import NftChange

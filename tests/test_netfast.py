@@ -1,4 +1,4 @@
-"""magw.netfast builds the same IPv4Network objects as ipaddress, or lets ipaddress build them."""
+"""magw.model.netfast builds the same IPv4Network objects as ipaddress, or lets ipaddress build them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magw import netfast
+from magw.model import netfast
 
 ALL_ONES = 0xFFFFFFFF
 

@@ -256,7 +256,7 @@ def test_route_agent_refuses_when_it_cannot_tell(tmp_path: Path, ns_factory: Cal
     node, peer = ns_factory("magwt-gd"), ns_factory("magwt-gdp")
     wire_node(node, peer, ip="172.18.0.3", cni_ip="10.1.3.1")
     broker = make_broker(tmp_path / "broker")
-    agent = [sys.executable, "-m", "daemons.route_agent", *agent_args(broker), "--once", "--no-health"]
+    agent = [sys.executable, "-m", "magw.daemons.route_agent.main", *agent_args(broker), "--once", "--no-health"]
     refused = blind(node, tmp_path / "proc", *agent)
     assert (refused.returncode, refused.stdout, refused.stderr) == (
         2,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magw.desired.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
+from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
 from magw.desired.state import GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop
 from magw.drivers.netlink import nexthop as nh
 from magw.drivers.netlink import nlattr, routes

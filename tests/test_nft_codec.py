@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 from structlog.testing import capture_logs
 
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import preflight, transaction
 from magw.drivers.nft.codec import canonical_expr, parse_table
 from magw.drivers.nft.driver import transaction_text

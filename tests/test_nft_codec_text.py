@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magw.desired.nft import NftMap, NftSet, NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftMap, NftSet, NftTable
+from magw.desired.node.planner import plan
 from magw.drivers.nft.codec import document, replace_commands, replace_document_text
-from magw.snapshot import load_snapshot
+from magw.snapshot.load import load_snapshot
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

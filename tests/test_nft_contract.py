@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.reconcile.changeset import NftChange
 from tests.nft_backends import (
     ACCEPT,

@@ -8,7 +8,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.state import DesiredState
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.diff import diff, nft_changes

@@ -17,9 +17,9 @@ import attrs
 import pytest
 
 from magw.cli.sync import sync
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.state import DesiredState
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.drivers.nft import NftDriver
 from magw.drivers.nft.driver import transaction, transaction_text
 from magw.drivers.node import NodeDriver

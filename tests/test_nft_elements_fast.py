@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magw.desired.nft import NftSet
+from magw.desired.nft.values import NftSet
 from magw.drivers.nft import preflight
 from magw.drivers.nft.elements import ElementError, all_canonical_v4, canonical, many_to_json
 

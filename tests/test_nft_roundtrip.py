@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from magw.desired.nft import NftTable
-from magw.desired.nfttext import table_text
-from magw.desired.planner import plan
+from magw.desired.nft.text import table_text
+from magw.desired.nft.values import NftTable
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
-from magw.drivers.fake_nft import FakeNft
 from magw.drivers.nft import NftDriver
+from magw.drivers.nft.fake.ruleset import FakeNft
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.diff import diff
-from magw.snapshot import load_snapshot
+from magw.snapshot.load import load_snapshot
 from tests.netns import netns, nft_json
 
 pytestmark = pytest.mark.kernel

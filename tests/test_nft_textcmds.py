@@ -14,8 +14,8 @@ import attrs
 import pytest
 from structlog.testing import capture_logs
 
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.node.planner import plan
 from magw.drivers.nft import NftDriver
 from magw.drivers.nft.codec import document, replace_commands
 from magw.drivers.nft.libnft import Nft

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from magw.desired.nft import NftTable
+from magw.desired.nft.values import NftTable
 from magw.desired.state import DesiredState, Link
 from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import ChangeSet, NftChange, Op

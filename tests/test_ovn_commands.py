@@ -82,7 +82,8 @@ def test_a_route_agent_hosting_the_syncer_writes_the_nb(ovn_dbs: OvnDbs, tmp_pat
     status = tmp_path / "ovn.json"
     out = subprocess.run(
         [
-            sys.executable, "-m", "daemons.route_agent", "--fake", "--once", "--node", "e-w1", "--cluster", "east",
+            sys.executable, "-m", "magw.daemons.route_agent.main", "--fake", "--once", "--node", "e-w1",
+            "--cluster", "east",
             "--broker-dir", str(BROKER), "--ovn-nb", ovn_dbs.nb, "--ovn-sb", ovn_dbs.sb,
             "--ovn-status-file", str(status), "--endpoint-ttl", "0",
         ],
@@ -95,7 +96,8 @@ def test_a_route_agent_hosting_the_syncer_writes_the_nb(ovn_dbs: OvnDbs, tmp_pat
 
 def test_route_agent_ovn_flags_go_together(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "daemons.route_agent", "--fake", "--once", "--node", "e-w1", "--cluster", "east",
+        [sys.executable, "-m", "magw.daemons.route_agent.main", "--fake", "--once", "--node", "e-w1",
+            "--cluster", "east",
          "--broker-dir", str(BROKER), "--ovn-nb", "unix:/nowhere"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from magw.agent.ovn_host import LazyOvnDriver
+from magw.daemons.route_agent.ovn_host import LazyOvnDriver
 from magw.drivers.ovn.nbrows import OvnInputError
 
 

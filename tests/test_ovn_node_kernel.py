@@ -17,7 +17,7 @@ from ipaddress import IPv4Address
 
 import pytest
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.drivers.ovs.bridge import OvsBridge
 from tests.kernel_node import add_cni_device, real_node_driver, sync_once
 from tests.netns import ip_json, netns, run

@@ -1,4 +1,4 @@
-"""The node side of ``cni: ovn`` (magw.desired.ovnnode through ``plan``): workers, gateways, with and without
+"""The node side of ``cni: ovn`` (magw.desired.ovn.node through ``plan``): workers, gateways, with and without
 Globalnet. Expected objects are written out by hand from docs/ovn-node.md, not computed by the planner's helpers.
 """
 
@@ -9,13 +9,13 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 import attrs
 import pytest
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.state import MAIN_TABLE, Address, DesiredState, Route, RouteNexthop, Rule
-from magw.drivers.fake import fake_node_driver
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.fake_node import fake_node_driver
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.model import Cluster, Cni, Config, Endpoint, Node, Snapshot
 from magw.reconcile.diff import diff
-from magw.snapshot import dump_snapshot, parse_snapshot_text
+from magw.snapshot.load import dump_snapshot, parse_snapshot_text
 
 N = IPv4Network
 A = IPv4Address

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-from magw.agent.ovn_syncer import OvnSyncer
+from magw.daemons.route_agent.ovn_syncer import OvnSyncer
 from magw.desired.ovn.planner import OvnPlan
 from magw.desired.ovn.rows import OvnState
 from magw.model import Snapshot

@@ -1,4 +1,4 @@
-"""The planner's memo (magw.desired.memo): a plan with a memo equals a plan without one, and reuses by identity.
+"""The planner's memo (magw.desired.node.memo): a plan with a memo equals a plan without one, and reuses by identity.
 
 The oracle is the planner without a memo (every piece computed afresh), which the planner's own tests and
 properties check against the spec. What is tested here is only that reuse never shows: for a sequence of
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from magw.desired.memo import PlanMemo
-from magw.desired.planner import plan
+from magw.desired.node.memo import PlanMemo
+from magw.desired.node.planner import plan
 from magw.desired.state import KINDS, DesiredState
 from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot, Strategy
 from tests.strategies import snapshot_and_node

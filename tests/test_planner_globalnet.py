@@ -13,12 +13,12 @@ from pathlib import Path
 import attrs
 import pytest
 
-from magw.desired.nft import NftTable
-from magw.desired.planner import plan
+from magw.desired.nft.values import NftTable
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.model import Cluster, Health, Snapshot
 from magw.model.globalnet import Pod
-from magw.snapshot import load_snapshot
+from magw.snapshot.load import load_snapshot
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "globalnet-snapshot.yaml"
 

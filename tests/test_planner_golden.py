@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from magw.desired.ids import group_ids, nexthop_id
-from magw.desired.planner import plan
+from magw.desired.node.ids import group_ids, nexthop_id
+from magw.desired.node.planner import plan
 from magw.desired.state import MAIN_TABLE, Route
 from magw.model import Strategy
 from tests.planner_seed import seed_east, with_health
@@ -126,6 +126,6 @@ def test_single_gateway_mode_elects_the_first_gateway_and_demotes_the_other() ->
 
 def test_example_yaml_is_the_golden_scenario() -> None:
     """examples/seed-east.yaml loads to exactly the snapshot the goldens are made from."""
-    from magw.snapshot import load_snapshot  # the loader is another component; import where it is used
+    from magw.snapshot.load import load_snapshot  # the loader is another component; import where it is used
 
     assert load_snapshot(EXAMPLE) == seed_east(Strategy.RESILIENT)

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from magw.desired import nftexpr as x
-from magw.desired.nft import NftChain, NftRule, NftSet, NftTable
-from magw.desired.nfttext import table_text
-from magw.desired.planner import plan
+from magw.desired.nft import expr as x
+from magw.desired.nft.text import table_text
+from magw.desired.nft.values import NftChain, NftRule, NftSet, NftTable
+from magw.desired.node.planner import plan
 from magw.model import Strategy
 from tests.netns import nft_json, run
 from tests.planner_seed import seed_east

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from magw.desired import nftexpr as x
-from magw.desired.nft import NftChain, NftRule, NftSet, NftTable
-from magw.desired.nfttext import expr_text, table_text
-from magw.desired.planner import plan
+from magw.desired.nft import expr as x
+from magw.desired.nft.text import expr_text, table_text
+from magw.desired.nft.values import NftChain, NftRule, NftSet, NftTable
+from magw.desired.node.planner import plan
 from tests.planner_seed import seed_east
 
 DATA = Path(__file__).parent / "data"

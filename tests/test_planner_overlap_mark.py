@@ -12,9 +12,9 @@ from ipaddress import IPv4Network
 import attrs
 import pytest
 
-from magw.desired import planner
+from magw.desired.node import planner
 from magw.model import Cluster, Snapshot
-from magw.snapshot import dump_snapshot, parse_snapshot_text
+from magw.snapshot.load import dump_snapshot, parse_snapshot_text
 from tests.planner_seed import seed_east
 
 NODE = "e-w1"

@@ -19,7 +19,7 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.model import Cluster, Endpoint, Health, Snapshot, Strategy
 from tests.strategies import snapshot_and_node, snapshots

@@ -7,7 +7,7 @@ from ipaddress import IPv4Network
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magw.desired.nftplan import set_elements
+from magw.desired.nft.plan import set_elements
 
 nets = st.builds(
     lambda addr, plen: IPv4Network((addr, plen), strict=False),

@@ -7,13 +7,13 @@ from ipaddress import IPv4Address, IPv4Network
 import attrs
 import pytest
 
-from magw.desired.nftplan import set_elements
-from magw.desired.planner import plan
+from magw.desired.nft.plan import set_elements
+from magw.desired.node.planner import plan
+from magw.desired.node.roles import active_endpoints, node_role
 from magw.desired.render import render_json
-from magw.desired.roles import active_endpoints, node_role
 from magw.desired.state import DesiredState, GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop
-from magw.desired.vtep import vtep_interface, vtep_ip, vtep_mac
 from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot, Strategy
+from magw.model.vtep import vtep_interface, vtep_ip, vtep_mac
 from tests.planner_seed import ENDPOINTS, NODES, seed_east, with_health
 
 

@@ -1,4 +1,5 @@
-"""magw.cli.pyroute2_light: the CLI imports pyroute2's modules without the package's __init__, and loses nothing.
+"""magw.cli.pyroute2_light: the CLI imports pyroute2's modules without the package's __init__, and loses
+nothing.
 
 Each check runs in a fresh interpreter: this test process imported pyroute2 long ago.
 """

@@ -14,8 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from magw.desired.state import DesiredState, Route
-from magw.drivers.fake import fake_node_driver
-from magw.drivers.fake_netlink import FakeNetlink
+from magw.drivers.fake_node import fake_node_driver
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.reconcile.changeset import ChangeSet, Op, key_text
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import ApplyResult

@@ -13,10 +13,10 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState, GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop, Rule
-from magw.drivers.fake_netlink import FakeNetlink
 from magw.drivers.netlink.constants import RTPROT_MAGW
+from magw.drivers.netlink.fake.namespace import FakeNetlink
 from magw.model import Health, Snapshot
 from magw.reconcile.diff import diff
 from tests.strategies import snapshot_and_node, snapshots

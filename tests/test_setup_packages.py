@@ -16,16 +16,16 @@ SETUP = ROOT / "scripts" / "setup.sh"
 
 # package -> (file that uses it, text there that shows the use)
 USED_BY = {
-    "iproute2": ("magw/lab/netns.py", '["ip", '),
+    "iproute2": ("magw/lab/build/netns.py", '["ip", '),
     "nftables": ("tests/netns.py", '"nft", "-j"'),
     "libnftables1": ("magw/drivers/nft/libnft.py", '"libnftables.so.1"'),
     "python3-nftables": ("magw/drivers/nft/libnft.py", "import nftables"),
     "iperf3": ("benchmarks/throughput.py", '"iperf3", "-c"'),
-    "procps": ("magw/lab/netns.py", '"sysctl", "-q", "-w"'),
+    "procps": ("magw/lab/build/netns.py", '"sysctl", "-q", "-w"'),
     "python3-venv": ("scripts/setup.sh", "-m venv .venv"),
-    "ovn-central": ("magw/lab/ovn_servers.py", '"ovn-northd", "--no-chdir"'),
+    "ovn-central": ("magw/lab/planes/ovn_servers.py", '"ovn-northd", "--no-chdir"'),
     "python3-openvswitch": ("scripts/setup.sh", "/usr/lib/python3/dist-packages/ovs/_json"),
-    "openvswitch-switch": ("magw/lab/ovn_nodes.py", '"ovs-vswitchd", "ovs-vsctl"'),
+    "openvswitch-switch": ("magw/lab/planes/ovn_nodes.py", '"ovs-vswitchd", "ovs-vsctl"'),
     "keepalived": ("magw/drivers/keepalived/process.py", 'BINARY = "keepalived"'),
     "conntrackd": ("magw/drivers/conntrackd/process.py", 'BINARY = "conntrackd"'),
     "conntrack": ("tests/test_egress_nat_sync.py", '"conntrack", "-L"'),

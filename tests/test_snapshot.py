@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 from magw.model import Cluster, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
-from magw.snapshot import (
+from magw.snapshot.load import (
     SnapshotError,
     dump_snapshot,
     load_snapshot,

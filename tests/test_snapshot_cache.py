@@ -1,4 +1,4 @@
-"""``SnapshotParser`` (magw.snapshot_cache) against plain ``parse_snapshot``, the oracle. No timing.
+"""``SnapshotParser`` (magw.snapshot.cache) against plain ``parse_snapshot``, the oracle. No timing.
 
 - an unchanged cluster item gives the very same Cluster object (``is``), a changed one a new, right one;
 - a reused item at another position reports errors with its new path;
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magw.model import Snapshot
-from magw.snapshot import SnapshotError, parse_snapshot
-from magw.snapshot_cache import SnapshotParser
+from magw.snapshot.cache import SnapshotParser
+from magw.snapshot.load import SnapshotError, parse_snapshot
 
 FILLER = 20  # clusters of disjoint /24s, so that one changed cluster is a small share (the incremental path)
 
@@ -180,7 +180,7 @@ def test_remembered_checks_report_what_parse_snapshot_reports(extra: list[dict[s
 
 def test_the_incremental_overlap_check_is_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a first full check, a changed cluster alone goes through the index, not the full check."""
-    import magw.snapshot_cache as cache_module
+    import magw.snapshot.cache as cache_module
 
     full: list[int] = []
     real = cache_module.check_overlaps

@@ -14,7 +14,7 @@ import yaml
 
 from magw.model.globalnet import ObjectRef, PodPhase, TargetType
 from magw.model.selector import LabelSelector, Operator, Requirement
-from magw.snapshot import SnapshotError, dump_snapshot, parse_snapshot, parse_snapshot_text
+from magw.snapshot.load import SnapshotError, dump_snapshot, parse_snapshot, parse_snapshot_text
 
 SECTION: dict[str, Any] = {
     "namespaces": [{"name": "ns1", "labels": {"team": "a"}}],

@@ -20,13 +20,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.render import object_line
 from magw.desired.state import KINDS, DesiredState
 from magw.model import Snapshot, Strategy
-from magw.snapshot import SnapshotError, load_snapshot, parse_snapshot
-from magw.snapshot_fields import FieldError, cidr
-from magw.yamlstrict import FastStrictLoader, StrictLoader, load_strict
+from magw.snapshot.fields import FieldError, cidr
+from magw.snapshot.load import SnapshotError, load_snapshot, parse_snapshot
+from magw.snapshot.yamlstrict import FastStrictLoader, StrictLoader, load_strict
 from tests.strategies import snapshot_and_node
 
 ROOT = pathlib.Path(__file__).parent.parent

@@ -1,4 +1,5 @@
-"""The strict loaders' resolver shortcut (magw.yamlstrict._SlashIsText): a plain scalar with a ``/`` is a string.
+"""The strict loaders' resolver shortcut (magw.snapshot.yamlstrict._SlashIsText): a plain scalar with a ``/`` is a
+string.
 
 The shortcut skips YAML 1.1's implicit-type regexes. It is only right while none of them can match a ``/``:
 the first test reads PyYAML's own patterns (so an upgrade that adds one fails here, not in a user's file), the
@@ -12,7 +13,7 @@ import re
 import pytest
 import yaml
 
-from magw.yamlstrict import FastStrictLoader, StrictLoader, load_strict
+from magw.snapshot.yamlstrict import FastStrictLoader, StrictLoader, load_strict
 
 # Pattern pieces that could match a "/": a wildcard, a negated class, a negated shorthand, or "/" itself.
 _COULD_MATCH_SLASH = re.compile(r"(?<!\\)\.|\[\^|\\[SWD]|/")
@@ -83,7 +84,8 @@ aliased: *first
 
 @pytest.mark.parametrize("loader", [StrictLoader, FastStrictLoader])
 def test_sequences_load_as_pyyaml_loads_them(loader: type) -> None:
-    """The string-list shortcut (magw.yamlstrict._StringLists) gives what ``yaml.safe_load`` gives, types included."""
+    """The string-list shortcut (magw.snapshot.yamlstrict._StringLists) gives what ``yaml.safe_load`` gives, types
+    included."""
     ours = yaml.load(_SEQUENCES, Loader=loader)
     theirs = yaml.safe_load(_SEQUENCES)
     assert ours == theirs

@@ -26,7 +26,7 @@ from magw.cli import UsageError
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
 from magw.cli.sync import sync
 from magw.cli.timings import PhaseClock, TimedDriver
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.drivers.netlink.capabilities import (
     HASH_POLICY_KEY,
     HASH_POLICY_L4,
@@ -34,9 +34,9 @@ from magw.drivers.netlink.capabilities import (
     detect,
     set_hash_policy,
 )
-from magw.gcpause import gc_paused
 from magw.model import Snapshot
-from magw.snapshot import load_snapshot
+from magw.snapshot.load import load_snapshot
+from magw.util.gcpause import gc_paused
 
 log = structlog.get_logger(__name__)
 
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         set_hash_policy(netns, HASH_POLICY_L4)
     with open_node_driver(netns) as driver:
         clock.mark("open")  # the hash policy sysctl, netlink sockets and the nft context
-        with gc_paused():  # magw.gcpause: the ops, messages and lines of a sync are acyclic
+        with gc_paused():  # magw.util.gcpause: the ops, messages and lines of a sync are acyclic
             report = sync(TimedDriver(driver, clock), desired, dry_run=args.dry_run, out=sys.stdout)
         clock.mark("diff")
     if args.timings:

@@ -29,8 +29,8 @@ import structlog
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
 from magw.cli.sync import sync
 from magw.desired.state import DesiredState
-from magw.health.lease import TABLE as LEASE_TABLE
-from magw.health.lease import remove_lease_table
+from magw.health.liveness import TABLE as LEASE_TABLE
+from magw.health.liveness import remove_lease_table
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from magw.cli import UsageError
-from magw.model.egress import Egress, EgressVIPStatus
+from magw.model.egressgw import Egress, EgressVIPStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,10 +35,10 @@ def _source(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from magw.controllers.egress import ops
-    from magw.controllers.egress.controller import EgressController, NotReady
-    from magw.sources.egress_store import EgressStore, StoreRefused
-    from magw.sources.filebroker import FileBroker
+    from magw.controllers.egressgw import ops
+    from magw.controllers.egressgw.controller import EgressController, NotReady
+    from magw.sources.file.broker import FileBroker
+    from magw.sources.file.egressgw_store import EgressStore, StoreRefused
 
     broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
     controller = EgressController(broker=broker, store=EgressStore(args.broker_dir, args.cluster))

@@ -26,8 +26,8 @@ from magw.model.globalnet import (
     Globalnet,
     ObjectRef,
 )
-from magw.snapshot import load_snapshot
-from magw.snapshot_globalnet_dump import object_to_doc, status_to_doc
+from magw.snapshot.dump import object_to_doc, status_to_doc
+from magw.snapshot.load import load_snapshot
 
 _LEVEL_TEXT = {
     Level.POD_SELECTOR: "pod selector",
@@ -61,7 +61,7 @@ def _read(args: argparse.Namespace) -> Snapshot:
         return load_snapshot(args.snapshot)
     if args.cluster is None:
         raise UsageError("globalnet show: --broker-dir needs --cluster ID")
-    from magw.sources.filebroker import FileBroker  # lazy: only this input needs the broker
+    from magw.sources.file.broker import FileBroker  # lazy: only this input needs the broker
 
     broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
     broker.scan()

@@ -10,12 +10,14 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from magw.cli import UsageError, log_level
-from magw.lab import build, naming, ownership, state
+from magw.lab.build import lifecycle as build
+from magw.lab.build import ownership, state
+from magw.lab.build.state import CNIS, CONTROL_PLANES
 from magw.lab.errors import LabError, LabInputError
-from magw.lab.state import CNIS, CONTROL_PLANES
-from magw.lab.status import status_doc, status_text
-from magw.lab.topology import Topology, default_topology, load_topology
-from magw.logsetup import FORMATS, configure_logging
+from magw.lab.observe.status import status_doc, status_text
+from magw.lab.spec import naming
+from magw.lab.spec.topology import Topology, default_topology, load_topology
+from magw.util.logsetup import FORMATS, configure_logging
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -233,8 +235,8 @@ def _exec(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from magw.lab.layout import layout
-    from magw.lab.ovn_verify import verify
+    from magw.lab.spec.layout import layout
+    from magw.lab.verify.ovn import verify
 
     st = _read(args.name)
     if not st.ovn:
@@ -249,7 +251,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _fail(args: argparse.Namespace) -> int:
-    from magw.lab.failure import fail
+    from magw.lab.scenarios.failure import fail
 
     _read(args.name)
     done = fail(args.name, args.node, wan_only=args.wan_only)
@@ -258,7 +260,7 @@ def _fail(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    from magw.lab.failure import recover
+    from magw.lab.scenarios.failure import recover
 
     _read(args.name)
     done = recover(args.name, args.node)
@@ -268,21 +270,21 @@ def _recover(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     if args.egress_gateway:
-        from magw.lab.egress_demo import demo_topology as egress_topology
-        from magw.lab.egress_demo import run_egress_demo
+        from magw.lab.scenarios.egressgw_demo import demo_topology as egress_topology
+        from magw.lab.scenarios.egressgw_demo import run_egress_demo
 
         topo = load_topology(args.topology) if args.topology else egress_topology()
         if topo.egress is None:
             raise LabInputError(f"{args.topology}: --egress-gateway needs a topology with an egress: key")
         return run_egress_demo(topo, name=args.name, keep=args.keep, out=_out)
     if args.globalnet:
-        from magw.lab.gndemo import demo_topology, run_globalnet_demo
+        from magw.lab.scenarios.globalnet_demo import demo_topology, run_globalnet_demo
 
         topo = load_topology(args.topology) if args.topology else demo_topology()
         if not topo.globalnet:
             raise LabInputError(f"{args.topology}: --globalnet needs a topology with globalnet: true")
         return run_globalnet_demo(topo, name=args.name, keep=args.keep, out=_out, control_plane=args.control_plane)
-    from magw.lab.demo import run_demo
+    from magw.lab.scenarios.demo import run_demo
 
     return run_demo(
         _load(args), name=args.name, keep=args.keep, out=_out, flows=args.flows, control_plane=args.control_plane

@@ -23,8 +23,8 @@ import structlog
 
 from magw import __version__
 from magw.cli import UsageError, log_level, pyroute2_light
-from magw.logsetup import FORMATS, configure_logging
-from magw.snapshot import SnapshotError
+from magw.snapshot.load import SnapshotError
+from magw.util.logsetup import FORMATS, configure_logging
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

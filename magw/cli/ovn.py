@@ -20,15 +20,15 @@ from contextlib import closing
 
 import structlog
 
-from magw.agent.health_options import DEFAULT_ENDPOINT_TTL
 from magw.cli import UsageError
+from magw.daemons.route_agent.health_flags import DEFAULT_ENDPOINT_TTL
 from magw.desired.ovn.nbctl import batch_argv, state_commands
 from magw.desired.ovn.planner import OvnInputs, OvnPlanError, plan_ovn
 from magw.desired.ovn.rows import OvnState
 from magw.desired.ovn.topology import CLUSTER_ROUTER, LB_GROUP
 from magw.reconcile.ovndiff import ovn_diff
 from magw.reconcile.ovnsync import OvnSettings, sync_ovn
-from magw.snapshot import load_snapshot
+from magw.snapshot.load import load_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -161,9 +161,9 @@ def _shell(arg: str) -> str:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from magw.agent.ovn_syncer import OvnSyncer
-    from magw.agent.runner import run_until_signalled
-    from magw.sources.filebroker import FileBroker
+    from magw.daemons.common.runner import run_until_signalled
+    from magw.daemons.route_agent.ovn_syncer import OvnSyncer
+    from magw.sources.file.broker import FileBroker
 
     broker = FileBroker(
         args.broker_dir, local_cluster=args.cluster, endpoint_ttl=args.endpoint_ttl if args.endpoint_ttl > 0 else None

@@ -14,10 +14,10 @@ import attrs
 import structlog
 
 from magw.cli import UsageError
-from magw.desired.planner import plan
+from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.model import Snapshot, Strategy
-from magw.snapshot import load_snapshot, parse_snapshot_text
+from magw.snapshot.load import load_snapshot, parse_snapshot_text
 
 log = structlog.get_logger("magw.cli.plan")
 

@@ -14,9 +14,9 @@ from ipaddress import IPv4Address
 from socket import inet_ntoa
 from typing import Any
 
-from magw.desired.nft import NftTable
-from magw.desired.nftexpr import element_json
-from magw.desired.nfttext import table_text
+from magw.desired.nft.expr import element_json
+from magw.desired.nft.text import table_text
+from magw.desired.nft.values import NftTable
 from magw.desired.state import (
     MAIN_TABLE,
     Address,

@@ -14,8 +14,8 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from magw.desired.nft import NftTable
-from magw.netfast import net_key
+from magw.desired.nft.values import NftTable
+from magw.model.netfast import net_key
 
 MAIN_TABLE = 254
 
@@ -213,7 +213,7 @@ class SortedObjects(tuple[Any, ...]):
     """A tuple of objects of one kind already in ``int_key`` order (a tuple never changes, so it stays so).
 
     ``DesiredState`` takes it as it is instead of sorting it again: a planner piece reused from the last plan
-    (``magw.desired.memo``) keeps its identity into the new state, and the diff skips a kind whose tuple is
+    (``magw.desired.node.memo``) keeps its identity into the new state, and the diff skips a kind whose tuple is
     the very one the kernel holds (issue 10: sorting 100k routes was 0.2 s of every plan).
     """
 

@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar
 import attrs
 import structlog
 
-from magw.desired.nft import NftTable
+from magw.desired.nft.values import NftTable
 from magw.desired.state import DesiredState
 from magw.reconcile.changeset import ChangeSet, NftChange
 from magw.reconcile.driver import ApplyResult, merge_results

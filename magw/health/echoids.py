@@ -1,12 +1,12 @@
 """ICMP echo ids as a message: "is your daemon alive?" and "do you reach cluster C?". Pure.
 
 A gateway's kernel answers an echo request to its VTEP only while the echo id
-is in its lease set (``magw.health.lease``). The ids:
+is in its lease set (``magw.health.liveness``). The ids:
 
 - ``ALIVE_ID`` (1): leased while the node's route agent runs.
 - ``0x8000 | h(C)``: leased while this gateway reaches remote cluster C, where
   ``h`` is the low 15 bits of crc32(C), with linear probing (in sorted
-  cluster-id order) on a collision, as ``magw.desired.ids`` does for group ids.
+  cluster-id order) on a collision, as ``magw.desired.node.ids`` does for group ids.
   Prober and answerer compute the ids from the same clusterset; the high bit
   keeps them apart from ``ALIVE_ID``.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from magw.desired.ids import hashed_ids
+from magw.desired.node.ids import hashed_ids
 
 ALIVE_ID = 1
 REACH_BASE = 0x8000

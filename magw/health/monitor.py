@@ -43,7 +43,7 @@ import structlog
 
 from magw.health.book import Outcome, ProbeBook, StateKey, jittered
 from magw.health.echoids import ALIVE_ID
-from magw.health.lease import Lease, LeaseKeeper, LeaseTable
+from magw.health.liveness import Lease, LeaseKeeper, LeaseTable
 from magw.health.params import LeaseParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
 from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, Liveness

@@ -22,11 +22,11 @@ from typing import Literal
 
 import attrs
 
-from magw.desired.roles import active_endpoints, node_role
-from magw.desired.vtep import vtep_ip
+from magw.desired.node.roles import active_endpoints, node_role
 from magw.health.echoids import ALIVE_ID, reach_ids
 from magw.health.statemachine import FailPolicy
 from magw.model import Endpoint, Snapshot
+from magw.model.vtep import vtep_ip
 
 Mode = Literal["gateway", "worker", "none"]
 

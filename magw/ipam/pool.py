@@ -25,7 +25,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
-from magw.netfast import net_key
+from magw.model.netfast import net_key
 
 
 @attrs.frozen

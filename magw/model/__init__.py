@@ -1,7 +1,7 @@
 """Frozen input values: the cluster state a planner works from.
 
 Everything here is a plain value (attrs frozen). Nothing here does I/O; the
-snapshot loader (``magw.snapshot``) builds these from YAML and validates them.
+snapshot loader (``magw.snapshot.load``) builds these from YAML and validates them.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
-from magw.model.egress import Egress
+from magw.model.egressgw import Egress
 from magw.model.globalnet import Globalnet
-from magw.netfast import net_key as net_key  # re-exported: the planner and the checks import it from here
+from magw.model.netfast import net_key as net_key  # re-exported: the planner and the checks import it from here
 
 
 class Strategy(enum.Enum):
@@ -189,7 +189,7 @@ class Snapshot:
     globalnet: Globalnet = attrs.field(factory=Globalnet)
     # The local cluster's egress gateway: config, VIPs and their statuses (empty unless it has EgressVIPs).
     egress: Egress = attrs.field(factory=Egress)
-    # The cluster objects whose CIDRs the snapshot loader found free of overlaps (magw.snapshot_checks).
+    # The cluster objects whose CIDRs the snapshot loader found free of overlaps (magw.snapshot.checks).
     # The planner skips its own overlap check only when these are the very objects of ``clusters``
     # (``overlaps_checked_here``): 0.2 s of a 100k-CIDR plan (issue 10). ``attrs.evolve`` carries the field
     # along, and a snapshot given other clusters is checked again, so the mark cannot vouch for what it

@@ -7,7 +7,7 @@ from typing import Literal
 
 import attrs
 
-from magw.desired.nft import NftTable
+from magw.desired.nft.values import NftTable
 from magw.desired.state import NetObject
 from magw.reconcile.nftdelta import NftElementDelta
 

@@ -29,7 +29,7 @@ Why the kernel accepts every step of that order:
 - A route moving from a group to ``unreachable`` (or to another group, or to
   inline paths) is replaced in phase 1; the old group is deleted in phase 2,
   after nothing uses it (deleting a group that a route uses would delete the route).
-- Strategy change: group ids differ by group type (``magw.desired.ids``), so new
+- Strategy change: group ids differ by group type (``magw.desired.node.ids``), so new
   groups are created, routes replaced to point at them, old groups deleted.
   Resilient/group -> multipath: routes become inline first, then groups and
   nexthops go. Multipath -> groups: nexthops and groups exist before routes move.
@@ -77,7 +77,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterator
 
-from magw.desired.nft import NftTable
+from magw.desired.nft.values import NftTable
 from magw.desired.state import KINDS, DesiredState, Link, NetObject, NexthopGroup, int_key
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.nftdelta import element_delta

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from magw.desired.nftplan import TABLE_FAMILY, TABLE_NAME
+from magw.desired.nft.plan import TABLE_FAMILY, TABLE_NAME
 from magw.desired.state import KINDS, DesiredState, NetObject
 from magw.reconcile.changeset import NftChange, Op
 
@@ -71,7 +71,7 @@ def after_apply(
     A kind with nothing unsettled holds exactly what ``desired`` holds (every difference was applied), so
     the known state may keep the planner's tuple itself: objects equal under the diff are interchangeable,
     and the planner's tuple lets the next diff skip that kind outright while the planner hands the same
-    tuple back (issue 10; magw.reconcile.diff, magw.desired.memo). Only the operations of unsettled kinds
+    tuple back (issue 10; magw.reconcile.diff, magw.desired.node.memo). Only the operations of unsettled kinds
     are carried out: carrying one route change out re-indexes 100k routes that ``desired`` already holds.
     """
     kinds: set[str] = set()

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import attrs
 
-from magw.desired.nft import NftMap, NftSet, NftTable
+from magw.desired.nft.values import NftMap, NftSet, NftTable
 
 Pair = tuple[str, str]
 T = TypeVar("T", str, Pair)

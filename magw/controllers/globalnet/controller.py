@@ -38,7 +38,7 @@ from magw.model.globalnet import (
     ObjectRef,
 )
 from magw.sources.base import StateSource
-from magw.sources.globalnet_store import status_prefix
+from magw.sources.file.globalnet_store import status_prefix
 
 log = structlog.get_logger(__name__)
 

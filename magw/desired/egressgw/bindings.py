@@ -18,7 +18,7 @@ from ipaddress import IPv4Address
 
 import attrs
 
-from magw.model.egress import Egress, EgressVIP
+from magw.model.egressgw import Egress, EgressVIP
 from magw.model.globalnet import Pod, PodPhase, Service
 
 

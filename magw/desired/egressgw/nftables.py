@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from ipaddress import IPv4Address
 
-from magw.desired import nftexpr as x
 from magw.desired.egressgw.numbers import EGRESS_DEV, HAIRPIN, INGRESS, KIND_MASK, MARK_MASK
-from magw.desired.nft import NftRule
+from magw.desired.nft import expr as x
+from magw.desired.nft.values import NftRule
 
 RAW_PRIORITY = -300
 DNAT_PRIORITY = -110

@@ -1,7 +1,7 @@
 """The egress gateway's part of a node's plan (pure): ``EgressInputs`` from the snapshot, then ``plan_egress``.
 
 The route agent owns the node's datapath, so it plans the egress objects with the rest
-(``magw.desired.planner``): the GPE device, its address, the per-VIP tables and rules join the node's
+(``magw.desired.node.planner``): the GPE device, its address, the per-VIP tables and rules join the node's
 netlink objects, and the ``ip magw-egress`` table joins ``DesiredState.extra_nft``. Nothing here depends on
 which node holds a VIP (docs/egress-datapath.md), so a failover changes no plan.
 

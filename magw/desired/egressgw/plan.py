@@ -36,10 +36,10 @@ from magw.desired.egressgw.numbers import (
     TABLE_BASE,
     steer_mark,
 )
-from magw.desired.nft import NftChain, NftRule, NftSet, NftTable
-from magw.desired.nftplan import set_elements
+from magw.desired.nft.plan import set_elements
+from magw.desired.nft.values import NftChain, NftRule, NftSet, NftTable
 from magw.desired.state import Address, DesiredState, Link, Route, RouteEncap, RouteNexthop, Rule
-from magw.model.egress import Egress, EgressVIP
+from magw.model.egressgw import Egress, EgressVIP
 from magw.model.globalnet import Pod, Service
 
 TABLE_NAME = "magw-egress"

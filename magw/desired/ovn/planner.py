@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from magw.desired.globalnet import globalnet_mode
+from magw.desired.globalnet.plan import globalnet_mode
+from magw.desired.node.roles import active_endpoints
 from magw.desired.ovn.rows import AddressSet, OvnState, Policy, Router, RouterPort, StaticRoute, Switch, SwitchPort
 from magw.desired.ovn.slots import assign_slots
 from magw.desired.ovn.topology import (
@@ -42,7 +43,6 @@ from magw.desired.ovn.topology import (
     Slot,
     remote_set_name,
 )
-from magw.desired.roles import active_endpoints
 from magw.model import Cluster, Snapshot
 
 

@@ -35,7 +35,7 @@ from ipaddress import IPv4Address
 
 import attrs
 
-from magw.model.egress import MAX_ADVERT_INT, MIN_ADVERT_INT, EgressConfig, EgressVIP
+from magw.model.egressgw import MAX_ADVERT_INT, MIN_ADVERT_INT, EgressConfig, EgressVIP
 
 TOP_PRIORITY = 250  # 255 means "address owner" (RFC 5798); we never own the VIP
 BOTTOM_PRIORITY = 1

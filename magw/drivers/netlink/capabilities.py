@@ -33,8 +33,8 @@ from typing import Any, Protocol
 import attrs
 import structlog
 
-from magw.desired.fallback import effective_strategy
-from magw.desired.ids import NEXTHOP_ID_MAX
+from magw.desired.node.fallback import effective_strategy
+from magw.desired.node.ids import NEXTHOP_ID_MAX
 from magw.drivers.netlink.nexthop import (
     NHMSG,
     GroupSpec,

@@ -1,14 +1,14 @@
 """What we own in the kernel's routing state. Declared once, here.
 
 Routes carry our own protocol number, so foreign routes in the same tables are
-never touched. Nexthop ids come from ``magw.desired.ids`` (the planner allocates
+never touched. Nexthop ids come from ``magw.desired.node.ids`` (the planner allocates
 them); rules are ours by priority.
 """
 
 from __future__ import annotations
 
 from magw.desired.egressgw.numbers import EGRESS_DEV, EGRESS_RULE_PRIORITIES, EGRESS_TABLES
-from magw.desired.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
+from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
 
 # RTPROT value written on every route we install ("proto 157" in `ip route`).
 # 157 is unassigned in iproute2's rt_protos and in the kernel's rtnetlink.h.

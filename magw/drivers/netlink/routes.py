@@ -54,7 +54,7 @@ from magw.drivers.netlink.nlattr import (
     attrs_of,
     message,
 )
-from magw.netfast import network
+from magw.model.netfast import network
 
 log = structlog.get_logger(__name__)
 
@@ -288,7 +288,7 @@ def _nhid_src_fields(msg: bytes) -> tuple[Any, ...] | None:
 @functools.lru_cache(maxsize=1 << 18)
 def _network(address: int, prefixlen: int) -> IPv4Network:
     """IPv4Network is immutable and costs ~3 us to build; a resync dumps the same prefixes again and again
-    (``magw.netfast``: a first dump builds each one in about a third of that)."""
+    (``magw.model.netfast``: a first dump builds each one in about a third of that)."""
     return network(address, prefixlen)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import structlog
 
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import elements
 
 log = structlog.get_logger(__name__)

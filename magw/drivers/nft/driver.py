@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
-from magw.desired.nft import NftTable
+from magw.desired.nft.values import NftTable
 from magw.drivers.heap import give_back_heap
 from magw.drivers.nft import codec, elemcmds, preflight, textcmds
 from magw.drivers.nft.libnft import Nft, NftError

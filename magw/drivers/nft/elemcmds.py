@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from magw.desired.nft import NftMap, NftSet
+from magw.desired.nft.values import NftMap, NftSet
 from magw.drivers.nft import elements, preflight
 from magw.reconcile.nftdelta import MapDelta, NftElementDelta, SetDelta
 

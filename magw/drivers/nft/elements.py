@@ -1,6 +1,6 @@
 """Set and map elements: our strings <-> libnftables JSON, validated and in the kernel's canonical form.
 
-Our strings (``magw.desired.nft``): ``10.1.1.1``, ``10.1.0.0/16``, ``10.0.0.1-10.0.0.9``,
+Our strings (``magw.desired.nft.values``): ``10.1.1.1``, ``10.1.0.0/16``, ``10.0.0.1-10.0.0.9``,
 ``4500``, ``1000-2000``, ``eth0``, ``02:53:f0:12:00:06``, concatenations joined by
 `` . `` (``10.0.0.1 . 80``), and verdicts as map values (``accept``, ``drop``,
 ``continue``, ``return``, ``jump CHAIN``, ``goto CHAIN``).

@@ -2,7 +2,7 @@
 
 Everything else (a dangling ``@set`` or ``jump``, a bad hook, NAT in a filter
 chain) is left to the kernel, so the real driver's failures are the kernel's own
-and the fake (``magw.drivers.fake_nft``) has to match them. What we catch here,
+and the fake (``magw.drivers.nft.fake.ruleset``) has to match them. What we catch here,
 measured on nft 1.0.6 / kernel 6.18:
 
 - a map lookup whose data names a plain set (``snat to ip saddr map @a_set``):
@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from magw.desired.egressgw.plan import TABLE_NAME as EGRESS_TABLE
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
-from magw.desired.nftplan import TABLE_FAMILY, TABLE_NAME
+from magw.desired.nft.plan import TABLE_FAMILY, TABLE_NAME
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import elements
 from magw.drivers.nft.refs import lookups
 from magw.reconcile.changeset import NftChange

@@ -15,7 +15,7 @@ table). So the driver sends a table replace as these commands, in the order of t
     add rule ip magw CHAIN EXPR comment "..."
 
 One buffer is one netlink batch, so one kernel transaction, as with JSON. The rule expressions come from
-``magw.desired.nfttext`` (the printer of ``magw plan``), whose text reads back as the same rules
+``magw.desired.nft.text`` (the printer of ``magw plan``), whose text reads back as the same rules
 (tests/test_nft_roundtrip.py, tests/test_planner_nft_kernel.py).
 
 nft syntax cannot say everything JSON can: it has no quoting for names (a name that is an nft keyword does not
@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 import re
 
-from magw.desired import nfttext
-from magw.desired.nft import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.nft import text as nfttext
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import elements
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")

@@ -3,7 +3,7 @@
 On an OVN-Kubernetes node, OVN's ``submariner_gateway`` switch has a localnet port whose ``network_name`` is
 ``submariner_gateway``; ovn-controller bridges it to the OVS bridge that ``external_ids:ovn-bridge-mappings`` of
 the ``Open_vSwitch`` row names for that network. That bridge is ``br-submariner``, and its internal port
-``ovn-k8s-sub0`` is the host's end (169.254.254.10, planned by magw.desired.ovnnode).
+``ovn-k8s-sub0`` is the host's end (169.254.254.10, planned by magw.desired.ovn.node).
 
 Ownership (docs/ovn-node.md): the bridge, port and interface we create carry ``external_ids:magw-owner=magw``.
 A ``br-submariner`` or ``ovn-k8s-sub0`` without that mark is foreign: ``ensure`` refuses to touch it (fail

@@ -1,7 +1,7 @@
 """Bring ``ovn-k8s-sub0`` up in the current namespace once ovs-vswitchd has made it.
 
 ovs-vswitchd creates an internal port's device (a tap with the userspace datapath) down; the address and the
-table 149 routes of magw.desired.ovnnode need it up (the kernel refuses a gateway on a down link). The device
+table 149 routes of magw.desired.ovn.node need it up (the kernel refuses a gateway on a down link). The device
 appears asynchronously, so the wait is bounded.
 """
 

@@ -9,7 +9,6 @@ and the admission policy in ``deploy/rbac`` let a route agent patch nothing else
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable, Mapping
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
@@ -30,18 +29,6 @@ def pick_cni_ip(
         return next((a for name, a in pairs if name == interface), None)
     cidrs = list(pod_cidrs)
     return next((a for _, a in pairs if any(a in c for c in cidrs)), None)
-
-
-def local_addresses() -> list[tuple[str, IPv4Address]]:
-    """(interface, IPv4 address) of this network namespace."""
-    from pyroute2 import IPRoute
-
-    with IPRoute() as ipr:
-        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
-        return [
-            (str(names.get(a["index"], "")), IPv4Address(a.get_attr("IFA_ADDRESS")))
-            for a in ipr.get_addr(family=socket.AF_INET)
-        ]
 
 
 def annotation_of(node: Mapping[str, Any] | None) -> str | None:

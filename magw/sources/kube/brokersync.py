@@ -30,7 +30,6 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from magw.aio import wait_first
 from magw.sources.kube.crd import Crd
 from magw.sources.kube.reflector import (
     API_ERRORS,
@@ -43,6 +42,7 @@ from magw.sources.kube.reflector import (
     stop_all,
 )
 from magw.sources.kube.resources import GROUP, VERSION
+from magw.util.aio import wait_first
 
 log = structlog.get_logger(__name__)
 

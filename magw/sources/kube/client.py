@@ -24,7 +24,7 @@ from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from magw.sources.atomic import write_atomic
+from magw.sources.file.atomic import write_atomic
 
 UNIX_PREFIX = "unix://"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"

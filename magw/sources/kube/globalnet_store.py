@@ -34,7 +34,7 @@ from magw.model.globalnet import (
     GlobalIPStatus,
     ObjectRef,
 )
-from magw.snapshot_globalnet_dump import object_to_doc, status_to_doc
+from magw.snapshot.dump import object_to_doc, status_to_doc
 from magw.sources.kube.crd import Crd
 from magw.sources.kube.mapping import STATUS_KEYS
 from magw.sources.kube.resources import GROUP, PLURALS, VERSION

@@ -1,4 +1,4 @@
-"""Kubernetes objects -> the file broker's documents (``magw.sources.documents``). Pure: dicts in, Documents out.
+"""Kubernetes objects -> the file broker's documents (``magw.sources.file.documents``). Pure: dicts in, Documents out.
 
 The Kubernetes source (``magw.sources.kube.source``) keeps the raw objects its reflectors list and watch, and
 maps each one here into the documents the file broker would hold for it, with the same kinds and fields. The
@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, GLOBAL_INGRESS_IP, ObjectRef
-from magw.sources.documents import Document, DocumentError, to_document
-from magw.sources.globalnet_store import status_file
+from magw.sources.file.documents import Document, DocumentError, to_document
+from magw.sources.file.globalnet_store import status_file
 
 Obj = Mapping[str, Any]
 
@@ -177,7 +177,7 @@ def endpoint_object_name(cluster: str, hostname: str) -> str:
 
 
 def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """An Endpoint document's fields (``magw.snapshot.endpoint_doc``) as an Endpoint CR's spec."""
+    """An Endpoint document's fields (``magw.snapshot.load.endpoint_doc``) as an Endpoint CR's spec."""
     spec: dict[str, Any] = {
         "cluster_id": doc["cluster"],
         "hostname": doc["hostname"],

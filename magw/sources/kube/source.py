@@ -30,15 +30,15 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import ApiClient
 
-from magw.aio import wait_first
 from magw.model import Snapshot
-from magw.snapshot import SnapshotError
-from magw.snapshot_cache import SnapshotParser
-from magw.sources.assemble import Ident, Parse, assemble
-from magw.sources.documents import Document
+from magw.snapshot.cache import SnapshotParser
+from magw.snapshot.load import SnapshotError
+from magw.sources.file.assemble import Ident, Parse, assemble
+from magw.sources.file.documents import Document
 from magw.sources.kube import mapping
 from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
 from magw.sources.kube.resources import Resource, resources
+from magw.util.aio import wait_first
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +74,7 @@ class KubeSource:
         self.local_cluster = local_cluster
         self.namespace = namespace
         self.directory = f"the Kubernetes API (namespace {namespace})"  # what logs and waiting messages name
-        # None: a SnapshotParser of its own, which re-parses only what changed (magw.snapshot_cache)
+        # None: a SnapshotParser of its own, which re-parses only what changed (magw.snapshot.cache)
         self._parse: Parse = parse if parse is not None else SnapshotParser()
         self.coalesce = coalesce
         self.reflectors: dict[str, Reflector] = {}

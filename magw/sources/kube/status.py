@@ -25,11 +25,11 @@ import structlog
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from magw.aio import wait_first
 from magw.model import Endpoint
 from magw.sources.kube.conditions import Condition, merge_conditions, set_condition
 from magw.sources.kube.lease import BACKOFF_CAP, BACKOFF_FIRST
 from magw.sources.kube.reflector import API_ERRORS
+from magw.util.aio import wait_first
 
 log = structlog.get_logger(__name__)
 

@@ -1,1 +1,0 @@
-"""Thin entry points of the magw daemons (console scripts); the logic is in ``magw.agent``."""

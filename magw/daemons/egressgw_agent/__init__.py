@@ -1,0 +1,1 @@
+"""magw.daemons.egressgw_agent."""

@@ -1,0 +1,209 @@
+"""The gateway daemon: publishes this gateway node's Endpoint document into the broker directory.
+
+Level-driven like everything else: the document that should exist is computed
+from the node's Node document (``ip`` -> private IP, optional ``public_ip``)
+and the flags that override them, and the file is compared with it on every
+broker change, every 100 ms (is it still there?) and every resync period
+(is it still right?). A missing or different file is re-published atomically.
+SIGTERM/SIGINT exit 0 and leave the file in place, so a restart (a rolling update,
+``systemctl restart``) changes nothing anyone planned: the next start takes the file
+over, as after a SIGKILL. A gateway that stays away is dropped by the route agents
+when its file is older than their ``--endpoint-ttl``, and by health probing at once.
+``--withdraw-on-exit`` removes the file on SIGTERM/SIGINT instead, to drain a
+gateway before maintenance (every flow through it moves at once). Every ``heartbeat`` seconds the
+file is touched: route agents treat a document older than their
+``--endpoint-ttl`` as gone, so a dead gateway leaves every snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from ipaddress import IPv4Address
+
+import attrs
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from magw.daemons.common.flags import EXIT_FAILURE
+from magw.daemons.route_agent.health_flags import DEFAULT_HEARTBEAT
+from magw.desired.globalnet.plan import published_ips
+from magw.model import Endpoint
+from magw.sources.base import StateSource
+from magw.sources.file.broker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
+
+log = structlog.get_logger(__name__)
+
+PRESENCE_CHECK = 0.1  # seconds between checks that our document still exists
+
+
+def desired_endpoint(
+    source: StateSource, node_name: str, private_ip: IPv4Address | None, public_ip: IPv4Address | None
+) -> Endpoint | str:
+    """The Endpoint ``node_name`` should publish, or why it should publish none yet (one line).
+
+    Private IP: ``private_ip`` or the Node's ``ip``; public IP: ``public_ip``, or the Node's ``public_ip``
+    (broker field or Kubernetes annotation), or none (the private IP is used); ``allocated_ips``: this
+    gateway's Globalnet addresses (empty without Globalnet). The same for the file and Kubernetes sources."""
+    snapshot = source.snapshot
+    if snapshot is None:
+        return f"no snapshot of cluster {source.local_cluster} yet"
+    node = next((n for n in snapshot.nodes if n.name == node_name), None)
+    if node is None:
+        return f"no Node document for {node_name} in cluster {snapshot.local_cluster}"
+    if not node.gateway:
+        return f"Node {node_name} is not a gateway (gateway: false)"
+    doc = source.local_node_document(node_name) or {}
+    public = public_ip
+    if public is None and doc.get("public_ip") is not None:
+        public = IPv4Address(doc["public_ip"])
+    return Endpoint(
+        cluster=snapshot.local_cluster,
+        hostname=node_name,
+        private_ip=private_ip if private_ip is not None else node.ip,
+        public_ip=public,
+        allocated_ips=published_ips(snapshot.globalnet, node_name),  # Globalnet only: empty otherwise
+    )
+
+
+@attrs.define
+class _Metrics:
+    publications: Counter
+    published: Gauge
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None) -> _Metrics:
+        return cls(
+            publications=Counter(
+                "magw_gateway_publications", "Endpoint documents written.", ["reason"], registry=registry
+            ),
+            published=Gauge(
+                "magw_gateway_endpoint_published", "1 while our Endpoint document is in place.", registry=registry
+            ),
+        )
+
+
+@attrs.define
+class Gateway:
+    """Publishes one node's Endpoint document while it runs."""
+
+    broker: FileBroker
+    node: str
+    resync_period: float
+    private_ip: IPv4Address | None = None
+    public_ip: IPv4Address | None = None
+    # Each instance its own registry unless given one (main() passes the global REGISTRY): a second instance
+    # in one process must not collide with the first (prometheus refuses duplicate timeseries).
+    registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
+    heartbeat: float = DEFAULT_HEARTBEAT
+    withdraw_on_exit: bool = False
+    waiting: str | None = attrs.field(init=False, default=None)
+    _metrics: _Metrics = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._metrics = _Metrics.create(self.registry)
+        self.broker.subscribe(lambda _snapshot: self.ensure("broker"))
+
+    @property
+    def path(self) -> str:
+        return str(endpoint_path(self.broker.directory, self.broker.local_cluster, self.node))
+
+    def _wait(self, reason: str) -> None:
+        if reason != self.waiting:
+            log.info("gateway.waiting", node=self.node, reason=reason)
+        self.waiting = reason
+
+    def desired(self) -> Endpoint | None:
+        """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
+        want = desired_endpoint(self.broker, self.node, self.private_ip, self.public_ip)
+        if isinstance(want, str):
+            self._wait(want)
+            return None
+        self.waiting = None
+        return want
+
+    def ensure(self, reason: str) -> None:
+        """Publish the document if it is missing or differs from what it should be."""
+        want = self.desired()
+        if want is None:
+            return
+        text = render_endpoint(want)
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                current: str | None = f.read()
+        except FileNotFoundError:
+            current = None
+        if current == text:
+            self._metrics.published.set(1)
+            return
+        why = "missing" if current is None else "changed"
+        try:
+            publish_endpoint(self.broker.directory, want)
+        except OSError as exc:  # e.g. a full or read-only disk: retried at the next check
+            log.error("gateway.publish_failed", node=self.node, path=self.path, error=str(exc))
+            return
+        self._metrics.publications.labels(reason=why).inc()
+        self._metrics.published.set(1)
+        log.info(
+            "gateway.published",
+            node=self.node,
+            path=self.path,
+            reason=why,
+            trigger=reason,
+            private_ip=str(want.private_ip),
+            public_ip=None if want.public_ip is None else str(want.public_ip),
+            allocated_ips=[str(a) for a in want.allocated_ips],
+        )
+
+    def touch(self) -> None:
+        """The heartbeat: renew our document's modification time (re-publish it if it is gone)."""
+        if self.waiting is not None:
+            return
+        try:
+            os.utime(self.path)
+        except FileNotFoundError:
+            self.ensure("presence")
+        except OSError as exc:  # retried at the next heartbeat
+            log.error("gateway.heartbeat_failed", node=self.node, path=self.path, error=str(exc))
+
+    def withdraw(self) -> None:
+        existed = withdraw_endpoint(self.broker.directory, self.broker.local_cluster, self.node)
+        self._metrics.published.set(0)
+        log.info("gateway.withdrawn", node=self.node, path=self.path, existed=existed)
+
+    async def serve(self, stop: asyncio.Event) -> int:
+        """Publish and keep publishing until ``stop``; then withdraw if ``withdraw_on_exit``."""
+        self.broker.scan()
+        broker_task = asyncio.create_task(self.broker.run(), name="broker")
+        loop = asyncio.get_running_loop()
+        next_resync = loop.time() + self.resync_period
+        next_beat = loop.time() + self.heartbeat
+        try:
+            self.ensure("start")
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PRESENCE_CHECK):
+                        await stop.wait()
+                if stop.is_set() or broker_task.done():
+                    break
+                if loop.time() >= next_resync:
+                    next_resync = loop.time() + self.resync_period
+                    self.ensure("resync")
+                elif self.waiting is None and not os.path.exists(self.path):
+                    self.ensure("presence")
+                if loop.time() >= next_beat:
+                    next_beat = loop.time() + self.heartbeat
+                    self.touch()
+        finally:
+            self.broker.stop()
+            await asyncio.gather(broker_task, return_exceptions=True)
+            if self.withdraw_on_exit:
+                self.withdraw()
+            else:
+                log.info("gateway.kept", node=self.node, path=self.path, reason="a restart must change nothing")
+        if broker_task.done() and not stop.is_set():
+            log.error("gateway.crashed", task="broker", error=repr(broker_task.exception()))
+            return EXIT_FAILURE
+        log.info("gateway.stopped", node=self.node)
+        return 0

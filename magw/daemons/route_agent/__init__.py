@@ -1,0 +1,1 @@
+"""magw.daemons.route_agent."""

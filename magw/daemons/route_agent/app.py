@@ -1,0 +1,213 @@
+"""The route agent: keeps this node's whole plan in the kernel of the namespace it runs in.
+
+It runs on every node, inside the node's network namespace: it follows the file
+broker, plans the node (worker or gateway role) with the strategy the kernel
+supports, and reconciles links, addresses, neighbors, FDB entries, nexthops,
+groups, routes, rules and our nftables table through one Reconciler. It also
+sets ``net.ipv4.fib_multipath_hash_policy=1`` in that namespace. With ``cni: ovn``
+it plans the OVN node side and, given ``--ovs-db``, keeps ``br-submariner``
+(magw.daemons.route_agent.ovn_node, docs/ovn-node.md). SIGTERM or
+SIGINT stops it cleanly (exit 0); after a SIGKILL a restart converges again,
+because every sync compares the kernel with the plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from ipaddress import IPv4Address
+from typing import Any
+
+import attrs
+import structlog
+from prometheus_client import CollectorRegistry
+
+from magw.daemons.common.flags import EXIT_FAILURE, EXIT_OK
+from magw.daemons.common.runner import write_json_atomic
+from magw.daemons.route_agent.egressgw_problems import EgressProblems
+from magw.daemons.route_agent.ovn_syncer import OvnSyncer
+from magw.desired.node.memo import PlanMemo
+from magw.desired.node.planner import plan
+from magw.desired.state import DesiredState
+from magw.health.monitor import HealthMonitor
+from magw.model import Cni, Strategy
+from magw.reconcile.driver import Driver
+from magw.reconcile.loop import Reconciler, SyncResult
+from magw.sources.base import StateSource
+
+log = structlog.get_logger(__name__)
+
+SWITCH_INTERVAL = 0.001  # seconds: sys.setswitchinterval of the daemon (see main)
+
+StrategyPicker = Callable[[Strategy], Strategy]
+
+
+@attrs.define
+class RouteAgent:
+    """One node's reconciler fed by a state source: the file broker or the Kubernetes API."""
+
+    broker: StateSource  # the file broker or the Kubernetes source
+    node: str
+    driver: Driver
+    resync_period: float
+    pick_strategy: StrategyPicker = lambda requested: requested
+    # Each instance its own registry unless given one (main() passes the global REGISTRY): a second instance
+    # in one process must not collide with the first (prometheus refuses duplicate timeseries).
+    registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
+    status_file: str | None = None
+    health: HealthMonitor | None = None
+    ovn: OvnSyncer | None = None  # the OVN syncer this agent hosts (--ovn-nb), run beside the reconciler
+    ovn_mgmt_nexthop: IPv4Address | None = None  # --ovn-mgmt-nexthop (cni ovn: table 150's next hop)
+    cni: Cni = Cni.GENERIC  # the CNI of the last plan (the OVN node driver prepares the bridge only for ovn)
+    # The periodic resync's observe on a second driver, in a thread of its own (magw.reconcile.audit): at 100k
+    # routes it takes seconds, and events are synced meanwhile. None: the resync observes on the sync path.
+    audit: Callable[[], DesiredState] | None = None
+    reconciler: Reconciler = attrs.field(init=False)
+    not_ready: str | None = attrs.field(init=False, default=None)
+    _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
+    _last_sync: SyncResult | None = attrs.field(init=False, default=None)
+    egress_problems: EgressProblems = attrs.field(init=False)
+    # The last plan's pieces (magw.desired.node.memo): a broker change re-plans only what it touched. Used only in
+    # the reconciler's worker thread, one plan at a time.
+    memo: PlanMemo = attrs.field(init=False, factory=PlanMemo)
+
+    def __attrs_post_init__(self) -> None:
+        self.egress_problems = EgressProblems(self.node)
+        self.reconciler = Reconciler(
+            self.driver,
+            self.plan,
+            resync_period=self.resync_period,
+            name="route_agent",
+            registry=self.registry,
+            inputs_synced=lambda: self.broker.initial_sync_done,
+            on_sync=self._on_sync,
+            audit=self.audit,
+        )
+        if self.health is not None:  # a health change replans at once: a partial sync, no broker round trip
+            self.health.on_change = lambda _health: self.reconciler.mark_dirty("health")
+            self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
+            self.broker.subscribe(self.health.update)
+        self.broker.subscribe(lambda _snapshot: self.reconciler.mark_dirty("broker"))
+
+    def _strategy(self, requested: Strategy) -> Strategy:
+        if requested not in self._strategies:  # pick once per requested strategy: the fallback is logged once
+            self._strategies[requested] = self.pick_strategy(requested)
+        return self._strategies[requested]
+
+    def _waiting(self, reason: str) -> None:
+        if reason != self.not_ready:
+            log.info("route_agent.waiting", node=self.node, reason=reason)
+        self.not_ready = reason
+
+    def plan(self) -> DesiredState | None:
+        """This node's desired state, or None while the broker has not given us our node."""
+        snapshot = self.broker.snapshot
+        if not self.broker.initial_sync_done or snapshot is None:
+            self._waiting(f"no snapshot of cluster {self.broker.local_cluster} in {self.broker.directory} yet")
+            return None
+        if self.node not in {n.name for n in snapshot.nodes}:
+            self._waiting(f"node {self.node} is not in cluster {snapshot.local_cluster}'s Node documents")
+            return None
+        self.not_ready = None
+        if self.health is not None:
+            snapshot = self.health.planning_snapshot(snapshot)
+        strategy = self._strategy(snapshot.config.strategy)
+        if strategy is not snapshot.config.strategy:
+            snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
+        self.cni = snapshot.config.cni
+        self.egress_problems.check(snapshot)
+        return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
+
+    def _on_sync(self, result: SyncResult | None) -> None:
+        self._last_sync = result if result is not None else self._last_sync
+        if result is not None and result.planned and self.health is not None:
+            self.health.synced(result.ok)  # the lease waits until the kernel holds this node's role
+        if self.status_file is not None:
+            try:
+                write_json_atomic(self.status_file, self.status_json(self._last_sync))
+            except OSError as exc:
+                log.error("route_agent.status_file_failed", path=self.status_file, error=str(exc))
+
+    def status_json(self, last: SyncResult | None) -> dict[str, Any]:
+        """The status file: a summary plus every object that is not done."""
+        status = self.reconciler.status_json()  # the objects that are not done, cheaply
+        status["node"] = self.node
+        status["cluster"] = self.broker.local_cluster
+        status["waiting"] = self.not_ready
+        if self.health is not None:
+            status["health"] = self.health.status_json()
+        status["updated_at"] = datetime.now(UTC).isoformat()
+        if last is not None:
+            status["last_sync"] = {
+                "full": last.full,
+                "planned": last.planned,
+                "changes": len(last.applied),
+                "failed": len(last.failures),
+                "skipped": last.skipped,
+                "deferred": last.deferred,
+                "took_ms": last.took_ms,
+                "reasons": list(last.reasons),
+                "error": last.error,
+            }
+        return status
+
+    async def once(self) -> int:
+        """One full sync; 0 when it ran and nothing failed."""
+        self.broker.scan()
+        try:
+            result = await self.reconciler.sync_once(full=True, reasons=("once",))
+        finally:
+            await self.reconciler.aclose()
+        if not result.planned:
+            log.error("route_agent.not_ready", node=self.node, reason=self.not_ready or result.error)
+            return EXIT_FAILURE
+        log.info(
+            "route_agent.once_done",
+            node=self.node,
+            changes=len(result.applied),
+            failed=len(result.failures),
+            error=result.error,
+        )
+        ovn_ok = True
+        if self.ovn is not None:  # the hosted OVN syncer's one sync (its result goes to the log and its status)
+            ovn = await self.ovn.sync()
+            ovn_ok = ovn is not None and ovn.ok
+            close = getattr(self.ovn.driver, "close", None)
+            if close is not None:
+                await asyncio.to_thread(close)
+        return EXIT_OK if result.ok and ovn_ok else EXIT_FAILURE
+
+    async def serve(self, stop: asyncio.Event) -> int:
+        """Follow the broker and reconcile until ``stop`` is set."""
+        self.broker.scan()
+        tasks = {
+            asyncio.create_task(self.broker.run(), name="broker"),
+            asyncio.create_task(self.reconciler.run(), name="reconciler"),
+        }
+        health_stop = asyncio.Event()
+        if self.health is not None:
+            tasks.add(asyncio.create_task(self.health.run(health_stop), name="health"))
+        if self.ovn is not None:
+            tasks.add(asyncio.create_task(self.ovn.run(health_stop), name="ovn-syncer"))
+        stopper = asyncio.create_task(stop.wait(), name="stop")
+        done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        code = EXIT_OK
+        for task in done & tasks:
+            code = EXIT_FAILURE
+            exc = None if task.cancelled() else task.exception()
+            log.error("route_agent.crashed", task=task.get_name(), error=repr(exc))
+        self.reconciler.stop()
+        self.broker.stop()
+        health_stop.set()
+        stopper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopper
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.ovn is not None:
+            close = getattr(self.ovn.driver, "close", None)
+            if close is not None:
+                await asyncio.to_thread(close)
+        log.info("route_agent.stopped", node=self.node, syncs=self.reconciler.syncs, code=code)
+        return code

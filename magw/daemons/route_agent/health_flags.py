@@ -1,0 +1,127 @@
+"""Command-line flags of failure detection (docs/health.md): probes, lease, endpoint TTL, heartbeat."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import attrs
+
+from magw.daemons.common.flags import OneLineParser
+from magw.daemons.common.flags import positive_seconds as _seconds
+from magw.health import params as hp
+from magw.health.params import LeaseParams, ProbeParams
+
+DEFAULT_ENDPOINT_TTL = 5.0
+DEFAULT_HEARTBEAT = 1.0
+
+
+def _seconds_or_off(text: str) -> float:
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return _seconds(text)
+
+
+def _count(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def add_health_arguments(p: argparse.ArgumentParser) -> None:
+    """The route agent's probe and lease flags, and the broker's endpoint TTL."""
+    g = p.add_argument_group("failure detection (docs/health.md)")
+    flags: list[tuple[str, Callable[[str], float], float, str, str]] = [
+        ("--probe-interval", _seconds, hp.DEFAULT_INTERVAL, "SECONDS", "seconds between two probes of one peer"),
+        ("--probe-timeout", _seconds, hp.DEFAULT_TIMEOUT, "SECONDS", "a later reply is a miss; > RTT, <= interval"),
+        ("--probe-startup-grace", _seconds_or_off, hp.DEFAULT_STARTUP_GRACE, "SECONDS", "after start, a peer never "
+         "seen answering is not taken down for SECONDS (its misses count); 0: no grace"),
+        ("--down-after", _count, hp.DEFAULT_DOWN_AFTER, "N", "consecutive misses that take a peer down"),
+        ("--up-after", _count, hp.DEFAULT_UP_AFTER, "N", "consecutive replies that bring a down peer back"),
+        ("--probe-jitter", _fraction, hp.DEFAULT_JITTER, "FRACTION", "each interval is shortened by up to FRACTION"),
+        ("--lease-timeout", _seconds, hp.DEFAULT_LEASE_TIMEOUT, "SECONDS", "lifetime of this gateway's lease"),
+        ("--lease-refresh", _seconds, hp.DEFAULT_LEASE_REFRESH, "SECONDS", "lease renewal period, <= timeout / 2"),
+        ("--lease-exit-hold", _seconds_or_off, hp.DEFAULT_LEASE_EXIT_HOLD, "SECONDS", "on SIGTERM/SIGINT the lease "
+         "is renewed once for SECONDS, so a restart moves no flow; 0: withdraw it at once (drain)"),
+        ("--endpoint-ttl", _seconds_or_off, DEFAULT_ENDPOINT_TTL, "SECONDS", "Endpoint documents not touched for "
+         "SECONDS are gone; 0: never"),
+    ]  # fmt: skip
+    for flag, kind, default, metavar, text in flags:
+        g.add_argument(flag, type=kind, default=default, metavar=metavar, help=f"{text} (default %(default)s)")
+    g.add_argument(
+        "--probe-fast-interval",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds between the probes of a peer that missed (or answered while down), until it is down (or "
+        f"up); <= interval (default {hp.DEFAULT_FAST_INTERVAL:g}, or the interval if shorter)",
+    )
+    g.add_argument("--no-health", action="store_true", help="no probes and no lease: only the broker's Health")
+
+
+def add_heartbeat_argument(p: argparse.ArgumentParser) -> None:
+    """The gateway daemon's heartbeat: how often it touches its Endpoint document."""
+    p.add_argument(
+        "--heartbeat",
+        type=_seconds,
+        default=DEFAULT_HEARTBEAT,
+        metavar="SECONDS",
+        help="touch our Endpoint document every SECONDS, well below the route agents' --endpoint-ttl (default 1)",
+    )
+
+
+def _flag_error(parser: OneLineParser, exc: ValueError) -> None:
+    """``probe timeout: must be ...`` -> ``--probe-timeout: must be ...`` (exit 2)."""
+    field, _, reason = str(exc).partition(": ")
+    parser.error(f"--{field.replace(' ', '-')}: {reason}")
+
+
+def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams:
+    try:
+        fast = {} if args.probe_fast_interval is None else {"fast_interval": args.probe_fast_interval}
+        return ProbeParams(
+            **fast,
+            interval=args.probe_interval,
+            timeout=args.probe_timeout,
+            down_after=args.down_after,
+            up_after=args.up_after,
+            jitter=args.probe_jitter,
+            startup_grace=args.probe_startup_grace,
+        )
+    except ValueError as exc:
+        _flag_error(parser, exc)
+        raise  # not reached: parser.error exits
+
+
+def lease_params(parser: OneLineParser, args: argparse.Namespace) -> LeaseParams:
+    try:
+        return LeaseParams(timeout=args.lease_timeout, refresh=args.lease_refresh, exit_hold=args.lease_exit_hold)
+    except ValueError as exc:
+        _flag_error(parser, exc)
+        raise  # not reached: parser.error exits
+
+
+def endpoint_ttl(args: argparse.Namespace) -> float | None:
+    """The broker's TTL: None when ``--endpoint-ttl 0``."""
+    ttl: float = args.endpoint_ttl
+    return ttl if ttl > 0 else None
+
+
+@attrs.frozen(kw_only=True)
+class HealthSettings:
+    probe: ProbeParams
+    lease: LeaseParams
+
+
+def health_settings(parser: OneLineParser, args: argparse.Namespace) -> HealthSettings | None:
+    """The validated probe and lease parameters, or None when failure detection is off for this run."""
+    if args.no_health or getattr(args, "fake", False) or getattr(args, "once", False):
+        return None
+    return HealthSettings(probe=probe_params(parser, args), lease=lease_params(parser, args))

@@ -1,0 +1,189 @@
+"""Our nftables table ``ip magw``: keep pod source IPs, return-path SNAT, forwarding and MSS clamping.
+
+Chains and why:
+
+- ``postrouting`` (nat, priority 90 = srcnat - 10):
+  * gateway: ``ip saddr @remote_cidrs ct status dnat oifname != "vxlan-tunnel"
+    snat to <cni_ip>``: a remote client's connection to a service, DNATed here
+    to a pod elsewhere in the cluster, is SNATed to this gateway so the replies
+    come back through it (the conntrack state lives here);
+  * every node: ``ip saddr @local_cidrs ip daddr @remote_cidrs snat to ip
+    saddr``: a *null SNAT*. Netfilter runs the nat base chains of one hook in
+    priority order and stops at the first one that sets a NAT binding for the
+    connection. This rule binds the connection to its own source address at
+    priority 90, so a CNI's masquerade at srcnat (100) never runs for
+    inter-cluster traffic and pod source IPs survive. An ``accept`` here would
+    not help: it ends only our chain, and the CNI's table still sees the packet.
+- ``forward`` (filter, priority 0): MSS clamping to the route MTU both ways
+  first (the VXLAN MTU is 50 bytes below the underlay), then, on gateways,
+  accept what comes from or goes into ``vxlan-tunnel``: a reply may return
+  through another gateway than its request left by, where no conntrack state
+  exists, and a stateful CNI firewall would drop it.
+- ``input`` (filter, priority 0): accept the VXLAN ports (4500, 4800).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from ipaddress import IPv4Address, IPv4Network
+
+from magw.desired.globalnet import nft as gnnft
+from magw.desired.globalnet.plan import gateway_translations, globalnet_mode, routed_cidrs
+from magw.desired.nft import expr as x
+from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.node.memo import PlanMemo
+from magw.desired.node.roles import NodeRole
+from magw.desired.ovn import node as ovnnode
+from magw.model import Cni, Snapshot, dotted, net_key
+from magw.model.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
+
+TABLE_FAMILY = "ip"
+TABLE_NAME = "magw"
+LOCAL_SET = "local_cidrs"
+REMOTE_SET = "remote_cidrs"
+SRCNAT_PRIORITY = 100
+POSTROUTING_PRIORITY = SRCNAT_PRIORITY - 10
+FILTER_PRIORITY = 0
+
+
+def set_elements(nets: Iterable[IPv4Network]) -> tuple[str, ...]:
+    """Interval-set elements: drop prefixes inside another (nft rejects overlaps), /32 as a plain address.
+
+    Adjacent prefixes stay separate: a named interval set keeps them as given.
+    One sweep: sorted by start address, a wider prefix comes before the narrower
+    ones it holds, and two prefixes overlap only when one holds the other.
+    The sweep runs on ``(start, prefixlen)`` integers and formats the text from them
+    (issue 10: ``IPv4Network`` comparisons and ``str()`` were a profile hot spot at 100k CIDRs).
+    """
+    kept: list[tuple[int, int]] = []
+    kept_last = -1
+    for start, plen in sorted({net_key(net) for net in nets}):
+        if start > kept_last:  # sorted by start: a prefix starting inside the last kept one lies inside it
+            kept.append((start, plen))
+            kept_last = start + (1 << (32 - plen)) - 1
+    return tuple(dotted(start) if plen == 32 else f"{dotted(start)}/{plen}" for start, plen in kept)
+
+
+def _cidr_set(name: str, nets: Iterable[IPv4Network]) -> NftSet:
+    return NftSet(name=name, type="ipv4_addr", flags=("interval",), elements=set_elements(nets))
+
+
+def _postrouting(role: NodeRole, *, globalnet: bool) -> list[NftRule]:
+    rules = []
+    if role.gateway:
+        rules.append(_svc_return(role.node.cni_ip))
+    if globalnet and role.gateway:
+        return rules  # the Globalnet SNAT rules follow (gnnft): a null SNAT would keep local sources
+    rules.append(
+        x.rule(
+            "postrouting",
+            x.match(x.ip_saddr(), x.set_ref(LOCAL_SET)),
+            x.match(x.ip_daddr(), x.set_ref(REMOTE_SET)),
+            x.snat(x.ip_saddr()),
+            comment="magw: keep pod source IPs to remote clusters (null SNAT stops a later CNI masquerade)",
+        )
+    )
+    return rules
+
+
+def _svc_return(cni_ip: IPv4Address) -> NftRule:
+    return x.rule(
+        "postrouting",
+        x.match(x.ip_saddr(), x.set_ref(REMOTE_SET)),
+        x.flags_in(x.ct("status"), "dnat"),
+        x.oifname(VXLAN_TUNNEL, negate=True),
+        x.snat(cni_ip),
+        comment="magw: SNAT remote clients of DNATed services so replies return through this gateway",
+    )
+
+
+def _forward(role: NodeRole) -> list[NftRule]:
+    rules = [
+        x.rule(
+            "forward",
+            x.tcp_flags("syn", ("syn", "rst")),
+            x.match(x.ip_daddr(), x.set_ref(REMOTE_SET)),
+            x.mss_clamp_to_pmtu(),
+            comment="magw: clamp TCP MSS to the path MTU toward remote clusters",
+        ),
+        x.rule(
+            "forward",
+            x.tcp_flags("syn", ("syn", "rst")),
+            x.match(x.ip_saddr(), x.set_ref(REMOTE_SET)),
+            x.mss_clamp_to_pmtu(),
+            comment="magw: clamp TCP MSS to the path MTU from remote clusters",
+        ),
+    ]
+    if role.gateway:
+        rules += [
+            x.rule(
+                "forward",
+                x.iifname(VXLAN_TUNNEL),
+                x.match(x.ip_daddr(), x.set_ref(LOCAL_SET)),
+                x.accept(),
+                comment="magw: accept remote traffic to local CIDRs, even replies without local conntrack state",
+            ),
+            x.rule(
+                "forward",
+                x.oifname(VXLAN_TUNNEL),
+                x.accept(),
+                comment="magw: accept traffic leaving for remote clusters",
+            ),
+        ]
+    return rules
+
+
+def _input() -> list[NftRule]:
+    return [
+        x.rule(
+            "input",
+            x.udp_dport((INTER_PORT, INTRA_PORT)),
+            x.accept(),
+            comment="magw: accept VXLAN from peers",
+        )
+    ]
+
+
+def _base_chain(hook: str, kind: str, priority: int) -> NftChain:
+    """A base chain named after its hook, policy accept (we only add to what others decide)."""
+    return NftChain(name=hook, type=kind, hook=hook, priority=priority, policy="accept")
+
+
+def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> NftTable | None:
+    """The ``ip magw`` table, or None when there is no remote cluster.
+
+    With Globalnet, ``remote_cidrs`` holds the remote global CIDRs only (remote pod and service CIDRs may
+    be our own), and a gateway adds the Globalnet chains, sets and maps of ``magw.desired.globalnet.nft``.
+    Through ``memo``, each CIDR set is the last plan's while its clusters are the same objects (at 100k
+    remote CIDRs the set cost 0.22 s to build, and comparing a new one with the kernel's as much again).
+    """
+    remote = snapshot.remote_clusters
+    if not remote:
+        return None
+    globalnet = globalnet_mode(snapshot)
+    local = snapshot.cluster(snapshot.local_cluster)
+    sets = [
+        memo.get("local_set", (local,), lambda: _cidr_set(LOCAL_SET, local.cidrs)),
+        memo.get(
+            "remote_set",
+            remote,
+            lambda: _cidr_set(REMOTE_SET, (n for c in remote for n in routed_cidrs(c, globalnet))),
+            values=globalnet,
+        ),
+    ]
+    maps: list[NftMap] = []
+    chains = [
+        NftChain(name="postrouting", type="nat", hook="postrouting", priority=POSTROUTING_PRIORITY, policy="accept"),
+        NftChain(name="forward", type="filter", hook="forward", priority=FILTER_PRIORITY, policy="accept"),
+        NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
+    ]
+    rules = [*_postrouting(role, globalnet=globalnet), *_forward(role), *_input()]
+    if snapshot.config.cni is Cni.OVN and role.gateway:
+        rules += ovnnode.ovn_gateway_postrouting(REMOTE_SET)
+    if globalnet and role.gateway:
+        tr = gateway_translations(snapshot, role.node.name)
+        sets += gnnft.gateway_sets(tr)
+        maps += gnnft.gateway_maps(tr)
+        chains += gnnft.gateway_chains()
+        rules += [*gnnft.gateway_nat_rules(tr), *gnnft.gateway_rules(REMOTE_SET)]
+    return NftTable(family=TABLE_FAMILY, name=TABLE_NAME, sets=sets, maps=maps, chains=chains, rules=rules)

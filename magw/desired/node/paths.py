@@ -1,0 +1,232 @@
+"""Which gateways carry traffic to which remote cluster, and the routing objects that say so.
+
+A worker sends remote traffic over ``vx-submariner`` to the local active
+gateways (main table); a gateway sends it over ``vxlan-tunnel`` to the remote
+cluster's active gateways (table 100, looked up through ``ip rule`` 100).
+
+Per remote cluster, the *candidates* are every gateway a route could use,
+whatever its health; the *usable* ones are those health allows. With nexthop
+objects, a nexthop exists for every candidate and a group per cluster holds the
+usable ones, so a failover or a recovery changes one group and no route. A
+cluster without a usable gateway gets ``unreachable`` routes, so its traffic
+never leaks to the default route.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv4Network
+
+import attrs
+
+from magw.desired.globalnet.plan import globalnet_mode, routed_cidrs
+from magw.desired.node.ids import group_ids, nexthop_id
+from magw.desired.node.memo import PlanMemo
+from magw.desired.node.roles import NodeRole, active_endpoints
+from magw.desired.state import (
+    MAIN_TABLE,
+    GroupMember,
+    Nexthop,
+    NexthopGroup,
+    Route,
+    RouteNexthop,
+    Rule,
+    sorted_objects,
+)
+from magw.model import Cluster, Snapshot, Strategy
+from magw.model.vtep import VX_SUBMARINER, VXLAN_TUNNEL, vtep_ip
+
+UNREACHABLE = "unreachable"
+Way = str | tuple[RouteNexthop, ...] | int  # how a cluster's routes leave: UNREACHABLE, inline hops, a group id
+
+GATEWAY_TABLE = 100
+GATEWAY_RULE_PRIORITY = 100
+ROUTE_METRIC = 100
+RETURN_METRIC = 98  # Globalnet /32 return routes (the seed's metric; a /32 wins by length anyway)
+
+
+@attrs.frozen(kw_only=True)
+class Hop:
+    """A gateway a route may go through."""
+
+    hostname: str
+    via: IPv4Address
+    dev: str
+    nexthop_id: int
+
+
+@attrs.frozen(kw_only=True)
+class ClusterPaths:
+    """The candidate and usable gateways toward one remote cluster (both sorted by via)."""
+
+    cluster: Cluster
+    candidates: tuple[Hop, ...]
+    usable: tuple[Hop, ...]
+
+
+@attrs.frozen(kw_only=True)
+class RoutingObjects:
+    nexthops: tuple[Nexthop, ...]
+    groups: tuple[NexthopGroup, ...]
+    routes: tuple[Route, ...]
+    rules: tuple[Rule, ...]
+
+
+def _hop(hostname: str, ip: IPv4Address, *, inter_cluster: bool) -> Hop:
+    via = vtep_ip(ip, inter_cluster=inter_cluster)
+    return Hop(
+        hostname=hostname,
+        via=via,
+        dev=VXLAN_TUNNEL if inter_cluster else VX_SUBMARINER,
+        nexthop_id=nexthop_id(via, inter_cluster=inter_cluster),
+    )
+
+
+def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> ClusterPaths:
+    """Candidates and usable gateways toward ``cluster`` from this node."""
+    health = snapshot.health
+    if role.gateway:
+        endpoints = active_endpoints(snapshot, cluster.id)
+        candidates = [_hop(e.hostname, e.private_ip, inter_cluster=True) for e in endpoints]
+        usable = [h for h in candidates if health.usable(h.hostname)]
+    else:
+        candidates = [_hop(e.hostname, e.private_ip, inter_cluster=False) for e in role.local_gateways]
+        usable = [h for h in candidates if health.usable(h.hostname, cluster.id)]
+    return ClusterPaths(
+        cluster=cluster,
+        candidates=tuple(sorted(candidates, key=lambda h: h.via)),
+        usable=tuple(sorted(usable, key=lambda h: h.via)),
+    )
+
+
+def _nexthops(paths: tuple[ClusterPaths, ...]) -> tuple[Nexthop, ...]:
+    by_id = {h.nexthop_id: Nexthop(id=h.nexthop_id, via=h.via, dev=h.dev) for p in paths for h in p.candidates}
+    return tuple(by_id[i] for i in sorted(by_id))
+
+
+def _groups(snapshot: Snapshot, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
+    """One group per remote cluster with a usable gateway, keyed by cluster id."""
+    resilient = snapshot.config.strategy is Strategy.RESILIENT
+    ids = group_ids((c.id for c in snapshot.remote_clusters), resilient=resilient)
+    params = snapshot.config.resilient
+    groups: dict[str, NexthopGroup] = {}
+    for p in paths:
+        if not p.usable:
+            continue
+        members = tuple(GroupMember(id=i, weight=1) for i in sorted({h.nexthop_id for h in p.usable}))
+        if resilient:
+            groups[p.cluster.id] = NexthopGroup(
+                id=ids[p.cluster.id],
+                members=members,
+                type="resilient",
+                buckets=params.buckets,
+                idle_timer=params.idle_timer,
+                unbalanced_timer=params.unbalanced_timer,
+            )
+        else:
+            groups[p.cluster.id] = NexthopGroup(id=ids[p.cluster.id], members=members, type="mpath")
+    return groups
+
+
+def _make_routes(cluster: Cluster, *, table: int, src: IPv4Address, way: Way, globalnet: bool) -> tuple[Route, ...]:
+    dsts = routed_cidrs(cluster, globalnet)
+    if isinstance(way, int):
+        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nhid=way) for dst in dsts)
+    if isinstance(way, tuple):
+        return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, src=src, nexthops=way) for dst in dsts)
+    return tuple(Route(table=table, dst=dst, metric=ROUTE_METRIC, type="unreachable") for dst in dsts)
+
+
+def _routes(
+    memo: PlanMemo,
+    p: ClusterPaths,
+    *,
+    table: int,
+    src: IPv4Address,
+    groups: dict[str, NexthopGroup],
+    inline: bool,
+    globalnet: bool,
+) -> tuple[Route, ...]:
+    """The routes toward one remote cluster, the last plan's while its Cluster object and way out are the same.
+
+    The way out is all a route holds besides its CIDR: unreachable, the inline hops, or the group id (which
+    does not change on a failover, only the group's members do).
+    """
+    way: Way
+    if not p.usable:
+        way = UNREACHABLE
+    elif inline:
+        way = tuple(RouteNexthop(via=h.via, dev=h.dev, weight=1) for h in p.usable)
+    else:
+        way = groups[p.cluster.id].id  # a cluster with a usable gateway always has a group
+    return memo.get(
+        ("routes", p.cluster.id),
+        (p.cluster,),
+        lambda: _make_routes(p.cluster, table=table, src=src, way=way, globalnet=globalnet),
+        values=(table, src, way, globalnet),
+    )
+
+
+def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...], *, inline: bool) -> list[Route]:
+    """Globalnet, gateways only: a /32 (table 100, metric 98) for each egress address a gateway publishes.
+
+    A remote gateway's addresses go to that gateway, so a reply returns to the gateway that holds the
+    conntrack entry of its translation. A local gateway's go to it over ``vx-submariner``: a reply that
+    reached this gateway instead (a remote route not yet updated) still gets home. A gateway that is not
+    usable gets no route: its addresses, and only its, are unreachable until it is back.
+    """
+    owners: list[tuple[tuple[IPv4Address, ...], Hop, bool]] = []  # (addresses, hop, through its nexthop object)
+    for p in paths:
+        usable = {h.hostname: h for h in p.usable}
+        owners += [
+            (e.allocated_ips, usable[e.hostname], not inline)
+            for e in snapshot.endpoints_of(p.cluster.id)
+            if e.hostname in usable
+        ]
+    # Local gateways: inline over vx-submariner (a gateway holds nexthop objects for remote gateways only).
+    owners += [
+        (e.allocated_ips, _hop(e.hostname, e.private_ip, inter_cluster=False), False)
+        for e in role.local_gateways
+        if snapshot.health.usable(e.hostname)
+    ]
+    routes: dict[IPv4Address, Route] = {}  # by address: an address published twice (bad input) routes once
+    src = role.node.cni_ip
+    for ips, hop, by_id in owners:
+        nhid = hop.nexthop_id if by_id else None
+        hops = () if by_id else (RouteNexthop(via=hop.via, dev=hop.dev),)
+        for ip in ips:
+            dst = IPv4Network(ip)
+            routes.setdefault(
+                ip, Route(table=GATEWAY_TABLE, dst=dst, metric=RETURN_METRIC, src=src, nhid=nhid, nexthops=hops)
+            )
+    return list(routes.values())
+
+
+def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> RoutingObjects:
+    """Nexthops, groups, routes and rules of the node, per ``config.strategy``.
+
+    Through ``memo``, the routes toward a remote cluster whose Cluster object and way out did not change are
+    the last plan's, and so is the whole sorted tuple when no cluster's routes changed (magw.desired.node.memo).
+    """
+    globalnet = globalnet_mode(snapshot)
+    paths = tuple(cluster_paths(snapshot, role, c) for c in snapshot.remote_clusters)
+    table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
+    rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
+    inline = snapshot.config.strategy is Strategy.MULTIPATH
+    groups = {} if inline else _groups(snapshot, paths)
+    src = role.node.cni_ip
+    chunks = tuple(
+        _routes(memo, p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet) for p in paths
+    )
+    returns = tuple(_return_routes(snapshot, role, paths, inline=inline)) if globalnet and role.gateway else ()
+    routes = memo.get(
+        "routes",
+        chunks,
+        lambda: sorted_objects(r for chunk in (*chunks, returns) for r in chunk),
+        values=returns,
+    )
+    return RoutingObjects(
+        nexthops=() if inline else _nexthops(paths),
+        groups=tuple(groups.values()),
+        routes=routes,
+        rules=rules,
+    )

@@ -1,0 +1,1 @@
+"""magw.drivers.netlink.fake."""

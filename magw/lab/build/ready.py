@@ -1,0 +1,89 @@
+"""Bounded waits until a lab carries traffic: inside each cluster, then between clusters.
+
+Each round probes over TCP from the first pod of every node; a round that
+fails is repeated after a short pause until the deadline. The progress lines
+say how many probes answered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from magw.lab.errors import LabError
+from magw.lab.observe.globalview import ClusterView
+from magw.lab.spec.layout import ECHO_PORT, LabLayout
+from magw.lab.verify.connectivity import Target, probe_many
+
+ROUND_PAUSE = 0.3
+Progress = Callable[[str], None]
+
+
+def local_plan(lab: LabLayout) -> dict[str, list[Target]]:
+    """From the first pod of each cluster: every pod and every service of that cluster."""
+    plan: dict[str, list[Target]] = {}
+    for c in lab.clusters:
+        targets = [Target(proto="tcp", ip=p.ip, port=ECHO_PORT) for p in c.pods]
+        targets += [Target(proto="tcp", ip=s.ip, port=s.port) for s in c.services if s.backends and not s.headless]
+        plan[c.pods[0].namespace] = targets
+    return plan
+
+
+def remote_plan(lab: LabLayout, views: Mapping[str, ClusterView] | None = None) -> dict[str, list[Target]]:
+    """From the first pod of every node: the first pod of every other cluster; with Globalnet (``views``: the
+    controllers' allocations) every exported ClusterIP service of every other cluster by its global IP, over
+    TCP and UDP (pod IPs overlap between clusters and mean nothing outside their own)."""
+    plan: dict[str, list[Target]] = {}
+    for c in lab.clusters:
+        if views is None:
+            remote = [Target(proto="tcp", ip=o.pods[0].ip, port=ECHO_PORT) for o in lab.clusters if o.id != c.id]
+        else:
+            remote = _global_targets(lab, views, c.id)
+        for node in c.nodes:
+            if remote:
+                plan[c.pods_of(node.name)[0].namespace] = remote
+    return plan
+
+
+def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str) -> list[Target]:
+    out = []
+    for o in lab.clusters:
+        if o.id == local:
+            continue
+        for s in o.services:
+            gip = views[o.id].service_ip(s.namespace, s.name) if s.export and s.cluster_ip is not None else None
+            if gip is not None and s.backends:
+                out += [Target(proto=proto, ip=gip, port=s.port) for proto in ("tcp", "udp")]
+    return out
+
+
+def wait_for(what: str, plan: dict[str, list[Target]], step: Progress, *, timeout: float) -> None:
+    """Probe ``plan`` until every probe answers; LabError naming the failures after ``timeout`` seconds."""
+    total = sum(len(t) for t in plan.values())
+    if total == 0:
+        step(f"{what}: nothing to probe")
+        return
+    deadline = time.monotonic() + timeout
+    last = -1
+    while True:
+        results = probe_many(plan, timeout=1.0, attempts=2)
+        failed = [f"{ns}->{r.target}" for ns, rs in results.items() for r in rs if not r.ok]
+        ok = total - len(failed)
+        if ok != last:
+            step(f"{what}: {ok}/{total} probes answered")
+            last = ok
+        if not failed:
+            return
+        if time.monotonic() >= deadline:
+            raise LabError(f"{what}: {len(failed)}/{total} probes unanswered after {timeout:g}s, e.g. {failed[0]}")
+        time.sleep(ROUND_PAUSE)
+
+
+def wait_local(lab: LabLayout, step: Progress, *, timeout: float) -> None:
+    wait_for("cluster-local connectivity", local_plan(lab), step, timeout=timeout)
+
+
+def wait_remote(
+    lab: LabLayout, step: Progress, *, timeout: float, views: Mapping[str, ClusterView] | None = None
+) -> None:
+    wait_for("inter-cluster connectivity", remote_plan(lab, views), step, timeout=timeout)

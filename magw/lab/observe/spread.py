@@ -1,0 +1,152 @@
+"""How UDP flows between two clusters spread over the gateways, from the tunnels' packet counters.
+
+Counters are read with ``ip -s -j link`` in each gateway namespace before and
+after the flows. Requests go from a client pod in cluster A to a server pod in
+cluster B, replies come back: every request leaves through exactly one
+gateway of A (``vxlan-tunnel`` TX) and enters through exactly one gateway of B
+(``vxlan-tunnel`` RX). Wire amplification is the sum over B's gateways of
+tunnel RX packets divided by the requests sent: 1.0 when nothing is flooded
+to several gateways.
+
+The daemons' own health probes (ICMP echo on both tunnels, docs/health.md)
+flow all the time, faster while a peer is in transition, so link counters
+would mix them in. Instead every gateway gets a small ``netdev`` table
+(``COUNT_TABLE``) whose ingress and egress chains on both tunnel devices count
+the flows' datagrams (UDP to or from ``ECHO_PORT``): at the device, before
+the IP layer drops a frame that is not for it, so a flooded copy is counted
+like a link counter would. It is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import attrs
+
+from magw.lab.build import netns
+from magw.lab.spec.layout import ECHO_PORT, ClusterLayout, LabLayout, NodeLayout, PodLayout
+from magw.lab.verify.connectivity import udp_flows
+
+TUNNEL = "vxlan-tunnel"
+INTRA = "vx-submariner"
+COUNT_TABLE = "magw_lab_flows"
+_COUNTERS = (("intra_rx", "ingress", INTRA), ("intra_tx", "egress", INTRA),
+             ("tunnel_rx", "ingress", TUNNEL), ("tunnel_tx", "egress", TUNNEL))  # fmt: skip
+
+
+def _count_table(devices: frozenset[str]) -> str:
+    """Counters of the flows' datagrams received and sent on each tunnel device of ``devices``."""
+    counters = "".join(f"  counter {name} {{ }}\n" for name, _h, _d in _COUNTERS)
+    chains = "".join(
+        f'  chain {name} {{\n    type filter hook {hook} device "{dev}" priority -500; policy accept;\n'
+        f"    udp dport {ECHO_PORT} counter name {name}\n    udp sport {ECHO_PORT} counter name {name}\n  }}\n"
+        for name, hook, dev in _COUNTERS
+        if dev in devices
+    )
+    fresh = f"add table netdev {COUNT_TABLE}\ndelete table netdev {COUNT_TABLE}\n"
+    return f"{fresh}table netdev {COUNT_TABLE} {{\n{counters}{chains}}}\n"
+
+
+@attrs.frozen(kw_only=True)
+class GatewayCount:
+    gateway: str
+    cluster: str
+    tunnel_rx: int
+    tunnel_tx: int
+    intra_rx: int
+    intra_tx: int
+
+
+@attrs.frozen(kw_only=True)
+class SpreadResult:
+    client: PodLayout
+    server: PodLayout
+    flows: int
+    sent: int
+    received: int
+    gateways: tuple[GatewayCount, ...]
+
+    def of(self, cluster: str) -> tuple[GatewayCount, ...]:
+        return tuple(g for g in self.gateways if g.cluster == cluster)
+
+    @property
+    def amplification(self) -> float:
+        """Requests entering the server's cluster through any gateway tunnel, per request sent."""
+        rx = sum(g.tunnel_rx for g in self.of(self.server.cluster))
+        return rx / self.sent if self.sent else 0.0
+
+
+def _counters(node: NodeLayout) -> dict[str, int]:
+    """The flows' datagrams counted so far on the node's tunnels."""
+    out = netns.ns_exec(node.namespace, "nft", "-j", "list", "counters", "table", "netdev", COUNT_TABLE)
+    counted = {
+        c["counter"]["name"]: int(c["counter"]["packets"]) for c in json.loads(out)["nftables"] if "counter" in c
+    }
+    return {name: counted.get(name, 0) for name, _h, _d in _COUNTERS}
+
+
+def default_pair(lab: LabLayout) -> tuple[PodLayout, PodLayout]:
+    """A client pod in the first cluster and a server pod in the second, on workers when there are any."""
+    return _first_worker_pod(lab.clusters[0]), _first_worker_pod(lab.clusters[1])
+
+
+def _first_worker_pod(cluster: ClusterLayout) -> PodLayout:
+    for node in cluster.nodes:
+        if not node.gateway:
+            return cluster.pods_of(node.name)[0]
+    return cluster.pods[0]
+
+
+def run_spread(
+    lab: LabLayout,
+    *,
+    flows: int = 64,
+    packets: int = 10,
+    pair: tuple[PodLayout, PodLayout] | None = None,
+    timeout: float = 5.0,
+) -> SpreadResult:
+    """Send ``flows`` UDP flows of ``packets`` requests between two clusters and count per gateway."""
+    client, server = pair if pair is not None else default_pair(lab)
+    gateways: Sequence[NodeLayout] = [g for g in lab.gateways if g.cluster in (client.cluster, server.cluster)]
+    for g in gateways:
+        devices = frozenset(d for d in (TUNNEL, INTRA) if netns.link_stats(g.namespace, d) is not None)
+        netns.nft_load(g.namespace, _count_table(devices))
+    try:
+        before = {g.name: _counters(g) for g in gateways}
+        summary = udp_flows(client.namespace, server.ip, ECHO_PORT, flows=flows, packets=packets, timeout=timeout)
+        after = {g.name: _counters(g) for g in gateways}
+    finally:
+        for g in gateways:
+            netns.ns_exec(g.namespace, "nft", "delete", "table", "netdev", COUNT_TABLE)
+    counts = tuple(
+        GatewayCount(
+            gateway=g.name, cluster=g.cluster, **{k: after[g.name][k] - before[g.name][k] for k in after[g.name]}
+        )
+        for g in gateways
+    )
+    return SpreadResult(
+        client=client,
+        server=server,
+        flows=flows,
+        sent=int(summary["sent"]),
+        received=int(summary["received"]),
+        gateways=counts,
+    )
+
+
+def spread_text(result: SpreadResult) -> str:
+    """A table of per-gateway tunnel packets and shares, and the wire amplification."""
+    lines = [
+        f"{result.flows} UDP flows {result.client.name} ({result.client.ip}) -> {result.server.name} "
+        f"({result.server.ip}): {result.sent} requests sent, {result.received} replies received",
+        f"{'gateway':<14} {'tunnel tx':>10} {'tunnel rx':>10} {'share':>6}",
+    ]
+    for cluster, direction in ((result.client.cluster, "tx"), (result.server.cluster, "rx")):
+        gws = result.of(cluster)
+        total = sum(getattr(g, f"tunnel_{direction}") for g in gws) or 1
+        for g in gws:
+            share = getattr(g, f"tunnel_{direction}") / total
+            lines.append(f"{g.gateway:<14} {g.tunnel_tx:>10} {g.tunnel_rx:>10} {share:>6.0%}")
+    lines.append(f"wire amplification: {result.amplification:.2f} (1.00 = each request crossed one gateway)")
+    return "\n".join(lines)

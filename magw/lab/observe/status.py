@@ -1,0 +1,241 @@
+"""``magw lab status``: what a lab is made of and whether its processes run, as JSON or text.
+
+With Globalnet a cluster also shows what its controller allocated (read from the broker, ``globalview``):
+pods show their Kubernetes ``namespace`` (and ``netns``, the network namespace), ``labels``; exported
+services their ``global_ip``; global egress objects their addresses per gateway; gateways their cluster
+egress IPs. Without Globalnet the document is what it always was.
+
+``control_plane`` says what feeds the daemons: ``{"kind": "file", "broker_dir": ...}``, or with
+``--control-plane kube`` ``{"kind": "kube", "emulators": [...]}``, one entry per API server emulator (name,
+role, pid, alive, socket, kubeconfig, and the Endpoints it holds); the emulators are not in ``daemons``.
+
+``cni`` is ``generic`` or ``ovn``; an OVN lab also has ``ovn``: per cluster its NB and SB sockets, its servers'
+and syncer's PIDs, and the syncer's last sync (``magw.lab.planes.ovn``); those processes are not in ``daemons``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from ipaddress import IPv4Address
+from typing import Any
+
+from magw.lab.build import netns, procs
+from magw.lab.build.state import LabState
+from magw.lab.observe import egressgw_status as egress_status
+from magw.lab.observe import kube_view
+from magw.lab.observe.globalview import ClusterView
+from magw.lab.observe.healthview import health_doc, health_text
+from magw.lab.planes import kube
+from magw.lab.planes import ovn as lab_ovn
+from magw.lab.planes.daemons import agent_status, read_views, views_readable
+from magw.lab.spec.layout import ClusterLayout, LabLayout, layout
+
+
+def _cluster_doc(c: ClusterLayout, view: ClusterView | None) -> dict[str, Any]:
+    doc = {
+        "id": c.id,
+        "pod_cidr": str(c.pod_cidr),
+        "service_cidr": str(c.service_cidr),
+        "underlay": str(c.underlay),
+        "nodes": [
+            {
+                "name": n.name,
+                "role": n.role,
+                "namespace": n.namespace,
+                "node_ip": str(n.node_ip),
+                "cni_ip": str(n.cni_ip),
+            }
+            for n in c.nodes
+        ],
+        "pods": [{"name": p.name, "namespace": p.namespace, "ip": str(p.ip), "node": p.node} for p in c.pods],
+        "services": [
+            {"name": s.name, "ip": _opt(s.cluster_ip), "port": s.port, "backends": [str(b) for b in s.backends]}
+            for s in c.services
+        ],
+        "gateways": [
+            {"name": g.name, "namespace": g.namespace, "private_ip": str(g.node_ip), "public_ip": str(g.public_ip)}
+            for g in c.gateways
+        ],
+    }
+    if view is not None:
+        _add_globalnet(doc, c, view)
+    return doc
+
+
+def _ips(ips: Iterable[IPv4Address]) -> list[str]:
+    return [str(ip) for ip in ips]
+
+
+def _add_globalnet(doc: dict[str, Any], c: ClusterLayout, view: ClusterView) -> None:
+    """The Globalnet fields of a cluster's document (docs/lab.md lists them)."""
+    doc["global_cidr"] = str(c.global_cidr)
+    doc["pods"] = [
+        {"name": p.name, "namespace": p.kube_namespace, "netns": p.namespace, "ip": str(p.ip), "node": p.node,
+         "labels": dict(p.labels), "global_ip": _opt(view.pod_ip(p.kube_namespace, p.ip))}
+        for p in c.pods
+    ]  # fmt: skip
+    for sdoc, s in zip(doc["services"], c.services, strict=True):
+        sdoc.update(namespace=s.namespace, headless=s.headless, export=s.export, ip=_opt(s.cluster_ip))
+        if s.export and s.cluster_ip is not None:
+            sdoc["global_ip"] = _opt(view.service_ip(s.namespace, s.name))
+        elif s.export:
+            sdoc["global_ips"] = {str(b): str(g) for b, g in view.backend_ips(s.namespace, s.name).items()}
+    for gdoc in doc["gateways"]:
+        gdoc["cluster_egress_ips"] = _ips(view.gateway_egress.get(gdoc["name"], ()))
+    doc["global_egress_ips"] = []
+    for e in c.global_egress_ips:
+        owners = view.egress_objects.get((e.namespace, e.name), {})
+        doc["global_egress_ips"].append(
+            {
+                "name": e.name,
+                "namespace": e.namespace,
+                "number_of_ips": e.number_of_ips,
+                "pod_selector": None if e.pod_selector is None else {"matchLabels": dict(e.pod_selector)},
+                "addresses": _ips(sorted(ip for ips in owners.values() for ip in ips)),
+                "owners": {node: _ips(ips) for node, ips in sorted(owners.items())},
+            }
+        )
+
+
+def _opt(ip: IPv4Address | None) -> str | None:
+    return None if ip is None else str(ip)
+
+
+def _daemon_doc(st: LabState, lab: LabLayout, rec: procs.ProcRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = {"node": rec.owner, "kind": rec.kind, "pid": rec.pid, "alive": procs.alive(rec)}
+    if rec.kind == "route-agent":
+        agent = agent_status(st, lab.node(rec.owner)) or {}
+        doc["converged"] = agent.get("converged") is True
+        doc["waiting"] = agent.get("waiting")
+    return doc
+
+
+def _view(st: LabState, c: ClusterLayout, views: dict[str, ClusterView]) -> ClusterView | None:
+    if not st.topology.globalnet:
+        return None
+    return views.get(c.id) or ClusterView(cluster=c.id)
+
+
+_NOT_DAEMONS = ("echo", *kube.EMULATOR_KINDS, *lab_ovn.OVN_KINDS)
+
+
+def status_doc(st: LabState) -> dict[str, Any]:
+    """The status document (see docs/lab.md): layout, namespaces present, processes alive."""
+    lab = layout(st.name, st.topology)
+    views = read_views(lab, st) if st.topology.globalnet and views_readable(st) else {}
+    present = set(netns.list_namespaces())
+    return {
+        "name": st.name,
+        "phase": st.phase,
+        "multi_active": st.topology.multi_active,
+        "strategy": st.topology.strategy.value,
+        "wan_rate": st.topology.wan_rate,
+        "state_dir": str(st.dir),
+        "globalnet": st.topology.globalnet,
+        "clusters": [_cluster_doc(c, _view(st, c, views)) for c in lab.clusters],
+        "namespaces": {"expected": len(st.namespaces), "present": sum(1 for ns in st.namespaces if ns in present)},
+        "control_plane": _control_plane_doc(st),
+        "cni": st.cni,
+        **({"ovn": lab_ovn.status_doc(lab, st)} if st.ovn else {}),
+        **({"egress": egress_status.status_doc(lab, st.broker_dir)} if st.topology.egress is not None else {}),
+        "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind not in _NOT_DAEMONS],
+        "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
+        "health": health_doc(lab, st),
+    }
+
+
+def _control_plane_doc(st: LabState) -> dict[str, Any]:
+    if not st.kube:
+        return {"kind": "file", "broker_dir": str(st.broker_dir)}
+    records = {(r.kind, r.owner): r for r in st.processes}
+    emulators = []
+    for api in kube.api_servers(st):
+        rec = records.get((api.kind, api.name))
+        alive = rec is not None and procs.alive(rec)
+        emulators.append(
+            {
+                "name": api.name,
+                "role": api.role,
+                "pid": rec.pid if rec is not None else None,
+                "alive": alive,
+                "socket": str(api.socket),
+                "kubeconfig": str(api.kubeconfig),
+                "endpoints": sorted(kube_view.objects_of(api, "Endpoint")) if alive else [],
+            }
+        )
+    return {"kind": "kube", "emulators": emulators}
+
+
+def status_text(doc: dict[str, Any]) -> str:
+    """A human-readable summary of ``status_doc``."""
+    lines = [
+        f"lab {doc['name']}: {doc['phase']}, strategy {doc['strategy']}, "
+        f"{'multi-active' if doc['multi_active'] else 'single-gateway'}, "
+        f"namespaces {doc['namespaces']['present']}/{doc['namespaces']['expected']}"
+    ]
+    for c in doc["clusters"]:
+        gcidr = f", global {c['global_cidr']}" if "global_cidr" in c else ""
+        lines.append(
+            f"cluster {c['id']}: pods {c['pod_cidr']}, services {c['service_cidr']}{gcidr}, underlay {c['underlay']}"
+        )
+        for n in c["nodes"]:
+            public = next((g["public_ip"] for g in c["gateways"] if g["name"] == n["name"]), None)
+            wan = f"  wan {public}" if public else ""
+            lines.append(f"  {n['role']:<7} {n['name']:<14} node {n['node_ip']:<14} cni {n['cni_ip']:<12}{wan}")
+        for s in c["services"]:
+            name = s["name"] if s.get("namespace", "default") == "default" else f"{s['namespace']}/{s['name']}"
+            lines.append(f"  service {name} {s['ip']}:{s['port']} -> {', '.join(s['backends']) or 'no backends'}")
+            if "global_ip" in s or "global_ips" in s:
+                gips = s.get("global_ip") or ", ".join(f"{g} -> {b}" for b, g in s["global_ips"].items())
+                lines.append(f"    exported: global {gips or 'not allocated yet'}")
+        lines += _globalnet_text(c)
+    lines += _control_plane_text(doc["control_plane"])
+    lines += _ovn_text(doc.get("ovn"))
+    lines += egress_status.status_text(doc.get("egress"))
+    alive = sum(1 for s in doc["servers"] if s["alive"])
+    lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
+    for d in doc["daemons"]:
+        sync = ""
+        if d["kind"] == "route-agent":
+            sync = "  converged" if d["converged"] else f"  not converged{': ' + d['waiting'] if d['waiting'] else ''}"
+        lines.append(f"  {d['kind']:<11} {d['node']:<14} pid {d['pid']:<8} {'alive' if d['alive'] else 'DEAD'}{sync}")
+    if doc["daemons"]:
+        lines += health_text(doc["health"])
+    return "\n".join(lines)
+
+
+def _control_plane_text(cp: dict[str, Any]) -> list[str]:
+    if cp["kind"] != "kube":
+        return [f"control plane: file broker {cp['broker_dir']}"]
+    lines = ["control plane: Kubernetes API server emulators (for tests and the lab, not production)"]
+    for e in cp["emulators"]:
+        state = "alive" if e["alive"] else "DEAD"
+        lines.append(f"  {e['role']:<7} {e['name']:<14} pid {e['pid']!s:<8} {state}  endpoints {len(e['endpoints'])}")
+    return lines
+
+
+def _ovn_text(ovn: dict[str, Any] | None) -> list[str]:
+    if ovn is None:
+        return []
+    lines = ["cni: ovn (logical only: magw lab verify traces the paths with ovn-trace)"]
+    for c in ovn["clusters"]:
+        dead = [k for k, p in c["processes"].items() if not p["alive"]]
+        last = c["last_sync"] or {}
+        sync = "not synced yet" if not last else ("ok" if last.get("ok") else f"FAILED: {last.get('error')}")
+        slots = ", ".join(f"{gw} {n}" for gw, n in sorted((last.get("slots") or {}).items()))
+        lines.append(f"  {c['cluster']}: nb {c['nb']}  sb {c['sb']}")
+        lines.append(f"    processes {'all alive' if not dead else 'DEAD: ' + ', '.join(dead)}; syncer {sync}"
+                     f"{'; slots ' + slots if slots else ''}")  # fmt: skip
+    return lines
+
+
+def _globalnet_text(c: dict[str, Any]) -> list[str]:
+    lines = [
+        f"  egress {g['name']}: {', '.join(g['cluster_egress_ips']) or 'not allocated yet'}"
+        for g in c["gateways"]
+        if "cluster_egress_ips" in g
+    ]
+    for e in c.get("global_egress_ips", ()):
+        owners = "; ".join(f"{n} {', '.join(ips)}" for n, ips in e["owners"].items()) or "not allocated yet"
+        lines.append(f"  GlobalEgressIP {e['namespace']}/{e['name']}: {owners}")
+    return lines

@@ -1,0 +1,339 @@
+"""The real daemons in the lab: broker documents, one process per node, and the wait until they carry traffic.
+
+The lab writes the Cluster, Config and Node documents of the file broker
+(docs/filebroker.md); each gateway's ``magw-gateway`` publishes its own
+Endpoint document. ``magw-route-agent`` runs in every node namespace and
+programs that node's whole plan there. With Globalnet, one ``magw-globalnet``
+controller per cluster (in the cluster's underlay namespace: it needs no
+network, and nothing of it may listen on the host) allocates the global IPs.
+
+With ``--control-plane kube`` (``magw.lab.planes.kube``) the same daemons run with ``--source kube`` against an API
+server emulator per cluster, the gateways syncing with the broker's emulator; the lab writes Kubernetes
+objects instead of documents and reads the emulators back (``magw.lab.observe.kube_view``) where it read the broker.
+
+With ``--cni ovn`` (``magw.lab.planes.ovn``) each cluster also gets an OVN control plane and an OVN syncer, each node
+``ovn-k8s-mp0`` and each gateway an Open vSwitch (``magw.lab.planes.ovn_nodes``); the route agents run in OVN mode, and
+the last wait is for the syncers instead of pod-to-pod traffic (OVN is logical only in the lab).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from magw.lab.build import procs
+from magw.lab.build.ready import wait_remote
+from magw.lab.build.state import LabState
+from magw.lab.errors import LabError
+from magw.lab.observe import kube_view
+from magw.lab.observe.globalview import ClusterView, Reader
+from magw.lab.planes import egressgw_daemons as egress_daemons
+from magw.lab.planes import kube, ovn_nodes
+from magw.lab.planes import ovn as lab_ovn
+from magw.lab.planes.egressgw import egress_documents
+from magw.lab.planes.globalnet_docs import globalnet_documents
+from magw.lab.spec import naming
+from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
+from magw.sources.file.broker import endpoint_path
+from magw.sources.kube.mapping import endpoint_object_name
+
+ROUTE_AGENT = "magw-route-agent"
+GATEWAY = "magw-gateway"
+GLOBALNET = "magw-globalnet"
+MAGW = "magw"
+# Each node namespace has its own 127.0.0.1, so every daemon can use the same port.
+ROUTE_AGENT_METRICS_PORT = 9101
+GATEWAY_METRICS_PORT = 9102
+
+Progress = Callable[[str], None]
+
+
+def script(name: str) -> Path:
+    """A console script of this installation (next to the running interpreter)."""
+    path = Path(sys.executable).parent / name
+    if not os.access(path, os.X_OK):
+        raise LabError(f"{name}: not found next to {sys.executable} (install magw with: pip install -e .)")
+    return path
+
+
+def daemons_installed() -> bool:
+    """True when the daemon console scripts are installed next to the interpreter."""
+    return all(os.access(Path(sys.executable).parent / n, os.X_OK) for n in (ROUTE_AGENT, GATEWAY, GLOBALNET))
+
+
+def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str, Any]]:
+    """File name -> document: every Cluster, the Config, and every Node (gateways with their public IP); with
+    Globalnet also each cluster's global CIDR and Kubernetes objects (``magw.lab.planes.globalnet_docs``)."""
+    topo = lab.topology
+    docs: dict[str, dict[str, Any]] = {
+        "config.yaml": {
+            "kind": "Config",
+            "multi_active_gateway": topo.multi_active,
+            "strategy": topo.strategy.value,
+            "underlay_mtu": topo.underlay_mtu,
+        }
+    }
+    if cni != "generic":  # the route agents plan the CNI's node side from it (docs/ovn-node.md)
+        docs["config.yaml"]["cni"] = cni
+    for c in lab.clusters:
+        docs[f"cluster-{c.id}.yaml"] = {
+            "kind": "Cluster",
+            "id": c.id,
+            "pod_cidrs": [str(c.pod_cidr)],
+            "service_cidrs": [str(c.service_cidr)],
+        }
+        if c.global_cidr is not None:
+            docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
+        for n in c.nodes:
+            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n)
+    return docs | globalnet_documents(lab) | egress_documents(lab)
+
+
+def _node_doc(node: NodeLayout) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "kind": "Node",
+        "cluster": node.cluster,
+        "name": node.name,
+        "ip": str(node.node_ip),
+        "cni_ip": str(node.cni_ip),
+        "gateway": node.gateway,
+    }
+    if node.public_ip is not None:
+        doc["public_ip"] = str(node.public_ip)
+    return doc
+
+
+def write_broker(lab: LabLayout, broker_dir: Path, cni: str = "generic") -> None:
+    """Write the lab's documents, each atomically (temp file + rename)."""
+    broker_dir.mkdir(parents=True, exist_ok=True)
+    for fname, doc in broker_documents(lab, cni).items():
+        tmp = broker_dir / f".{fname}.tmp"
+        tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+        os.replace(tmp, broker_dir / fname)
+
+
+def endpoint_file(broker_dir: Path, node: NodeLayout) -> Path:
+    """Where ``magw-gateway`` publishes a gateway's Endpoint document."""
+    return endpoint_path(broker_dir, node.cluster, node.name)
+
+
+def _source_flags(st: LabState, cluster: str) -> list[str]:
+    return kube.source_flags(st, cluster) if st.kube else ["--broker-dir", str(st.broker_dir)]
+
+
+def _common_flags(st: LabState, node: NodeLayout, metrics_port: int) -> list[str]:
+    return [*_source_flags(st, node.cluster), "--node", node.name, "--cluster", node.cluster,
+            "--log-format", "json", "--log-level", "info", "--metrics-port", str(metrics_port)]  # fmt: skip
+
+
+def agent_status_path(st: LabState, node: NodeLayout) -> Path:
+    """Where a node's route agent writes its JSON status after every sync (``--status-file``)."""
+    return st.dir / "status" / f"route-agent-{node.name}.json"
+
+
+def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
+    """The route agent's last status document, None if there is none (yet) or it is unreadable."""
+    try:
+        doc = json.loads(agent_status_path(st, node).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
+    status = ["--status-file", str(agent_status_path(st, node))]
+    cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
+    ovn = ovn_nodes.route_agent_flags(st, node) if st.ovn else []
+    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn]
+
+
+def gateway_argv(st: LabState, node: NodeLayout) -> list[str]:
+    argv = [str(script(GATEWAY)), *_common_flags(st, node, GATEWAY_METRICS_PORT), "--private-ip", str(node.node_ip)]
+    if node.public_ip is not None:
+        argv += ["--public-ip", str(node.public_ip)]
+    if st.kube:
+        argv += kube.gateway_flags(st, node, agent_status_path(st, node))
+    return argv
+
+
+def globalnet_argv(st: LabState, cluster: ClusterLayout) -> list[str]:
+    """The cluster's Globalnet controller: it has no metrics port (nothing listens), only the broker."""
+    source = kube.globalnet_flags(st, cluster) if st.kube else _source_flags(st, cluster.id)
+    return [str(script(GLOBALNET)), *source, "--cluster", cluster.id, "--log-format", "json", "--log-level", "info"]
+
+
+def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
+    """Write the broker documents (or start the emulators and create the objects: ``kube.start_control_plane``),
+    then start a route agent on every node and a gateway daemon on each gateway; with Globalnet first a
+    controller per cluster (the gateways publish the addresses it allocates)."""
+    if st.kube:
+        st = kube.start_control_plane(lab, st, step)
+    else:
+        write_broker(lab, st.broker_dir, st.cni)
+        step(f"broker: {len(broker_documents(lab, st.cni))} documents in {st.broker_dir}")
+    (st.dir / "status").mkdir(exist_ok=True)
+    if st.ovn:
+        st = lab_ovn.start_control_plane(lab, st, step)
+        ovn_nodes.add_mgmt_ports(lab, step)
+        st = ovn_nodes.start_gateway_ovs(lab, st, step)
+    records = list(st.processes)
+    if lab.topology.globalnet:
+        for c in lab.clusters:
+            log_path = st.logs_dir / f"globalnet-{c.id}.log"
+            argv = globalnet_argv(st, c)
+            records.append(
+                procs.start(kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path)
+            )
+        step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
+    if lab.topology.egress is not None:
+        records.append(egress_daemons.start_controller(lab, st, script))
+        agents = egress_daemons.start_agents(lab, st, script)
+        records += agents
+        step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {lab.topology.egress.cluster}")
+    for node in lab.nodes:
+        records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
+        if node.gateway:
+            records.append(_start(st, node, "gateway", gateway_argv(st, node)))
+    n_gw = len(lab.gateways)
+    step(f"daemons: {len(lab.nodes)} route agents and {n_gw} gateway daemons started (logs in {st.logs_dir})")
+    st = attrs.evolve(st, processes=tuple(records))
+    return lab_ovn.start_syncers(lab, st, step, script(MAGW)) if st.ovn else st
+
+
+def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> procs.ProcRecord:
+    log_path = st.logs_dir / f"{kind}-{node.name}.log"
+    return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path)
+
+
+def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, remote: bool = True) -> None:
+    """Wait (bounded) until every gateway has published its Endpoint, (Globalnet) the controllers allocated every
+    gateway's and exported service's addresses, every route agent converged, and (``remote``) pods reach the
+    other clusters: by pod IP, or with Globalnet every exported ClusterIP service by its global IP."""
+    deadline = time.monotonic() + timeout
+    _wait_endpoints(lab, st, step, deadline)
+    views = _wait_globalnet(lab, st, step, deadline) if lab.topology.globalnet else None
+    _wait_converged(lab, st, step, deadline)
+    if st.ovn:
+        lab_ovn.wait_synced(lab, st, step, deadline, lambda: _check_alive(st))
+        step("inter-cluster connectivity: not waited for (--cni ovn: magw lab verify traces the OVN paths)")
+    elif remote:
+        wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0), views=views)
+    else:
+        step("inter-cluster connectivity: not waited for")
+    _check_alive(st)
+
+
+def views_reader(lab: LabLayout, st: LabState) -> Reader | kube_view.KubeViewReader:
+    """Reads every cluster's Globalnet allocations from the controllers' statuses in the broker (or emulators)."""
+    if st.kube:
+        return kube_view.KubeViewReader(lab, st)
+    return Reader(st.broker_dir, {c.id: tuple(g.name for g in c.gateways) for c in lab.clusters})
+
+
+def views_readable(st: LabState) -> bool:
+    """True when there is something to read views from (the broker directory, or the emulators' sockets)."""
+    return all(a.socket.exists() for a in kube.api_servers(st)) if st.kube else st.broker_dir.is_dir()
+
+
+def read_views(lab: LabLayout, st: LabState) -> dict[str, ClusterView]:
+    return views_reader(lab, st).read()
+
+
+def globalnet_missing(lab: LabLayout, views: dict[str, ClusterView]) -> list[str]:
+    """What the controllers have not allocated yet: a gateway's cluster egress IPs, an exported ClusterIP
+    service's global IP, a global IP for each backend of an exported headless service."""
+    missing = []
+    for c in lab.clusters:
+        view = views[c.id]
+        missing += [f"{g.name} cluster egress IPs" for g in c.gateways if g.name not in view.gateway_egress]
+        for s in c.services:
+            if not s.export:
+                continue
+            if s.cluster_ip is not None and view.service_ip(s.namespace, s.name) is None:
+                missing.append(f"{c.id} service {s.namespace}/{s.name} global IP")
+            if s.cluster_ip is None and set(view.backend_ips(s.namespace, s.name)) != set(s.backends):
+                missing.append(f"{c.id} headless service {s.namespace}/{s.name} backend global IPs")
+    return missing
+
+
+def _wait_globalnet(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> dict[str, ClusterView]:
+    last = -1
+    reader = views_reader(lab, st)
+    while True:
+        views = reader.read()
+        missing = globalnet_missing(lab, views)
+        if len(missing) != last:
+            step(f"globalnet: {len(missing)} allocations missing")
+            last = len(missing)
+        if not missing:
+            return views
+        _check_alive(st)
+        if time.monotonic() >= deadline:
+            raise LabError(f"globalnet: not allocated: {', '.join(missing[:5])} (see {st.logs_dir})")
+        time.sleep(0.2)
+
+
+def _published(lab: LabLayout, st: LabState) -> int:
+    """Gateways whose Endpoint is in place: the broker's file, or (kube) the object in the broker's emulator
+    and in every cluster's (its own, where the gateway wrote it, and the others, where the broker sync put it)."""
+    if not st.kube:
+        return sum(1 for gw in lab.gateways if endpoint_file(st.broker_dir, gw).exists())
+    seen = kube_view.endpoints_everywhere(st)
+    names = [endpoint_object_name(gw.cluster, gw.name) for gw in lab.gateways]
+    return sum(1 for name in names if all(name in held for held in seen.values()))
+
+
+def _wait_endpoints(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
+    last = -1
+    what = "in the broker and every cluster" if st.kube else "published"
+    while True:
+        published = _published(lab, st)
+        if published != last:
+            step(f"endpoints: {published}/{len(lab.gateways)} gateways {what}")
+            last = published
+        if published == len(lab.gateways):
+            return
+        _check_alive(st)
+        if time.monotonic() >= deadline:
+            raise LabError(f"endpoints: only {published}/{len(lab.gateways)} gateways {what} (see {st.logs_dir})")
+        time.sleep(0.2)
+
+
+def _wait_converged(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
+    """Until every route agent's status file says it converged (all planned objects applied)."""
+    last = -1
+    while True:
+        pending = [n.name for n in lab.nodes if (agent_status(st, n) or {}).get("converged") is not True]
+        done = len(lab.nodes) - len(pending)
+        if done != last:
+            step(f"route agents: {done}/{len(lab.nodes)} converged")
+            last = done
+        if not pending:
+            return
+        _check_alive(st)
+        if time.monotonic() >= deadline:
+            raise LabError(f"route agents not converged: {', '.join(pending)} (see {st.dir / 'status'})")
+        time.sleep(0.2)
+
+
+def _check_alive(st: LabState) -> None:
+    for rec in st.processes:
+        if rec.kind != "echo" and not procs.alive(rec):
+            tail = _last_line(Path(rec.log))
+            raise LabError(f"{rec.kind} on {rec.owner} exited: {tail} (log: {rec.log})")
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "empty log"

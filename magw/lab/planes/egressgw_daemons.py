@@ -1,0 +1,70 @@
+"""The egress gateway's daemons in the lab (issue 15): the controller per egress cluster, the HA agent per VIP
+candidate.
+
+- ``magw-egress`` (kind ``egress``, owner the cluster) in the cluster's underlay namespace: it needs no network,
+  only the broker directory and its API socket, ``<state dir>/egress/api.sock`` (the agents report holders
+  there with the seed's ``master_notify``).
+- ``magw-egress-agent`` (kind ``egress-agent``, owner the node) in every node namespace of the egress cluster:
+  keepalived and conntrackd for the VIPs the node is a candidate of (as its children, in
+  ``<state dir>/egress/<node>/``), the status endpoint on ``<node IP>:9620``, holder reports to the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from magw.lab.build import procs
+from magw.lab.build.state import LabState
+from magw.lab.planes.egressgw import cluster_of
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, NodeLayout
+
+CONTROLLER = "magw-egress"
+CONTROLLER_KIND = "egress"
+AGENT = "magw-egress-agent"
+AGENT_KIND = "egress-agent"
+STATUS_PORT = 9620
+
+Script = Callable[[str], Path]  # a console script's path (magw.lab.planes.daemons.script)
+
+
+def api_socket(st: LabState) -> Path:
+    return st.dir / "egress" / "api.sock"
+
+
+def controller_argv(lab: LabLayout, st: LabState, script: Script) -> list[str]:
+    c = cluster_of(lab)
+    return [str(script(CONTROLLER)), "--broker-dir", str(st.broker_dir), "--cluster", c.id,
+            "--socket", str(api_socket(st)), "--log-format", "json"]  # fmt: skip
+
+
+def start_controller(lab: LabLayout, st: LabState, script: Script) -> procs.ProcRecord:
+    api_socket(st).parent.mkdir(parents=True, exist_ok=True)
+    c = cluster_of(lab)
+    return procs.start(
+        kind=CONTROLLER_KIND, owner=c.id, namespace=c.underlay_ns, argv=controller_argv(lab, st, script),
+        log_path=st.logs_dir / f"egress-{c.id}.log",
+    )  # fmt: skip
+
+
+def agent_workdir(st: LabState, node: NodeLayout) -> Path:
+    return st.dir / "egress" / node.name
+
+
+def agent_argv(st: LabState, node: NodeLayout, script: Script) -> list[str]:
+    return [str(script(AGENT)), "--broker-dir", str(st.broker_dir), "--cluster", node.cluster, "--node", node.name,
+            "--interface", naming.UNDERLAY_IF, "--workdir", str(agent_workdir(st, node)),
+            "--controller-socket", str(api_socket(st)), "--status-listen", f"{node.node_ip}:{STATUS_PORT}",
+            "--log-format", "json"]  # fmt: skip
+
+
+def start_agents(lab: LabLayout, st: LabState, script: Script) -> list[procs.ProcRecord]:
+    """An egress agent on every node of the egress cluster (a node that is nobody's candidate runs no daemon)."""
+    records = []
+    for node in cluster_of(lab).nodes:
+        log_path = st.logs_dir / f"egress-agent-{node.name}.log"
+        argv = agent_argv(st, node, script)
+        rec = procs.start(kind=AGENT_KIND, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path)
+        records.append(rec)
+    return records

@@ -1,0 +1,140 @@
+"""What a lab cluster's API server holds at ``up --control-plane kube``: the file broker's documents as objects.
+
+Per cluster, in its own emulator (the shapes of deploy/crds and docs/kubernetes.md):
+
+- its Nodes: the InternalIP, the label ``submariner.io/gateway=true`` on gateways and their public IP in the
+  annotation ``gateway.submariner.io/public-ip``. Not the ``submariner.io/cniIfaceIp`` annotation: each route
+  agent finds its node's CNI address and publishes it, as on a real cluster;
+- its own Cluster CR only: the gateways' broker sync brings the other clusters' (and their Endpoints);
+- the Submariner CR (``multiActiveGatewayEnabled``) and the ConfigMap ``magw-config`` (strategy, MTU);
+- with Globalnet, what ``magw.lab.planes.globalnet_docs`` writes for the file broker: Namespaces, Pods (Running on
+  their lab node, with their IP in the status), Services, ServiceExports, the cluster egress template and the
+  topology's GlobalEgressIPs, and an EndpointSlice for each headless Service without a selector.
+
+EndpointSlices: a real cluster has them for every Service with endpoints. The lab writes them only where the
+file broker names the addresses too (a headless Service without a selector): the Kubernetes source turns the
+slices of a Service *with* a selector into ``endpoint_addresses``, which the snapshot refuses for such a
+Service ("only a headless service without a selector names its addresses"), so the Service would be left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from magw.lab.planes.globalnet_docs import CLUSTER_EGRESS_TEMPLATE
+from magw.lab.spec.globalnet import DEFAULT_NAMESPACE, GlobalEgressSpec
+from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout, ServiceLayout
+from magw.sources.kube import mapping
+
+NAMESPACE = "submariner-operator"
+BROKER_NAMESPACE = "submariner-k8s-broker"
+Obj = dict[str, Any]
+
+
+def _obj(kind: str, api_version: str, name: str, namespace: str | None = None, **rest: Any) -> Obj:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, **rest}
+
+
+def node_object(node: NodeLayout) -> Obj:
+    obj = _obj("Node", "v1", node.name, status={"addresses": [{"type": "InternalIP", "address": str(node.node_ip)}]})
+    if node.gateway:
+        obj["metadata"]["labels"] = {mapping.GATEWAY_LABEL: "true"}
+    if node.public_ip is not None:
+        obj["metadata"]["annotations"] = {mapping.PUBLIC_IP_ANNOTATION: f"ipv4:{node.public_ip}"}
+    return obj
+
+
+def cluster_object(c: ClusterLayout) -> Obj:
+    spec: dict[str, Any] = {"cluster_id": c.id, "cluster_cidr": [str(c.pod_cidr)]}
+    spec["service_cidr"] = [str(c.service_cidr)]
+    if c.global_cidr is not None:
+        spec["global_cidr"] = [str(c.global_cidr)]
+    return _obj("Cluster", "submariner.io/v1", c.id, NAMESPACE, spec=spec)
+
+
+def config_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
+    """The Submariner CR and the ConfigMap ``magw-config``: what the file broker's Config document says."""
+    topo = lab.topology
+    submariner = _obj(
+        "Submariner",
+        "submariner.io/v1alpha1",
+        mapping.SUBMARINER,
+        NAMESPACE,
+        spec={"multiActiveGatewayEnabled": topo.multi_active, "clusterID": c.id},
+    )
+    data = {"strategy": topo.strategy.value, "underlayMTU": str(topo.underlay_mtu)}
+    return [submariner, _obj("ConfigMap", "v1", mapping.CONFIG_MAP, NAMESPACE, data=data)]
+
+
+def _pod(p: PodLayout) -> Obj:
+    meta_labels = dict(p.labels)
+    obj = _obj(
+        "Pod",
+        "v1",
+        p.short,
+        p.kube_namespace,
+        spec={"nodeName": p.node, "containers": [{"name": "echo", "image": "magw-lab-echo"}]},
+        status={"phase": "Running", "podIP": str(p.ip), "podIPs": [{"ip": str(p.ip)}]},
+    )
+    if meta_labels:
+        obj["metadata"]["labels"] = meta_labels
+    return obj
+
+
+def _service(s: ServiceLayout) -> list[Obj]:
+    ports = [
+        {"name": proto.lower(), "port": s.port, "protocol": proto, "targetPort": s.target_port}
+        for proto in ("TCP", "UDP")
+    ]
+    spec: dict[str, Any] = {"clusterIP": "None" if s.cluster_ip is None else str(s.cluster_ip), "ports": ports}
+    if s.selector is not None:
+        spec["selector"] = dict(s.selector)
+    out = [_obj("Service", "v1", s.name, s.namespace, spec=spec)]
+    if s.selector is None and s.headless:  # see the module docstring
+        out.append(
+            _obj(
+                "EndpointSlice",
+                "discovery.k8s.io/v1",
+                f"{s.name}-lab",
+                s.namespace,
+                addressType="IPv4",
+                endpoints=[{"addresses": [str(b)], "conditions": {"ready": True}} for b in s.backends],
+                ports=[{"name": p["name"], "port": s.target_port, "protocol": p["protocol"]} for p in ports],
+            )
+        )
+        out[-1]["metadata"]["labels"] = {mapping.SERVICE_NAME_LABEL: s.name}
+    if s.export:
+        out.append(_obj("ServiceExport", "multicluster.x-k8s.io/v1alpha1", s.name, s.namespace))
+    return out
+
+
+def _egress(e: GlobalEgressSpec) -> Obj:
+    spec: dict[str, Any] = {"numberOfIPs": e.number_of_ips}
+    if e.pod_selector is not None:
+        spec["podSelector"] = {"matchLabels": dict(e.pod_selector)}
+    return _obj("GlobalEgressIP", "submariner.io/v1", e.name, e.namespace, spec=spec)
+
+
+def globalnet_objects(c: ClusterLayout) -> list[Obj]:
+    """The workloads and Globalnet objects of a Globalnet cluster (``magw.lab.planes.globalnet_docs`` as objects)."""
+    namespaces = {DEFAULT_NAMESPACE, *(p.kube_namespace for p in c.pods), *(s.namespace for s in c.services)}
+    namespaces |= {e.namespace for e in c.global_egress_ips}
+    out = [_obj("Namespace", "v1", ns) for ns in sorted(namespaces)]
+    out += [_pod(p) for p in c.pods]
+    for s in c.services:
+        out += _service(s)
+    template = {"numberOfIPs": c.cluster_egress_ips}
+    out.append(_obj("ClusterGlobalEgressIP", "submariner.io/v1", CLUSTER_EGRESS_TEMPLATE, NAMESPACE, spec=template))
+    out += [_egress(e) for e in c.global_egress_ips]
+    return out
+
+
+def cluster_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
+    """Everything ``up`` writes into cluster ``c``'s emulator, in creation order."""
+    out = [*config_objects(lab, c), cluster_object(c), *(node_object(n) for n in c.nodes)]
+    if lab.topology.globalnet:
+        out += globalnet_objects(c)
+    return out

@@ -1,0 +1,55 @@
+"""``magw lab demo``: bring a lab up, show the connectivity matrix and how flows spread over gateways, tear down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from magw.lab.build import lifecycle as build
+from magw.lab.observe.spread import run_spread, spread_text
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import Topology
+from magw.lab.verify.matrix import matrix_text, run_matrix
+
+Output = Callable[[str], None]
+
+
+def run_demo(
+    topology: Topology,
+    *,
+    name: str,
+    keep: bool,
+    out: Output,
+    flows: int = 64,
+    wait_timeout: float = 60.0,
+    control_plane: str = "file",
+) -> int:
+    """0 when every probe of the matrix passed, 1 otherwise. The lab is removed unless ``keep``."""
+    lab = layout(name, topology)
+    out(f"== bringing up lab {name}{_fed_by(control_plane)}")
+    build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane)
+    try:
+        out("\n== connectivity matrix (each pod -> a remote pod and a remote service)")
+        cells = run_matrix(lab)
+        out(matrix_text(cells))
+        if len(lab.clusters) >= 2:
+            out(f"\n== {flows} UDP flows between {lab.clusters[0].id} and {lab.clusters[1].id}")
+            out(spread_text(run_spread(lab, flows=flows)))
+        ok = all(c.passed for c in cells)
+        out(f"\n== result: {'all OK' if ok else 'FAILURES in the matrix'}")
+        return 0 if ok else 1
+    finally:
+        finish(name, keep=keep, out=out)
+
+
+def _fed_by(control_plane: str) -> str:
+    return " (daemons fed by Kubernetes API server emulators)" if control_plane == "kube" else ""
+
+
+def finish(name: str, *, keep: bool, out: Output) -> None:
+    """The end of a demo: keep the lab (and say how to remove it), or remove it and say what went."""
+    if keep:
+        out(f"\nlab {name} kept; remove it with: magw lab down --name {name}")
+    else:
+        out(f"\n== removing lab {name}")
+        report = build.down(name)
+        out(f"removed {len(report.namespaces)} namespaces and {len(report.processes)} processes")

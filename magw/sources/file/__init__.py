@@ -1,0 +1,1 @@
+"""magw.sources.file."""

@@ -1,0 +1,392 @@
+"""The file broker: a directory of YAML documents as the state feed of one cluster.
+
+Standalone and lab deployments share state through a directory: the lab (or an
+operator) writes Cluster, Config and Node documents; each gateway daemon
+publishes its own Endpoint document; Health is optional. ``FileBroker`` polls the
+directory (``os.scandir`` with inode, mtime and size: no extra dependencies, a
+change is seen within one poll interval, 30 ms by default), re-reads only files
+whose stamp changed, re-parses only files whose content changed (a digest of
+the bytes: a heartbeat touch changes the mtime, not the content), and
+re-assembles the Snapshot of its local cluster (``magw.sources.file.assemble``) only
+when some content changed or an Endpoint expired or came back, and then re-parses
+only the items that changed (``magw.snapshot.cache``: unchanged clusters keep
+their Cluster objects). A bad file or
+document is logged with its file name and left out; its last good version stays
+in use.
+
+Threads: ``run()`` and ``watch()`` do the listing, reading, parsing and
+assembling in one dedicated worker thread, so the event loop (health probes
+with 20 ms deadlines) is not held up by a rescan; listeners are called on the
+loop's thread. ``scan()`` is the same pass, synchronous, in the caller's thread.
+
+Endpoint heartbeat: with ``endpoint_ttl`` set, an Endpoint document whose file
+was not modified (written or touched) for longer than that is treated as gone
+(``filebroker.endpoint_expired``), and comes back when its file is touched
+again. The gateway daemon touches its document every second, so a gateway
+whose daemon died drops out of every cluster's snapshot (docs/health.md).
+
+Writers must replace files atomically (temp file + rename, as
+``publish_endpoint`` does) or a reader may see half a file; a half file that does
+not parse is treated as bad until it is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+import yaml
+
+from magw.model import Endpoint, Snapshot
+from magw.snapshot.cache import SnapshotParser
+from magw.snapshot.load import SnapshotError, endpoint_doc
+from magw.sources.file.assemble import Assembly, Ident, Parse, Problem, assemble
+from magw.sources.file.atomic import write_atomic
+from magw.sources.file.documents import Document, DocumentError, check_name, parse_file
+
+log = structlog.get_logger(__name__)
+
+Stamp = tuple[int, int, int]  # inode, mtime_ns, size
+Listener = Callable[[Snapshot | None], None]
+
+SUFFIXES = (".yaml", ".yml")
+
+
+@attrs.frozen(kw_only=True)
+class _FileState:
+    stamp: Stamp
+    digest: bytes | None = None  # of the file's bytes; None when they could not be read
+    docs: tuple[Document, ...] = ()
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class _View:
+    """What consumers read, replaced as a whole (the worker thread writes it, the loop reads it)."""
+
+    snapshot: Snapshot | None = None
+    accepted: tuple[Document, ...] = ()
+    synced: bool = False
+
+
+def _read(path: Path, name: str, stamp: Stamp, previous: _FileState | None) -> tuple[_FileState, bool]:
+    """The file's state, and whether its content changed; parsed only when it did."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return _FileState(stamp=stamp, error=f"{name}: cannot read: {exc}"), True
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    if previous is not None and previous.digest == digest:  # touched (heartbeat) or rewritten with the same text
+        return attrs.evolve(previous, stamp=stamp), False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _FileState(stamp=stamp, digest=digest, error=f"{name}: cannot read: {exc}"), True
+    try:
+        return _FileState(stamp=stamp, digest=digest, docs=parse_file(text, file=name)), True
+    except DocumentError as exc:
+        return _FileState(stamp=stamp, digest=digest, error=str(exc)), True
+
+
+class FileBroker:
+    """Watches ``directory`` and keeps the Snapshot of ``local_cluster`` up to date.
+
+    ``snapshot`` is None until a valid Cluster document of the local cluster is
+    there. ``initial_sync_done`` turns True after the first complete scan of the
+    directory: only then do consumers know they have seen every document.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        local_cluster: str,
+        poll_interval: float = 0.03,
+        parse: Parse | None = None,
+        endpoint_ttl: float | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval: must be > 0 seconds, got {poll_interval}")
+        if endpoint_ttl is not None and not endpoint_ttl > 0:
+            raise ValueError(f"endpoint_ttl: must be > 0 seconds (or None: never), got {endpoint_ttl}")
+        self.directory = Path(directory)
+        self.local_cluster = local_cluster
+        self.poll_interval = poll_interval
+        # None: a SnapshotParser of its own, which re-parses only what changed (magw.snapshot.cache)
+        self._parse: Parse = parse if parse is not None else SnapshotParser()
+        self.endpoint_ttl = endpoint_ttl
+        self._wall_clock = wall_clock
+        self._expired: frozenset[str] = frozenset()
+        self._files: dict[str, _FileState] = {}
+        self._signature: tuple[tuple[str, Stamp], ...] | None = None
+        self._last_good: dict[Ident, Document] = {}
+        self._view = _View()
+        self._problem_files: frozenset[str] = frozenset()
+        self._listeners: list[Listener] = []
+        self._logged: set[tuple[str, str]] = set()
+        self._missing_logged: str | None = None
+        self._dir_missing_logged = False
+        self._stop = asyncio.Event()
+        self._lock = threading.Lock()  # one pass at a time: scan() and the worker thread never overlap
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._view.snapshot
+
+    @property
+    def initial_sync_done(self) -> bool:
+        return self._view.synced
+
+    def local_node_document(self, name: str) -> Mapping[str, Any] | None:
+        """The accepted Node document of ``name`` in the local cluster (with broker-only fields like public_ip)."""
+        for doc in self._view.accepted:
+            if doc.ident == ("Node", self.local_cluster, name):
+                return doc.fields
+        return None
+
+    def problem_files(self, prefix: str = "") -> frozenset[str]:
+        """Names (starting with ``prefix``) of the files that could not be read, or that hold a document left
+        out, in the last pass. The Globalnet controller allocates nothing while one of its status files is
+        among them (it cannot know which addresses that status holds)."""
+        return frozenset(name for name in self._problem_files if name.startswith(prefix))
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(snapshot)`` after the first scan and on every change; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # ----- scanning ------------------------------------------------------------------------------
+
+    def _listing(self) -> dict[str, Stamp] | None:
+        out: dict[str, Stamp] = {}
+        try:
+            with os.scandir(self.directory) as it:
+                for entry in it:
+                    if entry.name.startswith(".") or not entry.name.endswith(SUFFIXES):
+                        continue
+                    try:
+                        if not entry.is_file():
+                            continue
+                        st = entry.stat()
+                    except FileNotFoundError:  # removed while we listed
+                        continue
+                    out[entry.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return out
+
+    def scan(self) -> bool:
+        """Look at the directory once, here; True when the snapshot changed (or this was the first scan).
+
+        The listeners are called before it returns. ``run()`` and ``watch()`` do the same pass in the
+        broker's worker thread instead.
+        """
+        changed = self._refresh()
+        if changed:
+            self._notify()
+        return changed
+
+    def _refresh(self) -> bool:
+        """One pass without notifying: list, read and parse what changed, assemble if needed."""
+        with self._lock:
+            listing = self._listing()
+            if listing is None:
+                if not self._dir_missing_logged:
+                    log.warning("filebroker.no_directory", directory=str(self.directory))
+                    self._dir_missing_logged = True
+                return False
+            self._dir_missing_logged = False
+            content_changed = self._reread(listing)
+            expired = self._stale_endpoint_files()
+            if self._view.synced and not content_changed and expired == self._expired:
+                return False
+            self._log_expiry(expired)
+            self._expired = expired
+            return self._assemble()
+
+    def _reread(self, listing: dict[str, Stamp]) -> bool:
+        """Re-read the files whose stamp changed; True when a file came, went, or changed its content."""
+        signature = tuple(sorted(listing.items()))
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        changed = listing.keys() != self._files.keys()
+        files: dict[str, _FileState] = {}
+        for name, stamp in listing.items():
+            previous = self._files.get(name)
+            if previous is not None and previous.stamp == stamp:
+                files[name] = previous
+                continue
+            files[name], content_changed = _read(self.directory / name, name, stamp, previous)
+            changed = changed or content_changed
+        self._files = files
+        return changed
+
+    def _stale_endpoint_files(self) -> frozenset[str]:
+        """Files with an Endpoint document not modified for longer than ``endpoint_ttl``."""
+        if self.endpoint_ttl is None:
+            return frozenset()
+        oldest = (self._wall_clock() - self.endpoint_ttl) * 1e9
+        return frozenset(
+            name
+            for name, state in self._files.items()
+            if state.stamp[1] < oldest and any(d.kind == "Endpoint" for d in self._docs_of(name))
+        )
+
+    def _docs_of(self, name: str) -> tuple[Document, ...]:
+        state = self._files[name]
+        return state.docs if state.error is None else tuple(d for d in self._last_good.values() if d.file == name)
+
+    def _log_expiry(self, expired: frozenset[str]) -> None:
+        for name in sorted(expired - self._expired):
+            log.warning("filebroker.endpoint_expired", file=name, ttl=self.endpoint_ttl)
+        for name in sorted(self._expired - expired):
+            if name in self._files:
+                log.info("filebroker.endpoint_renewed", file=name)
+
+    def _assemble(self) -> bool:
+        docs: list[Document] = []
+        problems: list[Problem] = []
+        for name in sorted(self._files):
+            state = self._files[name]
+            if name in self._expired:
+                docs.extend(d for d in self._docs_of(name) if d.kind != "Endpoint")
+                continue
+            if state.error is None:
+                docs.extend(state.docs)
+                continue
+            kept = [d for d in self._last_good.values() if d.file == name]
+            docs.extend(kept)
+            problems.append(Problem(file=name, error=state.error, kept_last_good=bool(kept)))
+        try:
+            assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
+        except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug: keep what we had
+            log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
+            return False
+        self._report([*problems, *assembly.problems], assembly)
+        self._problem_files = frozenset(p.file for p in (*problems, *assembly.problems))
+        first = not self._view.synced
+        changed = assembly.snapshot != self._view.snapshot
+        if assembly.snapshot is not None:
+            self._last_good = {d.ident: d for d in assembly.accepted}
+        self._view = _View(snapshot=assembly.snapshot, accepted=assembly.accepted, synced=True)
+        if first or changed:
+            log.info(
+                "filebroker.snapshot_changed" if not first else "filebroker.initial_sync",
+                directory=str(self.directory),
+                cluster=self.local_cluster,
+                ready=assembly.snapshot is not None,
+                documents=len(assembly.accepted),
+                problems=len(problems) + len(assembly.problems),
+            )
+        return first or changed
+
+    def _report(self, problems: list[Problem], assembly: Assembly) -> None:
+        current = {(p.file, p.error) for p in problems}
+        for p in problems:
+            if (p.file, p.error) not in self._logged:
+                log.warning("filebroker.bad_document", file=p.file, error=p.error, kept_last_good=p.kept_last_good)
+        self._logged = current
+        if assembly.missing is not None and assembly.missing != self._missing_logged:
+            log.info("filebroker.incomplete", cluster=self.local_cluster, missing=assembly.missing)
+        self._missing_logged = assembly.missing
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(self._view.snapshot)
+            except Exception as exc:  # a listener's bug must not stop the broker
+                log.exception("filebroker.listener_failed", error=repr(exc))
+
+    # ----- polling -------------------------------------------------------------------------------
+
+    async def _scan_off_loop(self) -> bool:
+        """``scan()``'s pass in the broker's worker thread; the listeners are called here, on the loop."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magw-filebroker")
+        changed = await asyncio.get_running_loop().run_in_executor(self._executor, self._refresh)
+        if changed:
+            self._notify()
+        return changed
+
+    def _end_worker(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)  # a pass in progress ends on its own; nothing waits for it
+
+    async def run(self) -> None:
+        """Poll until ``stop()``, calling the listeners on every change."""
+        self._stop.clear()
+        try:
+            while not self._stop.is_set():
+                await self._scan_off_loop()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        await self._stop.wait()
+        finally:
+            self._end_worker()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def watch(self) -> AsyncIterator[Snapshot | None]:
+        """Poll by itself: yield the snapshot after the first scan, then after every change.
+
+        Use either ``watch()`` or ``run()`` with listeners, not both on one broker.
+        """
+        try:
+            await self._scan_off_loop()
+            yield self._view.snapshot
+            while True:
+                await asyncio.sleep(self.poll_interval)
+                if await self._scan_off_loop():
+                    yield self._view.snapshot
+        finally:
+            self._end_worker()
+
+
+# ----- endpoint publication ---------------------------------------------------------------------
+
+
+def endpoint_path(directory: str | os.PathLike[str], cluster: str, hostname: str) -> Path:
+    """``<directory>/endpoint-<cluster>@<hostname>.yaml``.
+
+    ``@`` cannot occur in a name (``check_name``), so two gateways never share a file: with ``-`` cluster
+    ``a-b`` host ``c`` and cluster ``a`` host ``b-c`` did, and one overwrote (or withdrew) the other's.
+    """
+    check_name(cluster, "cluster")
+    check_name(hostname, "hostname")
+    return Path(directory) / f"endpoint-{cluster}@{hostname}.yaml"
+
+
+def render_endpoint(endpoint: Endpoint) -> str:
+    """The Endpoint document's text, exactly as ``publish_endpoint`` writes it."""
+    return yaml.safe_dump({"kind": "Endpoint", **endpoint_doc(endpoint)}, sort_keys=False)
+
+
+def publish_endpoint(directory: str | os.PathLike[str], endpoint: Endpoint) -> Path:
+    """Write the Endpoint document atomically (temp file in the same directory, fsync, rename)."""
+    path = endpoint_path(directory, endpoint.cluster, endpoint.hostname)
+    write_atomic(path, render_endpoint(endpoint))
+    return path
+
+
+def withdraw_endpoint(directory: str | os.PathLike[str], cluster: str, hostname: str) -> bool:
+    """Remove the Endpoint document; True if there was one (a missing one is not an error)."""
+    try:
+        endpoint_path(directory, cluster, hostname).unlink()
+    except FileNotFoundError:
+        return False
+    return True
