@@ -73,8 +73,8 @@ TCP_KEYS = ("egress_tcp", "ingress_tcp", "egress_push", "ingress_push")
 
 def topology(advert: float, sync: bool) -> Topology:
     topo = load_topology(EXAMPLE)
-    assert topo.egress is not None
-    return attrs.evolve(topo, egress=attrs.evolve(topo.egress, advert_int=advert, conntrack_sync=sync))
+    assert topo.egressgw is not None
+    return attrs.evolve(topo, egressgw=attrs.evolve(topo.egressgw, advert_int=advert, conntrack_sync=sync))
 
 
 def _in(lab: LabLayout, ns: str, module: str, *args: str) -> subprocess.Popen[str]:
@@ -95,11 +95,11 @@ def _holder(lab: LabLayout, deadline: float, failed: str = "") -> str:
 
 def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
     holder = _holder(lab, time.monotonic() + 30)
-    vip = str(next(v.vip for v in lab.topology.egress.vips if v.name == "shop"))  # type: ignore[union-attr]
+    vip = str(next(v.vip for v in lab.topology.egressgw.vips if v.name == "shop"))  # type: ignore[union-attr]
     out_ip = str(lab.cluster("east").underlay.network_address + 250)
     # Long enough after the failure for keepalived's master-down interval (3 x advert_int + skew) and then some.
-    advert = lab.topology.egress.advert_int  # type: ignore[union-attr]
-    sync = lab.topology.egress.conntrack_sync  # type: ignore[union-attr]
+    advert = lab.topology.egressgw.advert_int  # type: ignore[union-attr]
+    sync = lab.topology.egressgw.conntrack_sync  # type: ignore[union-attr]
     slack = SYNC_SLACK if sync else 0.0  # the failure may wait this much longer for conntrackd (below)
     duration = str(args.fail_at + slack + max(args.after, 5 * advert + 3))
     stream = ["stream", "--flows", str(args.flows), "--rate", str(args.rate), "--duration", duration,

@@ -1,4 +1,4 @@
-"""Globalnet at scale (issue 12): rule count, 100k-element apply against ``nft -f``, and pod churn.
+"""Globalnet at scale (docs/performance.md): rule count, 100k-element apply against ``nft -f``, and pod churn.
 
 Three measurements on a Globalnet gateway (``examples/globalnet-snapshot.yaml``, node e-gw1) with N extra pods
 in namespace ``shop``, which a namespace GlobalEgressIP selects (each pod one element of ``gn_egress``):

@@ -161,7 +161,7 @@ def main() -> int:
 
         def new_controller() -> GlobalnetController:
             return GlobalnetController(
-                broker=FileBroker(d, local_cluster="east"), store=GlobalnetStore(d, "east"), grace=timedelta(seconds=0)
+                source=FileBroker(d, local_cluster="east"), store=GlobalnetStore(d, "east"), grace=timedelta(seconds=0)
             )
 
         ctl = new_controller()

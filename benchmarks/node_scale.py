@@ -41,6 +41,7 @@ from magw.cli.nodeargs import open_node_driver  # after sys.path
 from magw.cli.sync import sync  # after sys.path
 from magw.desired.node.memo import PlanMemo  # after sys.path
 from magw.desired.node.planner import plan  # after sys.path
+from magw.desired.render import render_text  # after sys.path
 from magw.desired.state import DesiredState  # after sys.path
 from magw.reconcile.diff import diff  # after sys.path
 from magw.reconcile.known import after_apply  # after sys.path
@@ -153,7 +154,7 @@ def initial(nodes: int) -> tuple[float, float, float]:
     """Seconds: ours (observe+diff+apply), ip+bridge batches, ip+bridge+nft batches."""
     text = snapshot_text(range(nodes))
     desired = plan(parse_snapshot_text(text), NODE)
-    b = batches(desired.render())
+    b = batches(render_text(desired))
     with namespace() as ns:  # ip -batch (links, addresses, neighbors, routes) + bridge -batch (FDB)
         ip_s = _run_file(["ip", "-n", ns, "-batch"], b.ip)
         ip_s += _run_file(["ip", "netns", "exec", ns, "bridge", "-batch"], b.bridge)

@@ -6,7 +6,7 @@ For a gateway and a worker node it times ``plan(snapshot, node)`` at 100, 1,000
 and 10,000 local nodes (10 remote clusters) and at 1, 10 and 50 remote clusters
 (1,000 local nodes), each remote cluster with 2 gateways and 4 CIDRs.
 
-The CIDR axis (issue 10) starts from YAML text, as ``magw plan`` does: 100 remote
+The CIDR axis (docs/performance.md) starts from YAML text, as ``magw plan`` does: 100 remote
 clusters with 10, 100 and 1,000 CIDRs each (1k, 10k, 100k CIDRs in all, the
 snapshot of ``benchmarks/bigsnap.py``), timing ``parse_snapshot_text`` (load and
 checks), ``plan`` and the two together for the gateway ``gw1`` and the worker ``w1``.

@@ -7,10 +7,10 @@ cd "$(dirname "$0")/.."
 # What the project uses today: ip/tc/bridge (iproute2), the nft command (tests check the kernel with it),
 # libnftables through Debian's official Python binding python3-nftables (locked to libnftables1's version),
 # iperf3 (benchmarks/throughput.py), sysctl (procps; the lab), python3-venv (the virtualenv).
-# OVN (issue 14): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace (tests and
+# OVN (docs/ovn.md): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace (tests and
 # the lab start them by hand in temp dirs); python3-openvswitch gives the venv's ovs its C JSON parser (below);
 # openvswitch-switch gives ovs-vswitchd and ovs-vsctl for br-submariner (the route agent's OVN mode, docs/ovn-node.md).
-# The egress gateway (issue 15): keepalived holds each VIP (VRRPv3), conntrackd syncs the NAT'ed flows between a
+# The egress gateway (docs/egress-ha.md): keepalived holds each VIP (VRRPv3), conntrackd syncs the NAT'ed flows between a
 # VIP's candidates, conntrack (the CLI) reads the kernel's table in the tests (docs/egress-ha.md).
 APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack)
 

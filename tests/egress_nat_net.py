@@ -25,7 +25,7 @@ from tests.netns import netns, nft_json, run
 
 POD = "10.1.3.10"
 OUTSIDE = "203.0.113.10"
-EGRESS_PORT = 9000
+EGRESSGW_PORT = 9000
 INGRESS_PORT = 80
 BACKEND_PORT = 8080
 TIMEOUT = 5.0
@@ -147,8 +147,8 @@ def _connect(ns: str, addr: str, port: int, source: str | None = None) -> socket
 def flow(world: NatWorld, kind: str) -> Iterator[Flow]:
     """An established connection: ``egress`` pod -> outside:9000, ``ingress`` outside -> VIP:80 -> pod:8080."""
     if kind == "egress":
-        lsock = _listen(world.outside, OUTSIDE, EGRESS_PORT)
-        client = _connect(world.pod, OUTSIDE, EGRESS_PORT)
+        lsock = _listen(world.outside, OUTSIDE, EGRESSGW_PORT)
+        client = _connect(world.pod, OUTSIDE, EGRESSGW_PORT)
     else:
         lsock = _listen(world.pod, POD, BACKEND_PORT)
         client = _connect(world.outside, str(VIP), INGRESS_PORT, source=OUTSIDE)

@@ -1,4 +1,4 @@
-"""A small egress-gateway cluster in throwaway namespaces, programmed by our drivers from plan_egress.
+"""A small egress-gateway cluster in throwaway namespaces, programmed by our drivers from plan_egressgw.
 
 Three nodes share an underlay bridge (192.168.77.0/24); an outside server (192.168.77.200) sits on it too.
 Pods are namespaces behind a veth to their node (host-gw: each node routes the others' /24 via their IP), and
@@ -26,11 +26,11 @@ from pathlib import Path
 import attrs
 
 from magw.desired.egressgw.bindings import resolve
-from magw.desired.egressgw.plan import EgressInputs, EgressPlan, plan_egress
+from magw.desired.egressgw.plan import EgressGatewayInputs, EgressGatewayPlan, plan_egressgw
 from magw.drivers.netlink.driver import NetlinkDriver
 from magw.drivers.nft.driver import NftDriver
 from magw.drivers.node import NodeDriver
-from magw.model.egressgw import Egress, EgressBinding, EgressVIP
+from magw.model.egressgw import EgressBinding, EgressGateway, EgressVIP
 from magw.model.globalnet import Pod, Service, ServicePort
 from tests.kernel_node import nft_script, sync_once
 from tests.netns import run
@@ -61,7 +61,7 @@ CNI_MASQUERADE = f"""table ip lab-cni {{
 """
 
 
-def egress_model() -> tuple[Egress, tuple[Service, ...], tuple[Pod, ...]]:
+def egress_model() -> tuple[EgressGateway, tuple[Service, ...], tuple[Pod, ...]]:
     vips = (
         EgressVIP(
             name="a", vip=IPv4Address(VIP_A), vrid=100, candidates=("n1", "n3"), bindings=(EgressBinding("shop"),)
@@ -82,18 +82,18 @@ def egress_model() -> tuple[Egress, tuple[Service, ...], tuple[Pod, ...]]:
         Pod(namespace=ns, name=name, ip=IPv4Address(ip), labels={"app": app}, node=node)
         for name, (node, ip, ns, app) in PODS.items()
     )
-    return Egress(vips=vips), services, pods
+    return EgressGateway(vips=vips), services, pods
 
 
-def node_plan(node: str) -> EgressPlan:
+def node_plan(node: str) -> EgressGatewayPlan:
     egress, services, pods = egress_model()
-    return plan_egress(
-        EgressInputs(
+    return plan_egressgw(
+        EgressGatewayInputs(
             node=node,
             cluster_cidrs=(POD_CIDR, SERVICE_CIDR),
             remote_cidrs=(REMOTE_CIDR,),
             node_ips=tuple(IPv4Address(ip) for ip in NODES.values()),
-            egress=egress,
+            egressgw=egress,
             resolution=resolve(egress, services, pods),
             services=services,
             pods=pods,

@@ -70,7 +70,7 @@ def held(gn: Globalnet) -> dict[IPv4Address, list[ObjectRef]]:
 
 
 def check_invariants(gn: Globalnet, cidrs: Sequence[IPv4Network] = (CIDR,)) -> None:
-    """The issue's invariants on a converged broker state."""
+    """The allocation invariants on a converged broker state."""
     live = live_refs(gn)
     for address, holders in held(gn).items():
         assert len(holders) == 1, f"{address} held by {holders}"

@@ -63,7 +63,7 @@ def broker(directory: Path) -> FileBroker:
 
 def agent(directory: Path, node: str) -> RouteAgent:
     driver = LazyDriver(fake_driver, what="fake")
-    return RouteAgent(broker=broker(directory), node=node, driver=driver, resync_period=60)
+    return RouteAgent(source=broker(directory), node=node, driver=driver, resync_period=60)
 
 
 def global_sample(name: str, labels: dict[str, str]) -> float | None:
@@ -88,8 +88,8 @@ def test_two_gateways_in_one_process_keep_their_own_metrics(tmp_path: Path) -> N
     """A second Gateway no longer crashes with duplicate timeseries; each counts its own publications."""
     before = global_sample(PUBLICATIONS, {"reason": "missing"})
     b = broker(tmp_path)
-    gw1 = Gateway(broker=b, node="e-gw1", resync_period=60)
-    gw2 = Gateway(broker=b, node="e-gw2", resync_period=60)
+    gw1 = Gateway(source=b, node="e-gw1", resync_period=60)
+    gw2 = Gateway(source=b, node="e-gw2", resync_period=60)
     gw1.ensure("test")
     assert (tmp_path / "endpoint-east@e-gw1.yaml").exists()
     assert [

@@ -1,5 +1,5 @@
 """The file broker after a change re-parses what changed, and a bad document costs a few parses, not one per
-document (issue 10). No timing: the tests count objects, parsed CIDRs and parses.
+document (docs/performance.md). No timing: the tests count objects, parsed CIDRs and parses.
 
 - unchanged Cluster documents give the very same Cluster objects (``is``) after a rescan, even when their file
   was rewritten; a changed one is parsed again and the snapshot shows the change;

@@ -18,6 +18,7 @@ import structlog
 from magw.cli import main as cli_main
 from magw.desired.node.ids import group_ids
 from magw.desired.node.planner import plan
+from magw.desired.render import render_text
 from magw.snapshot.load import load_snapshot
 
 REPO = pathlib.Path(__file__).parent.parent
@@ -66,10 +67,10 @@ def assert_usage_error(result: subprocess.CompletedProcess[str], message: str) -
 
 
 def test_text_output_is_the_rendered_plan() -> None:
-    """``--format text`` (the default) prints DesiredState.render() of the node, ending with a newline."""
+    """``--format text`` (the default) prints render_text() of the node's DesiredState, ending with a newline."""
     result = magw("plan", "--snapshot", str(SEED), "--node", "e-w1")
     assert (result.returncode, result.stderr) == (0, "")
-    expected = plan(load_snapshot(SEED), "e-w1").render()
+    expected = render_text(plan(load_snapshot(SEED), "e-w1"))
     assert result.stdout.rstrip("\n") == expected.rstrip("\n")
     assert result.stdout.endswith("\n")
     lines = result.stdout.splitlines()

@@ -174,7 +174,7 @@ class _Out(io.StringIO):
 
 
 def test_the_nft_half_starts_before_the_change_lines_are_printed() -> None:
-    """``magw apply`` prints its change lines while the nft transaction already runs (issue 10: libnftables'
+    """``magw apply`` prints its change lines while the nft transaction already runs (docs/performance.md: libnftables'
     second at 100k elements overlaps the printing); the lines and the result are as before."""
     netlink, desired = _worker_node()
     nft = _SlowNft()
@@ -200,7 +200,7 @@ def test_a_failed_print_still_finishes_the_apply() -> None:
 
 def test_the_nft_half_starts_before_the_netlink_ops_are_diffed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The nft changes are diffed first and started at once, so the nft transaction also overlaps the netlink diff
-    (issue 10: 0.3 s at 100k routes); the ops diffed afterwards are the same as ``diff``'s."""
+    (docs/performance.md: 0.3 s at 100k routes); the ops diffed afterwards are the same as ``diff``'s."""
     netlink, desired = _worker_node()
     nft = _SlowNft()
     seen: list[bool] = []

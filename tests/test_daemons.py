@@ -297,8 +297,8 @@ def test_gateway_publishes_republishes_and_withdraws(tmp_path: Path, daemons: Ca
 
 
 def test_gateway_keeps_its_endpoint_on_sigterm_by_default(tmp_path: Path, daemons: Callable[..., Daemon]) -> None:
-    """A restart must change nothing (issue 12): without --withdraw-on-exit SIGTERM leaves the document
-    byte for byte, and the next start takes it over without re-publishing."""
+    """A restart must change nothing (docs/daemons.md, "Stopping"): without --withdraw-on-exit SIGTERM leaves
+    the document byte for byte, and the next start takes it over without re-publishing."""
     broker = make_broker(tmp_path / "broker", endpoints=(W_GW1,))
     path = endpoint_path(broker, "east", "e-gw1")
     gw = daemons("gateway", *common(broker, node="e-gw1"))

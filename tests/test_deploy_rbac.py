@@ -1,4 +1,4 @@
-"""RBAC of deploy/ pinned to least privilege (issue 13): who may write what, in which namespace.
+"""RBAC of deploy/ pinned to least privilege (docs/kubernetes.md): who may write what, in which namespace.
 
 The grants are collected from the bindings as the API server would resolve them (tests/deploy_checks.py
 ``grants``): a ClusterRoleBinding grants cluster-wide, a RoleBinding only in its namespace. The route agent's

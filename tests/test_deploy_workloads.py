@@ -1,6 +1,6 @@
 """The workloads of deploy/ (flags, mounts, probes, resources), the image, the e2e script and the README.
 
-The daemons' command lines are the contract with their flag parsers (issue 13): every daemon gets
+The daemons' command lines are the contract with their flag parsers (docs/kubernetes.md): every daemon gets
 ``--source kube``, its node from the downward API and its cluster from the ConfigMap ``magw-config``.
 """
 

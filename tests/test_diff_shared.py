@@ -1,4 +1,4 @@
-"""The diff's shortcut for kinds whose tuple is the very same object on both sides (issue 10).
+"""The diff's shortcut for kinds whose tuple is the very same object on both sides (docs/performance.md).
 
 The reconciler's known state keeps the planner's tuples once they settled (``magw.reconcile.known.after_apply``)
 and the planner's memo hands the same tuple back while nothing under it changed. The diff then skips such

@@ -41,7 +41,7 @@ async def api(tmp_path: Path) -> AsyncIterator[tuple[Path, Client]]:
     (broker_dir / "base.yaml").write_text(BASE)
     (broker_dir / "vip-a.yaml").write_text(_vip_text("a", 10, "[{namespace: shop}]"))
     (broker_dir / "vip-b.yaml").write_text(_vip_text("b", 11))
-    ctl = EgressController(broker=FileBroker(broker_dir, local_cluster="east"), store=EgressStore(broker_dir, "east"))
+    ctl = EgressController(source=FileBroker(broker_dir, local_cluster="east"), store=EgressStore(broker_dir, "east"))
     ctl.reconcile()
     sock = tmp_path / "api.sock"
     runner, url = await serve(ctl, socket_path=sock)
@@ -159,7 +159,7 @@ async def test_a_vip_in_a_shared_file_is_refused_with_409(api: tuple[Path, Clien
 
 async def test_tcp_on_loopback_port_zero(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text(BASE)
-    ctl = EgressController(broker=FileBroker(tmp_path, local_cluster="east"), store=EgressStore(tmp_path, "east"))
+    ctl = EgressController(source=FileBroker(tmp_path, local_cluster="east"), store=EgressStore(tmp_path, "east"))
     runner, url = await serve(ctl, host="127.0.0.1", port=0)
     try:
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")

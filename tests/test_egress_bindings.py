@@ -5,7 +5,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 
 from magw.desired.egressgw.bindings import resolve
-from magw.model.egressgw import Egress, EgressBinding, EgressVIP
+from magw.model.egressgw import EgressBinding, EgressGateway, EgressVIP
 from magw.model.globalnet import Pod, PodPhase, Service
 
 
@@ -35,7 +35,7 @@ PODS = (
 
 
 def test_a_shared_vip_covers_every_service_of_its_namespace_and_no_other() -> None:
-    r = resolve(Egress(vips=[_vip("a", 10, EgressBinding("shop"))]), SERVICES, PODS)
+    r = resolve(EgressGateway(vips=[_vip("a", 10, EgressBinding("shop"))]), SERVICES, PODS)
     assert r.of("a").services == ("shop/db", "shop/web")
     # Pending and host-network pods do not leave through the VIP; blog's pods are not bound.
     assert r.of("a").pods == (IPv4Address("10.1.0.10"), IPv4Address("10.1.0.20"))
@@ -44,21 +44,21 @@ def test_a_shared_vip_covers_every_service_of_its_namespace_and_no_other() -> No
 
 def test_an_exclusive_vip_wins_over_its_namespace_shared_vip() -> None:
     vips = [_vip("a", 10, EgressBinding("shop")), _vip("b", 11, EgressBinding("shop", "web"))]
-    r = resolve(Egress(vips=vips), SERVICES, PODS)
+    r = resolve(EgressGateway(vips=vips), SERVICES, PODS)
     assert r.of("a").services == ("shop/db",)
     assert r.of("b").services == ("shop/web",)
     assert r.of("b").pods == (IPv4Address("10.1.0.10"),)
 
 
 def test_an_unbound_vip_has_no_users_and_an_unknown_name_is_empty() -> None:
-    r = resolve(Egress(vips=[_vip("idle", 12)]), SERVICES, PODS)
+    r = resolve(EgressGateway(vips=[_vip("idle", 12)]), SERVICES, PODS)
     assert r.of("idle").services == () and r.of("idle").pods == ()
     assert r.of("nope").pods == ()
 
 
 def test_a_namespace_bound_twice_is_reported_and_the_first_vip_by_name_is_used() -> None:
     vips = [_vip("z", 10, EgressBinding("shop")), _vip("m", 11, EgressBinding("shop"))]
-    r = resolve(Egress(vips=vips), SERVICES, PODS)
+    r = resolve(EgressGateway(vips=vips), SERVICES, PODS)
     assert r.of("m").services == ("shop/db", "shop/web") and r.of("z").services == ()
     assert r.conflicts == ("namespace shop is bound to VIPs m and z; m is used",)
 
@@ -66,12 +66,12 @@ def test_a_namespace_bound_twice_is_reported_and_the_first_vip_by_name_is_used()
 def test_a_pod_behind_two_services_of_different_vips_is_reported() -> None:
     services = (*SERVICES, Service(namespace="shop", name="all", selector={}))  # selects every pod of shop
     vips = [_vip("a", 10, EgressBinding("shop", "all")), _vip("b", 11, EgressBinding("shop", "web"))]
-    r = resolve(Egress(vips=vips), services, PODS)
+    r = resolve(EgressGateway(vips=vips), services, PODS)
     assert IPv4Address("10.1.0.10") in r.of("a").pods and IPv4Address("10.1.0.10") not in r.of("b").pods
     assert r.conflicts == ("pod 10.1.0.10 is behind Services of VIPs a and b; a is used",)
 
 
 def test_a_service_without_selector_uses_its_endpoint_addresses() -> None:
     svc = Service(namespace="ext", name="legacy", endpoint_addresses=[IPv4Address("10.1.2.5")])
-    r = resolve(Egress(vips=[_vip("a", 10, EgressBinding("ext", "legacy"))]), (svc,), PODS)
+    r = resolve(EgressGateway(vips=[_vip("a", 10, EgressBinding("ext", "legacy"))]), (svc,), PODS)
     assert r.of("a").pods == (IPv4Address("10.1.2.5"),)

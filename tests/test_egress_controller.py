@@ -62,7 +62,7 @@ def world(tmp_path: Path) -> tuple[Path, EgressController]:
     (tmp_path / "vip-a.yaml").write_text(_vip_text("a", 10, "[{namespace: shop}]"))
     (tmp_path / "vip-b.yaml").write_text(_vip_text("b", 11))
     broker = FileBroker(tmp_path, local_cluster="east")
-    ctl = EgressController(broker=broker, store=EgressStore(tmp_path, "east"), clock=lambda: 1_700_000_000.0)
+    ctl = EgressController(source=broker, store=EgressStore(tmp_path, "east"), clock=lambda: 1_700_000_000.0)
     return tmp_path, ctl
 
 
@@ -121,7 +121,7 @@ def test_the_status_of_a_deleted_vip_is_removed(world: tuple[Path, EgressControl
 
 def test_a_vip_written_without_a_file_of_its_own_is_refused_and_nothing_changes(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text(BASE + "---\n" + _vip_text("a", 10))
-    ctl = EgressController(broker=FileBroker(tmp_path, local_cluster="east"), store=EgressStore(tmp_path, "east"))
+    ctl = EgressController(source=FileBroker(tmp_path, local_cluster="east"), store=EgressStore(tmp_path, "east"))
     ctl.reconcile()
     before = _files(tmp_path)
     with pytest.raises(StoreRefused, match=r"^VIP a is defined in base.yaml together with 9 other document\(s\)"):

@@ -1,4 +1,5 @@
-"""The egress gateway's datapath on the real kernel (issue 15), nodes programmed by our drivers from plan_egress.
+"""The egress gateway's datapath (docs/egress-datapath.md) on the real kernel, nodes programmed by our drivers
+from plan_egressgw.
 
 tests/egress_world.py builds the cluster. Each check asks a real server which source address it saw.
 """

@@ -1,4 +1,4 @@
-"""The egress gateway's broker documents (EgressConfig, EgressVIP, EgressVIPStatus) -> Snapshot.egress of the
+"""The egress gateway's broker documents (EgressConfig, EgressVIP, EgressVIPStatus) -> Snapshot.egressgw of the
 local cluster; every bad document is left out with one line naming its file, field and reason; the rest
 stays; a broken edit keeps the last good version; the snapshot YAML carries the same section both ways."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from magw.model.egressgw import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import EgressBinding, EgressConfig, EgressGateway, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import Namespace
 from magw.snapshot.load import dump_snapshot, parse_snapshot_text
 from magw.sources import FileBroker
@@ -70,10 +70,10 @@ SHOP_VIP = EgressVIP(
 )
 
 
-def _assemble(*texts: str) -> tuple[Egress | None, list[str]]:
+def _assemble(*texts: str) -> tuple[EgressGateway | None, list[str]]:
     docs = [d for i, t in enumerate(texts) for d in parse_file(t, file=f"f{i}.yaml")]
     a = assemble("east", docs, {})
-    return (a.snapshot.egress if a.snapshot else None), [p.error for p in a.problems]
+    return (a.snapshot.egressgw if a.snapshot else None), [p.error for p in a.problems]
 
 
 def test_documents_fill_the_local_clusters_egress_and_workloads_load_without_globalnet(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_documents_fill_the_local_clusters_egress_and_workloads_load_without_glo
     assert snap.cluster("east").global_cidrs == ()  # not a Globalnet cluster...
     assert snap.globalnet.namespaces == (Namespace(name="shop"),)  # ...and its workloads are there
     assert [s.name for s in snap.globalnet.services] == ["web"]
-    assert snap.egress == Egress(
+    assert snap.egressgw == EgressGateway(
         config=EgressConfig(vip_ranges=(IPv4Network("192.0.2.0/24"),), advert_int=0.1, conntrack_sync=False),
         vips=(SHOP_VIP,),
         statuses=(("shop", EgressVIPStatus(holder="n1", since="2025-01-01T00:00:00Z", services=("shop/web",))),),
@@ -172,7 +172,7 @@ def test_a_vip_that_repeats_a_name_vrid_or_address_is_refused_and_the_first_kept
 )
 def test_a_bad_config_is_refused_with_one_line(old: str, new: str, error: str) -> None:
     egress, problems = _assemble(BASE, CONFIG.replace(old, new))
-    assert egress == Egress()
+    assert egress == EgressGateway()
     assert problems == [f"f1.yaml: document 1 (EgressConfig east): {error}"] or (
         len(problems) == 1 and problems[0].startswith(f"f1.yaml: document 1 (EgressConfig east): {error}")
     )
@@ -192,12 +192,12 @@ def test_a_broken_edit_keeps_the_last_good_version(tmp_path: Path) -> None:
         (tmp_path / f"{name}.yaml").write_text(text)
     broker = FileBroker(tmp_path, local_cluster="east")
     broker.scan()
-    assert broker.snapshot is not None and broker.snapshot.egress.vips == (SHOP_VIP,)
+    assert broker.snapshot is not None and broker.snapshot.egressgw.vips == (SHOP_VIP,)
     (tmp_path / "shop.yaml").write_text(SHOP.replace("vrid: 10", "vrid: 300"))
     (tmp_path / "cfg.yaml").write_text(CONFIG.replace("advertInt: 0.1", "advertInt: 99"))
     broker.scan()
-    assert broker.snapshot is not None and broker.snapshot.egress.vips == (SHOP_VIP,)
-    assert broker.snapshot.egress.config.advert_int == 0.1
+    assert broker.snapshot is not None and broker.snapshot.egressgw.vips == (SHOP_VIP,)
+    assert broker.snapshot.egressgw.config.advert_int == 0.1
     assert broker.problem_files() == frozenset({"shop.yaml", "cfg.yaml"})
 
 
@@ -220,8 +220,8 @@ egress:
   - {name: shop, holder: n2, since: '2025-01-01T00:00:00Z', services: [shop/web]}
 """
     snap = parse_snapshot_text(text)
-    assert snap.egress.vips[0].candidates == ("n2", "n1")  # priority order is kept
-    assert snap.egress.vips[0].bindings == (EgressBinding("shop", "web"),)
+    assert snap.egressgw.vips[0].candidates == ("n2", "n1")  # priority order is kept
+    assert snap.egressgw.vips[0].bindings == (EgressBinding("shop", "web"),)
     assert parse_snapshot_text(dump_snapshot(snap)) == snap
     plain = parse_snapshot_text(text.split("egress:")[0])
     assert "egress" not in dump_snapshot(plain)
@@ -248,9 +248,9 @@ def test_the_example_cr_maps_to_documents_the_broker_accepts() -> None:
     base = parse_file(BASE + "---\n" + CONFIG, file="base.yaml")
     a = assemble("east", [*base, *mapped], {})
     assert a.problems == () and a.snapshot is not None
-    vip = a.snapshot.egress.vip("shop")
+    vip = a.snapshot.egressgw.vip("shop")
     assert vip is not None and vip.candidates == ("e-gw1", "e-gw2")
     assert vip.bindings == (EgressBinding("shop"), EgressBinding("shop", "web"))
-    assert a.snapshot.egress.status_of("shop") == EgressVIPStatus(
+    assert a.snapshot.egressgw.status_of("shop") == EgressVIPStatus(
         holder="e-gw1", since="2025-01-01T00:00:00Z", services=("shop/db", "shop/web")
     )

@@ -17,7 +17,7 @@ import pytest
 
 from magw.daemons.egressgw_agent.node import EgressHANode
 from magw.daemons.egressgw_agent.status_http import serve
-from magw.model.egressgw import Egress, EgressConfig, EgressVIP
+from magw.model.egressgw import EgressConfig, EgressGateway, EgressVIP
 from tests.egress_ha_net import VIP, WAIT, build, holders
 
 pytestmark = [
@@ -27,7 +27,7 @@ pytestmark = [
         reason="keepalived and conntrackd (Debian) are needed",
     ),
 ]
-EGRESS = Egress(
+EGRESS = EgressGateway(
     config=EgressConfig(advert_int=0.1, conntrack_sync=True),
     vips=[EgressVIP(name="web", vip=VIP, vrid=71, candidates=("n1", "n2", "n3"))],
 )

@@ -28,13 +28,13 @@ async def test_the_agent_reads_vips_and_nodes_and_follows_changes(kube_env: kube
         async with asyncio.timeout(10):
             first = await anext(stream)
         assert first is not None
-        assert [(v.name, str(v.vip), v.candidates) for v in first.egress.vips] == [
+        assert [(v.name, str(v.vip), v.candidates) for v in first.egressgw.vips] == [
             ("a", "192.0.2.10", ("e-gw1", "e-gw2")),
             ("b", "192.0.2.11", ("e-gw1", "e-gw2")),
             ("c", "192.0.2.12", ("e-gw1", "e-gw2")),
         ]
         assert {n.name: str(n.ip) for n in first.nodes}["e-gw2"] == "172.18.0.8"
-        assert first.egress.config.advert_int == 0.1
+        assert first.egressgw.config.advert_int == 0.1
         patch = {"spec": {"candidates": ["e-gw2"]}}
         await CustomObjectsApi(kube_env.client).patch_namespaced_custom_object(
             "submariner.io", "v1alpha1", ko.NS, "egressvips", "c", patch, _content_type="application/merge-patch+json"
@@ -42,7 +42,7 @@ async def test_the_agent_reads_vips_and_nodes_and_follows_changes(kube_env: kube
         async with asyncio.timeout(10):
             while True:
                 snap = await anext(stream)
-                vip = snap.egress.vip("c") if snap is not None else None
+                vip = snap.egressgw.vip("c") if snap is not None else None
                 if vip is not None and vip.candidates == ("e-gw2",):
                     break
     finally:
@@ -57,7 +57,7 @@ async def test_kube_snapshots_opens_and_closes_its_own_client(kube_env: kubeemu_
     try:
         async with asyncio.timeout(10):
             snap = await anext(stream)
-        assert snap is not None and len(snap.egress.vips) == 3
+        assert snap is not None and len(snap.egressgw.vips) == 3
     finally:
         await stream.aclose()
 

@@ -1,4 +1,4 @@
-"""KubeSource with ``egress=True`` against the API server emulator: EgressConfig and EgressVIP CRs (from
+"""KubeSource with ``egressgw=True`` against the API server emulator: EgressConfig and EgressVIP CRs (from
 deploy/crds) and the workloads, without Globalnet, give the file broker's Snapshot of the same objects, the
 same binding resolution, and follow changes; a bad CR is left out and named."""
 
@@ -33,7 +33,7 @@ MERGE = "application/merge-patch+json"
 
 
 def _source(env: kubeemu_fixtures.KubeEnv) -> KubeSource:
-    return KubeSource(env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egress=True, timing=FAST)
+    return KubeSource(env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egressgw=True, timing=FAST)
 
 
 @contextlib.asynccontextmanager
@@ -47,12 +47,12 @@ async def running(source: KubeSource) -> AsyncIterator[None]:
 
 
 def test_egress_lists_its_kinds_and_the_workloads_without_globalnet() -> None:
-    kinds = {r.kind for r in resources(ko.NS, globalnet=False, egress=True)}
+    kinds = {r.kind for r in resources(ko.NS, globalnet=False, egressgw=True)}
     assert {"EgressConfig", "EgressVIP", "Namespace", "Pod", "Service", "EndpointSlice"} <= kinds
     assert not kinds & {"GlobalEgressIP", "GlobalIngressIP", "ServiceExport"}
     plain = {r.kind for r in resources(ko.NS, globalnet=False)}
     assert not plain & {"EgressConfig", "EgressVIP", "Pod"}
-    agent = {r.kind for r in resources(ko.NS, globalnet=False, workloads=False, egress=True)}
+    agent = {r.kind for r in resources(ko.NS, globalnet=False, workloads=False, egressgw=True)}
     assert {"EgressVIP", "EgressConfig", "Node"} <= agent and not agent & {"Pod", "Service", "Namespace"}
 
 
@@ -68,7 +68,7 @@ async def test_egress_crs_and_workloads_are_the_file_brokers_snapshot(
     broker.scan()
     assert broker.snapshot is not None and broker.problem_files() == frozenset()
     source = KubeSource(
-        kube_env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egress=True, timing=FAST
+        kube_env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egressgw=True, timing=FAST
     )
     async with running(source):
         await until(lambda: source.initial_sync_done)
@@ -76,13 +76,13 @@ async def test_egress_crs_and_workloads_are_the_file_brokers_snapshot(
         assert snap is not None and source.problem_files() == frozenset()
         assert snap == broker.snapshot
         # what the planners and the controller compute from it, written out by hand
-        assert [v.name for v in snap.egress.vips] == ["a", "b", "c"]
-        assert snap.egress.config.advert_int == 0.1 and snap.egress.config.conntrack_sync is False
-        users = resolve(snap.egress, snap.globalnet.services, snap.globalnet.pods)
+        assert [v.name for v in snap.egressgw.vips] == ["a", "b", "c"]
+        assert snap.egressgw.config.advert_int == 0.1 and snap.egressgw.config.conntrack_sync is False
+        users = resolve(snap.egressgw, snap.globalnet.services, snap.globalnet.pods)
         assert users.of("a").services == ("shop/web",) and users.of("a").pods == (IPv4Address("10.1.3.10"),)
         assert users.of("b").services == ("shop/db",) and users.of("b").pods == (IPv4Address("10.1.3.11"),)
         assert users.of("c").services == () and users.conflicts == ()
-        status = snap.egress.status_of("a")
+        status = snap.egressgw.status_of("a")
         assert status is not None and status.holder == "e-gw1"
 
         # a binding changed in the CR is followed: c now takes blog
@@ -95,7 +95,7 @@ async def test_egress_crs_and_workloads_are_the_file_brokers_snapshot(
         def c_users() -> tuple[str, ...]:
             s = source.snapshot
             assert s is not None
-            return resolve(s.egress, s.globalnet.services, s.globalnet.pods).of("c").services
+            return resolve(s.egressgw, s.globalnet.services, s.globalnet.pods).of("c").services
 
         await until(lambda: c_users() == ("blog/api",))
 
@@ -109,14 +109,14 @@ async def test_a_vip_outside_the_ranges_and_a_second_config_are_left_out_and_nam
     other = eko.egress_config("other", vipRanges=["198.51.100.0/24"])
     kube_env.emulator.load([*ko.east(), *eko.world(), outside, other])
     source = KubeSource(
-        kube_env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egress=True, timing=FAST
+        kube_env.client, local_cluster="east", namespace=ko.NS, globalnet=False, egressgw=True, timing=FAST
     )
     async with running(source):
         await until(lambda: source.initial_sync_done)
         snap = source.snapshot
         assert snap is not None
-        assert [v.name for v in snap.egress.vips] == ["a", "b", "c"]
-        assert [str(n) for n in snap.egress.config.vip_ranges] == ["192.0.2.0/24"]
+        assert [v.name for v in snap.egressgw.vips] == ["a", "b", "c"]
+        assert [str(n) for n in snap.egressgw.config.vip_ranges] == ["192.0.2.0/24"]
         problems = source.problem_files()
         assert f"kube:EgressVIP/{ko.NS}/d" in problems
         assert f"kube:EgressConfig/{ko.NS}/other" in problems
@@ -124,7 +124,7 @@ async def test_a_vip_outside_the_ranges_and_a_second_config_are_left_out_and_nam
         await CustomObjectsApi(kube_env.client).delete_namespaced_custom_object(
             "submariner.io", "v1alpha1", ko.NS, "egressconfigs", "default"
         )
-        await until(lambda: source.snapshot is not None and not source.snapshot.egress.vips)
+        await until(lambda: source.snapshot is not None and not source.snapshot.egressgw.vips)
 
 
 def test_an_empty_status_written_by_the_controller_maps_back_and_an_unwritten_one_does_not() -> None:

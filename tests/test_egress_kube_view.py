@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from magw.model import Snapshot
-from magw.model.egressgw import Egress, EgressBinding, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import EgressBinding, EgressGateway, EgressVIP, EgressVIPStatus
 from magw.sources.kube.egressgw_store import Written
 from magw.sources.kube.egressgw_view import KubeEgressView, overlay
 
@@ -38,12 +38,12 @@ class _Store:
     written: dict[str, Written] = attrs.Factory(dict)
 
 
-def _snapshot(egress: Egress) -> Snapshot:
-    return Snapshot(local_cluster="east", clusters=(), nodes=(), endpoints=(), egress=egress)
+def _snapshot(egress: EgressGateway) -> Snapshot:
+    return Snapshot(local_cluster="east", clusters=(), nodes=(), endpoints=(), egressgw=egress)
 
 
 def _view(rv: str, now: list[float]) -> tuple[KubeEgressView, _Source, _Store]:
-    snapshot = _snapshot(Egress(vips=(_vip(),), statuses=(("c", EgressVIPStatus(holder="n1")),)))
+    snapshot = _snapshot(EgressGateway(vips=(_vip(),), statuses=(("c", EgressVIPStatus(holder="n1")),)))
     source, store = _Source(snapshot, rv), _Store()
     return KubeEgressView(source, store, hold=10.0, clock=lambda: now[0]), source, store  # type: ignore[arg-type]
 
@@ -56,12 +56,12 @@ def test_own_writes_show_until_the_source_has_seen_their_version() -> None:
         vip=_vip(blog), status=EgressVIPStatus(services=("blog/api",)), resource_version="7", at=100.0
     )
     snap = view.snapshot
-    assert snap is not None and snap.egress.vip("c") == _vip(blog)
-    assert snap.egress.status_of("c") == EgressVIPStatus(services=("blog/api",))
+    assert snap is not None and snap.egressgw.vip("c") == _vip(blog)
+    assert snap.egressgw.status_of("c") == EgressVIPStatus(services=("blog/api",))
     assert view.seen("c") == "7"  # our own write is the version to patch on, not the source's stale 5
     source.rv = "7"
     snap = view.snapshot
-    assert snap is not None and snap.egress.vip("c") == _vip() and store.written == {}  # the source's word again
+    assert snap is not None and snap.egressgw.vip("c") == _vip() and store.written == {}  # the source's word again
     assert view.seen("c") == "7"
 
 
@@ -70,12 +70,12 @@ def test_an_old_write_the_watch_never_brought_gives_way_and_a_deleted_status_is_
     view, _source, store = _view("5", now)
     store.written["c"] = Written(status_deleted=True, resource_version="6", at=100.0)
     snap = view.snapshot
-    assert snap is not None and snap.egress.status_of("c") is None
+    assert snap is not None and snap.egressgw.status_of("c") is None
     now[0] = 111.0
     snap = view.snapshot
-    assert snap is not None and snap.egress.status_of("c") == EgressVIPStatus(holder="n1") and view.seen("c") == "5"
+    assert snap is not None and snap.egressgw.status_of("c") == EgressVIPStatus(holder="n1") and view.seen("c") == "5"
 
 
 def test_overlay_without_writes_is_the_snapshot_itself() -> None:
-    snapshot = _snapshot(Egress(vips=(_vip(),)))
+    snapshot = _snapshot(EgressGateway(vips=(_vip(),)))
     assert overlay(snapshot, {}) is snapshot

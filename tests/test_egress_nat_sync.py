@@ -1,5 +1,5 @@
-"""Issue 15 item 4: established NATed TCP flows survive a VIP move with conntrackd (real kernel, keepalived,
-conntrackd 1.4.7 in FTFW over UDP between the two candidates). The world is tests/egress_nat_net.py.
+"""Established NATed TCP flows survive a VIP move with conntrackd (docs/egress-ha.md, "The NAT evidence"; real
+kernel, keepalived, conntrackd 1.4.7 in FTFW over UDP between the two candidates). The world is tests/egress_nat_net.py.
 
 Each case: a flow through n1 (the VIP holder) exchanges bytes; n1's keepalived is stopped by PID, the VIP
 moves to n2 (read from the kernel); with conntrackd n2 runs the MASTER transition (commit, flush, resync,
@@ -147,7 +147,7 @@ def test_without_conntrackd_egress_survives_only_if_the_pod_speaks_first(tmp_pat
 @pytest.mark.parametrize("kind", ["egress", "ingress"])
 def test_a_segment_from_the_far_side_before_the_commit(tmp_path: Path, kind: str, guard: bool) -> None:
     """The window between the GARP and conntrackd's commit: the side that is not the client speaks first, and
-    its segment reaches n2 before the commit. Egress, the outside server's segment to the VIP: without the
+    its segment reaches n2 before the commit. EgressGateway, the outside server's segment to the VIP: without the
     guard n2's own stack answers RST. Ingress, the backend's reply: without the guard n2 picks it up as a new
     flow and SNATs it to VIP:8080, not VIP:80, and the client answers RST. Either way the flow is lost
     *despite* conntrackd; with the guard the segment is dropped, the sender retransmits (RTO >= 200 ms, longer

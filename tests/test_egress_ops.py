@@ -23,7 +23,7 @@ from magw.controllers.egressgw.ops import (
     unbind,
 )
 from magw.desired.egressgw.bindings import resolve
-from magw.model.egressgw import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import EgressBinding, EgressConfig, EgressGateway, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import Globalnet, Namespace, Pod, Service
 
 
@@ -34,7 +34,7 @@ def _vip(name: str, last: int, *bindings: EgressBinding) -> EgressVIP:
 
 
 CONFIG = EgressConfig(vip_ranges=(IPv4Network("192.0.2.0/24"),))
-EGRESS = Egress(config=CONFIG, vips=[_vip("a", 10), _vip("b", 11), _vip("c", 12)])
+EGRESS = EgressGateway(config=CONFIG, vips=[_vip("a", 10), _vip("b", 11), _vip("c", 12)])
 WORKLOADS = Globalnet(
     namespaces=[Namespace(name="shop"), Namespace(name="blog")],
     services=[
@@ -46,12 +46,12 @@ WORKLOADS = Globalnet(
 )
 
 
-def _users(egress: Egress) -> dict[str, tuple[str, ...]]:
+def _users(egress: EgressGateway) -> dict[str, tuple[str, ...]]:
     r = resolve(egress, WORKLOADS.services, WORKLOADS.pods)
     return {v.name: r.of(v.name).services for v in egress.vips if r.of(v.name).services}
 
 
-def _refused(kind: ErrorKind, message: str, call: Callable[[], Egress], before: Egress) -> None:
+def _refused(kind: ErrorKind, message: str, call: Callable[[], EgressGateway], before: EgressGateway) -> None:
     snapshot = copy.deepcopy(before)
     with pytest.raises(EgressOpError) as info:
         call()
@@ -108,9 +108,9 @@ def test_vips_are_found_by_name_or_address() -> None:
 
 
 SHARED = bind(EGRESS, WORKLOADS, "a", "shop")
-NARROW = Egress(config=EgressConfig(vip_ranges=(IPv4Network("192.0.2.128/25"),)), vips=EGRESS.vips)
+NARROW = EgressGateway(config=EgressConfig(vip_ranges=(IPv4Network("192.0.2.128/25"),)), vips=EGRESS.vips)
 EXCL = bind(EGRESS, WORKLOADS, "b", "blog", "api")
-CASES: list[tuple[str, ErrorKind, str, Callable[[], Egress], Egress]] = [
+CASES: list[tuple[str, ErrorKind, str, Callable[[], EgressGateway], EgressGateway]] = [
     ("ns-twice-same-vip", ErrorKind.CONFLICT, "namespace shop is already bound to this VIP",
      lambda: bind(SHARED, WORKLOADS, "a", "shop"), SHARED),
     ("ns-twice-other-vip", ErrorKind.CONFLICT, "namespace shop is already bound to VIP a (192.0.2.10)",
@@ -156,7 +156,7 @@ CASES: list[tuple[str, ErrorKind, str, Callable[[], Egress], Egress]] = [
 
 @pytest.mark.parametrize(("kind", "message", "call", "before"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_every_refusal_is_one_line_of_its_kind_and_changes_nothing(
-    kind: ErrorKind, message: str, call: Callable[[], Egress], before: Egress
+    kind: ErrorKind, message: str, call: Callable[[], EgressGateway], before: EgressGateway
 ) -> None:
     _refused(kind, message, call, before)
 
@@ -191,7 +191,7 @@ def test_a_report_from_a_non_candidate_or_for_an_unknown_vip_is_refused() -> Non
 def test_statuses_take_services_from_the_bindings_and_keep_holder_and_since() -> None:
     e = bind(bind(EGRESS, WORKLOADS, "a", "shop"), WORKLOADS, "b", "shop", "web")
     held = EgressVIPStatus(holder="n2", since="t0", services=("stale/x",))
-    e = Egress(config=e.config, vips=e.vips, statuses=[("a", held), ("gone", EgressVIPStatus())])
+    e = EgressGateway(config=e.config, vips=e.vips, statuses=[("a", held), ("gone", EgressVIPStatus())])
     out, conflicts = statuses(e, WORKLOADS)
     assert out == {
         "a": EgressVIPStatus(holder="n2", since="t0", services=("shop/db",)),

@@ -8,7 +8,7 @@ import attrs
 import yaml
 from structlog.testing import capture_logs
 
-from magw.daemons.route_agent.egressgw_problems import EgressProblems
+from magw.daemons.route_agent.egressgw_problems import EgressGatewayProblems
 from magw.lab.planes.daemons import write_broker
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import load_topology
@@ -31,7 +31,7 @@ def test_a_conflict_is_logged_once_and_its_end_once(tmp_path: Path) -> None:
               "candidates": ["east-gw1"], "bindings": [{"namespace": "shop"}]}  # fmt: skip
     (tmp_path / "egress@east@vip@again.yaml").write_text(yaml.safe_dump(second))
     snap = _snapshot(tmp_path)
-    problems = EgressProblems("east-w1")
+    problems = EgressGatewayProblems("east-w1")
     with capture_logs() as logs:
         first = problems.check(snap)
         again = problems.check(attrs.evolve(snap, local_cluster=snap.local_cluster))  # a replan, same parts
@@ -49,7 +49,7 @@ def test_a_cluster_without_vips_has_no_problems(tmp_path: Path) -> None:
     for path in tmp_path.glob("egress@*"):
         path.unlink()
     snap = _snapshot(tmp_path)
-    assert snap.egress.vips == ()
+    assert snap.egressgw.vips == ()
     with capture_logs() as logs:
-        assert EgressProblems("east-w1").check(snap) == ()
+        assert EgressGatewayProblems("east-w1").check(snap) == ()
     assert logs == []

@@ -1,4 +1,4 @@
-"""The file broker reads its documents with libyaml's parser (issue 10) and words errors as before."""
+"""The file broker reads its documents with libyaml's parser (docs/performance.md) and words errors as before."""
 
 from __future__ import annotations
 

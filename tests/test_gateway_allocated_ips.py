@@ -26,7 +26,7 @@ def test_publishes_and_follows_its_cluster_egress_addresses(tmp_path: Path) -> N
     converge(controller(d))
     broker = FileBroker(d, local_cluster="east")
     broker.scan()
-    gw2 = Gateway(broker=broker, node="gw2", resync_period=60)
+    gw2 = Gateway(source=broker, node="gw2", resync_period=60)
     gw2.ensure("test")
     assert endpoint(d, "gw2")["allocated_ips"] == ["242.1.0.3", "242.1.0.4"], "gw2's own block, not gw1's"
     # the template grows to 3: the controller re-allocates, the gateway re-publishes on the broker change
@@ -41,14 +41,14 @@ def test_no_globalnet_no_allocated_ips(tmp_path: Path) -> None:
     gateway(d, "gw1", 6)
     broker = FileBroker(d, local_cluster="east")
     broker.scan()
-    Gateway(broker=broker, node="gw1", resync_period=60).ensure("test")
+    Gateway(source=broker, node="gw1", resync_period=60).ensure("test")
     assert "allocated_ips" not in endpoint(d, "gw1")
     remove(d, "node-gw1")
 
 
 def test_publishes_its_blocks_of_global_egress_ips_too(tmp_path: Path) -> None:
     """A GlobalEgressIP holds addresses per gateway: each gateway publishes its own block beside its cluster
-    egress addresses, so that replies to those sources are routed back to it (issue 12)."""
+    egress addresses, so that replies to those sources are routed back to it (docs/globalnet.md)."""
     d = make_broker(tmp_path)
     gateway(d, "gw1", 6)
     gateway(d, "gw2", 7)
@@ -60,7 +60,7 @@ def test_publishes_its_blocks_of_global_egress_ips_too(tmp_path: Path) -> None:
     broker.scan()
     published = {}
     for node in ("gw1", "gw2"):
-        Gateway(broker=broker, node=node, resync_period=60).ensure("test")
+        Gateway(source=broker, node=node, resync_period=60).ensure("test")
         published[node] = set(endpoint(d, node)["allocated_ips"])  # type: ignore[arg-type]
     # 2 cluster egress addresses each plus 1 of the GlobalEgressIP each, and no address published twice
     assert [len(v) for v in published.values()] == [3, 3]

@@ -31,7 +31,7 @@ class Clock:
 
 def controller(directory: Path, clock: Clock | None = None, grace: float = 300) -> GlobalnetController:
     return GlobalnetController(
-        broker=FileBroker(directory, local_cluster="east"),
+        source=FileBroker(directory, local_cluster="east"),
         store=GlobalnetStore(directory, "east"),
         grace=timedelta(seconds=grace),
         clock=clock or Clock(),
@@ -131,7 +131,7 @@ def test_no_write_without_the_lease(tmp_path: Path) -> None:
     d = make_broker(tmp_path)
     gateway(d, "gw1", 6)
     ctl = GlobalnetController(
-        broker=FileBroker(d, local_cluster="east"),
+        source=FileBroker(d, local_cluster="east"),
         store=GlobalnetStore(d, "east"),
         grace=timedelta(seconds=300),
         may_write=lambda: False,

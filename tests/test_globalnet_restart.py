@@ -1,4 +1,4 @@
-"""Restarts never flush (issue 12, item 3; Submariner #721, #1118), on a Globalnet gateway's real kernel state.
+"""Restarts never flush (docs/globalnet.md; Submariner #721, #1118), on a Globalnet gateway's real kernel state.
 
 A Globalnet broker (the real controller wrote the statuses, the real gateway code the Endpoints) and a route
 agent programming gateway gw1 in a namespace. A watcher reads the namespace's ``ip magw`` table and table-100
@@ -51,7 +51,7 @@ def _broker(d: Path) -> None:
     broker = FileBroker(d, local_cluster="east")
     broker.scan()
     for node in ("gw1", "gw2"):
-        Gateway(broker=broker, node=node, resync_period=60).ensure("test")
+        Gateway(source=broker, node=node, resync_period=60).ensure("test")
     publish_endpoint(d, _west())
 
 

@@ -14,11 +14,11 @@ import yaml
 
 from magw.model.globalnet import (
     ALLOCATED,
-    Condition,
     ConditionStatus,
     GatewayAddresses,
     GlobalIngressIP,
     GlobalIPStatus,
+    GlobalnetCondition,
     ObjectRef,
     TargetType,
 )
@@ -62,7 +62,7 @@ ip: 10.1.0.5
 
 
 def _status(ips: list[str], message: str = "ok") -> GlobalIPStatus:
-    cond = Condition(type=ALLOCATED, status=ConditionStatus.TRUE, reason="Success", message=message, time="t")
+    cond = GlobalnetCondition(type=ALLOCATED, status=ConditionStatus.TRUE, reason="Success", message=message, time="t")
     addresses = [IPv4Address(a) for a in ips]
     return GlobalIPStatus(
         conditions=(cond,), allocated_ips=addresses, gateways=[GatewayAddresses(node="gw1", ips=addresses)]

@@ -1,4 +1,4 @@
-"""The liveness lease in a real kernel: echo requests to a VTEP are answered only while their id is leased.
+"""The liveness set in a real kernel: echo requests to a VTEP are answered only while their id is in the set.
 
 Kernel tests in two throwaway namespaces joined by a veth (240/8 addresses, as VTEPs have).
 ``nft -j list`` is the independent read-back; ICMP ping sockets send the probes.
@@ -19,8 +19,8 @@ import pytest
 
 from magw.drivers.netns import run_in_netns
 from magw.health.echoids import ALIVE_ID
-from magw.health.liveness import TABLE, LeaseKeeper, LeaseTable, refresh_text, remove_lease_table, table_text
-from magw.health.params import LeaseParams
+from magw.health.liveness import TABLE, LivenessKeeper, LivenessTable, refresh_text, remove_liveness_table, table_text
+from magw.health.params import LivenessParams
 from magw.health.probe import enable_ping_sockets
 from tests import netns as checker
 
@@ -59,8 +59,8 @@ def answered(ns: str, address: str, echo_id: int) -> bool:
     return run_in_netns(ns, probe)
 
 
-def lease_elements(ns: str) -> list[int]:
-    """The leased ids as ``nft -j list set`` shows them."""
+def liveness_elements(ns: str) -> list[int]:
+    """The ids in the liveness set as ``nft -j list set`` shows them."""
     doc = checker.nft_json(ns, "list", "set", "ip", TABLE, "lease")
     sets = [item["set"] for item in doc["nftables"] if "set" in item]
     return sorted(e["elem"]["val"] for e in sets[0].get("elem", []))
@@ -83,101 +83,101 @@ def test_table_text_is_the_documented_ruleset() -> None:
     assert refresh_text([], 0.25) == "flush set ip magw_health lease\n"
 
 
-def test_leased_id_is_answered_and_others_are_dropped(pair: tuple[str, str]) -> None:
-    """With id 1 leased: id 1 is answered, id 2 is not; a non-VTEP address answers any id."""
+def test_an_id_in_the_liveness_set_is_answered_and_others_are_dropped(pair: tuple[str, str]) -> None:
+    """With id 1 in the set: id 1 is answered, id 2 is not; a non-VTEP address answers any id."""
     a, b = pair
-    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    table = LivenessTable(LivenessParams(timeout=5.0, refresh=1.0), netns=b)
     try:
-        lease.install([ALIVE_ID])
-        assert lease_elements(b) == [ALIVE_ID]
+        table.install([ALIVE_ID])
+        assert liveness_elements(b) == [ALIVE_ID]
         assert [answered(a, ANSWERER, ALIVE_ID), answered(a, ANSWERER, 2)] == [True, False]
         assert answered(a, OTHER, 2) is True
     finally:
-        lease.close()
+        table.close()
 
 
-def test_refresh_replaces_the_leased_ids(pair: tuple[str, str]) -> None:
-    """A refresh leases exactly the ids given: 0x8001 added, 1 gone."""
+def test_refresh_replaces_the_ids_in_the_liveness_set(pair: tuple[str, str]) -> None:
+    """A refresh puts exactly the ids given in the set: 0x8001 added, 1 gone."""
     a, b = pair
-    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    table = LivenessTable(LivenessParams(timeout=5.0, refresh=1.0), netns=b)
     try:
-        lease.install([ALIVE_ID])
-        lease.refresh([0x8001])
-        assert lease_elements(b) == [0x8001]
+        table.install([ALIVE_ID])
+        table.refresh([0x8001])
+        assert liveness_elements(b) == [0x8001]
         assert [answered(a, ANSWERER, ALIVE_ID), answered(a, ANSWERER, 0x8001)] == [False, True]
     finally:
-        lease.close()
+        table.close()
 
 
-def test_lease_expires_without_refresh(pair: tuple[str, str]) -> None:
-    """A lease of 0.3 s that nobody renews expires: the kernel stops answering (a daemon killed with SIGKILL)."""
+def test_the_liveness_set_expires_without_refresh(pair: tuple[str, str]) -> None:
+    """A liveness set of 0.3 s that nobody renews expires: the kernel stops answering (a daemon killed with SIGKILL)."""
     a, b = pair
-    lease = LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b)
+    table = LivenessTable(LivenessParams(timeout=0.3, refresh=0.1), netns=b)
     try:
-        lease.install([ALIVE_ID])
+        table.install([ALIVE_ID])
         time.sleep(0.6)
-        assert lease_elements(b) == []
+        assert liveness_elements(b) == []
         assert answered(a, ANSWERER, ALIVE_ID) is False
     finally:
-        lease.close()
+        table.close()
 
 
-def test_refreshed_lease_outlives_its_timeout(pair: tuple[str, str]) -> None:
-    """Renewed every 0.1 s, a 0.5 s lease is still held after 1.5 s: flush + add resets the timeout."""
+def test_a_refreshed_liveness_set_outlives_its_timeout(pair: tuple[str, str]) -> None:
+    """Renewed every 0.1 s, a 0.5 s liveness set is still held after 1.5 s: flush + add resets the timeout."""
     a, b = pair
-    lease = LeaseTable(LeaseParams(timeout=0.5, refresh=0.1), netns=b)
+    table = LivenessTable(LivenessParams(timeout=0.5, refresh=0.1), netns=b)
     try:
-        lease.install([ALIVE_ID])
+        table.install([ALIVE_ID])
         for _ in range(15):
             time.sleep(0.1)
-            lease.refresh([ALIVE_ID])
-        assert lease_elements(b) == [ALIVE_ID]
+            table.refresh([ALIVE_ID])
+        assert liveness_elements(b) == [ALIVE_ID]
         assert answered(a, ANSWERER, ALIVE_ID) is True
     finally:
-        lease.close()
+        table.close()
 
 
-def test_hold_for_outlives_the_lease_timeout(pair: tuple[str, str]) -> None:
-    """A clean exit renews the lease once for the exit hold: a 0.3 s lease held for 3 s still answers after
+def test_hold_for_outlives_the_liveness_timeout(pair: tuple[str, str]) -> None:
+    """A clean exit renews the liveness set once for the exit hold: a 0.3 s set held for 3 s still answers after
     0.8 s without any refresh (a restarted agent takes it over meanwhile)."""
     a, b = pair
-    lease = LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b)
+    table = LivenessTable(LivenessParams(timeout=0.3, refresh=0.1), netns=b)
     try:
-        lease.install([ALIVE_ID])
-        lease.hold_for([ALIVE_ID], 3.0)
+        table.install([ALIVE_ID])
+        table.hold_for([ALIVE_ID], 3.0)
         time.sleep(0.8)
-        assert lease_elements(b) == [ALIVE_ID]
+        assert liveness_elements(b) == [ALIVE_ID]
         assert answered(a, ANSWERER, ALIVE_ID) is True
     finally:
-        lease.close()
+        table.close()
 
 
-def test_a_restarted_keeper_adopts_the_held_lease_until_it_is_ready(pair: tuple[str, str]) -> None:
-    """A clean exit held the lease; the next run, before its first sync (provisional: nothing to lease yet),
-    adopts the table as it is, so the node keeps answering; its first ready hold then leases normally. With
+def test_a_restarted_keeper_adopts_the_held_liveness_set_until_it_is_ready(pair: tuple[str, str]) -> None:
+    """A clean exit held the liveness set; the next run, before its first sync (provisional: nothing to answer
+    yet), adopts the table as it is, so the node keeps answering; its first ready hold then fills it normally. With
     no table left behind, the provisional hold installs an empty one: a fresh node does not answer early."""
     a, b = pair
-    first = LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b)
+    first = LivenessTable(LivenessParams(timeout=0.3, refresh=0.1), netns=b)
     first.install([ALIVE_ID])
     first.hold_for([ALIVE_ID], 5.0)
     first.close()
 
     async def restart() -> tuple[list[int], bool, list[int]]:
-        keeper = LeaseKeeper(lambda: LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b), node="b")
+        keeper = LivenessKeeper(lambda: LivenessTable(LivenessParams(timeout=0.3, refresh=0.1), netns=b), node="b")
         await keeper.hold(frozenset(), provisional=True)
-        adopted = (lease_elements(b), answered(a, ANSWERER, ALIVE_ID))
+        adopted = (liveness_elements(b), answered(a, ANSWERER, ALIVE_ID))
         await keeper.hold(frozenset({ALIVE_ID, 0x8001}))
-        ready = lease_elements(b)
+        ready = liveness_elements(b)
         await keeper.release()
         return adopted[0], adopted[1], ready
 
     assert asyncio.run(restart()) == ([ALIVE_ID], True, [ALIVE_ID, 0x8001])
-    assert remove_lease_table(b) is True
+    assert remove_liveness_table(b) is True
 
     async def fresh() -> tuple[list[int], bool]:
-        keeper = LeaseKeeper(lambda: LeaseTable(LeaseParams(timeout=0.3, refresh=0.1), netns=b), node="b")
+        keeper = LivenessKeeper(lambda: LivenessTable(LivenessParams(timeout=0.3, refresh=0.1), netns=b), node="b")
         await keeper.hold(frozenset(), provisional=True)
-        out = (lease_elements(b), answered(a, ANSWERER, ALIVE_ID))
+        out = (liveness_elements(b), answered(a, ANSWERER, ALIVE_ID))
         await keeper.release()
         return out
 
@@ -188,32 +188,32 @@ def test_withdraw_stops_answers_at_once_and_remove_deletes_the_table(pair: tuple
     """Withdraw empties the set (no answers); remove deletes our table only, and the kernel answers again."""
     a, b = pair
     checker.run(b, "nft", "add", "table", "ip", "foreign")
-    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    table = LivenessTable(LivenessParams(timeout=5.0, refresh=1.0), netns=b)
     try:
-        lease.install([ALIVE_ID])
-        lease.withdraw()
-        assert (lease_elements(b), answered(a, ANSWERER, ALIVE_ID)) == ([], False)
-        assert lease.remove() is True
+        table.install([ALIVE_ID])
+        table.withdraw()
+        assert (liveness_elements(b), answered(a, ANSWERER, ALIVE_ID)) == ([], False)
+        assert table.remove() is True
         tables = sorted(t["table"]["name"] for t in checker.nft_json(b, "list", "tables")["nftables"] if "table" in t)
         assert tables == ["foreign"]
         assert answered(a, ANSWERER, ALIVE_ID) is True
-        assert lease.remove() is False
+        assert table.remove() is False
     finally:
-        lease.close()
+        table.close()
 
 
 def test_refresh_recreates_a_table_removed_under_it(pair: tuple[str, str]) -> None:
-    """Someone deleted the table (cleanup, flush ruleset): the next refresh puts it back with the lease."""
+    """Someone deleted the table (cleanup, flush ruleset): the next refresh puts it back with the liveness set."""
     a, b = pair
-    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=b)
+    table = LivenessTable(LivenessParams(timeout=5.0, refresh=1.0), netns=b)
     try:
-        lease.install([ALIVE_ID])
+        table.install([ALIVE_ID])
         checker.run(b, "nft", "delete", "table", "ip", TABLE)
-        lease.refresh([ALIVE_ID])
-        assert lease_elements(b) == [ALIVE_ID]
+        table.refresh([ALIVE_ID])
+        assert liveness_elements(b) == [ALIVE_ID]
         assert answered(a, ANSWERER, 2) is False
     finally:
-        lease.close()
+        table.close()
 
 
 def test_ping_group_range_is_set_in_the_namespace_only(ns: str) -> None:
@@ -225,14 +225,14 @@ def test_ping_group_range_is_set_in_the_namespace_only(ns: str) -> None:
     assert Path("/proc/sys/net/ipv4/ping_group_range").read_text() == host_before
 
 
-def test_magw_cleanup_removes_the_lease_table(ns: str) -> None:
-    """`magw cleanup --dry-run` names the lease table and keeps it; `magw cleanup` deletes it (and only it)."""
+def test_magw_cleanup_removes_the_liveness_table(ns: str) -> None:
+    """`magw cleanup --dry-run` names the liveness table and keeps it; `magw cleanup` deletes it (and only it)."""
     checker.run(ns, "nft", "add", "table", "ip", "foreign")
-    lease = LeaseTable(LeaseParams(timeout=5.0, refresh=1.0), netns=ns)
+    table = LivenessTable(LivenessParams(timeout=5.0, refresh=1.0), netns=ns)
     try:
-        lease.install([ALIVE_ID])
+        table.install([ALIVE_ID])
     finally:
-        lease.close()
+        table.close()
     magw = [sys.executable, "-m", "magw.cli.main", "cleanup", "--netns", ns]
     dry = subprocess.run([*magw, "--dry-run"], capture_output=True, text=True, timeout=60, check=True)
     assert dry.stdout.splitlines()[0] == "would delete nft table ip magw_health (liveness lease)"

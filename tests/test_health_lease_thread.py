@@ -1,7 +1,7 @@
-"""The lease is held off the event loop: libnftables calls run in the LeaseKeeper's worker thread.
+"""The liveness set is held off the event loop: libnftables calls run in the LivenessKeeper's worker thread.
 
-The monitor's loop reads probe replies against 20 ms deadlines; a lease refresh (a synchronous
-libnftables round trip, four times a second) must not run on it. A stand-in lease table whose calls wait
+The monitor's loop reads probe replies against 20 ms deadlines; a liveness refresh (a synchronous
+libnftables round trip, four times a second) must not run on it. A stand-in liveness table whose calls wait
 for ticks of the loop shows it: on the loop's own thread they would wait in vain.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Iterable
 import attrs
 
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.liveness import LeaseKeeper
+from magw.health.liveness import LivenessKeeper
 from magw.health.monitor import HealthMonitor
-from magw.health.params import LeaseParams, ProbeParams
+from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import EchoSocket
 from tests.planner_seed import seed_east
 
@@ -47,13 +47,13 @@ class Ticker:
 
 
 @attrs.define
-class SlowLease:
-    """A lease table whose calls wait for the loop's ticks and note (off the loop's thread?, gate seen?)."""
+class SlowLivenessTable:
+    """A liveness table whose calls wait for the loop's ticks and note (off the loop's thread?, gate seen?)."""
 
     loop_thread: threading.Thread
     ticker: Ticker
     calls: list[tuple[str, bool, bool]] = attrs.field(factory=list)
-    leased: list[frozenset[int]] = attrs.field(factory=list)
+    refreshed: list[frozenset[int]] = attrs.field(factory=list)
     held: list[tuple[frozenset[int], float]] = attrs.field(factory=list)
 
     def _note(self, what: str) -> None:
@@ -61,7 +61,7 @@ class SlowLease:
 
     def refresh(self, ids: Iterable[int]) -> None:
         self._note("refresh")
-        self.leased.append(frozenset(ids))
+        self.refreshed.append(frozenset(ids))
 
     def withdraw(self) -> None:
         self._note("withdraw")
@@ -86,17 +86,19 @@ def no_socket(echo_id: int) -> EchoSocket:
     raise OSError(f"no probe sockets in this test (echo id {echo_id})")
 
 
-async def _run_until_leased(lease: LeaseParams) -> SlowLease:
-    """A gateway's monitor, stopped as soon as its first lease refresh returned; its lease table."""
+async def _run_until_refreshed(liveness: LivenessParams) -> SlowLivenessTable:
+    """A gateway's monitor, stopped as soon as its first liveness refresh returned; its liveness table."""
     ticker = Ticker()
-    table = SlowLease(loop_thread=threading.current_thread(), ticker=ticker)
-    mon = HealthMonitor("e-gw1", probe=ProbeParams(), lease=lease, sockets=no_socket, lease_table=lambda: table)
+    table = SlowLivenessTable(loop_thread=threading.current_thread(), ticker=ticker)
+    mon = HealthMonitor(
+        "e-gw1", probe=ProbeParams(), liveness=liveness, sockets=no_socket, liveness_table=lambda: table
+    )
     mon.update(seed_east())
     stop = asyncio.Event()
     task = asyncio.create_task(mon.run(stop))
     try:
         for _ in range(int(LIMIT * 1000)):  # bounded: until the first refresh returned
-            if table.leased:
+            if table.refreshed:
                 break
             await asyncio.sleep(0.001)
     finally:
@@ -106,19 +108,19 @@ async def _run_until_leased(lease: LeaseParams) -> SlowLease:
     return table
 
 
-async def test_monitor_refreshes_and_withdraws_its_lease_off_the_loop() -> None:
-    """A gateway's monitor installs its lease (id 1 and west's id) and, with exit hold 0, withdraws it on stop,
+async def test_monitor_refreshes_and_withdraws_its_liveness_set_off_the_loop() -> None:
+    """A gateway's monitor installs its liveness set (id 1 and west's id) and, with exit hold 0, withdraws it on stop,
     both in a worker thread while the loop keeps ticking; the table is closed at the end."""
-    table = await _run_until_leased(LeaseParams(exit_hold=0))
-    assert table.leased[0] == {ALIVE_ID, WEST_ID}
+    table = await _run_until_refreshed(LivenessParams(exit_hold=0))
+    assert table.refreshed[0] == {ALIVE_ID, WEST_ID}
     assert table.calls[0] == ("refresh", True, True)
     assert table.calls[-2:] == [("withdraw", True, True), ("close", True, True)]
 
 
-async def test_a_clean_stop_holds_the_lease_for_a_restart() -> None:
-    """By default a stop renews the last lease once for the exit hold (10 s) instead of withdrawing it: a
-    restarted agent takes it over before peers see a miss (issue 12: a restart moves no flow)."""
-    table = await _run_until_leased(LeaseParams())
+async def test_a_clean_stop_holds_the_liveness_set_for_a_restart() -> None:
+    """By default a stop renews the last liveness set once for the exit hold (10 s) instead of withdrawing it: a
+    restarted agent takes it over before peers see a miss (docs/health.md: a restart moves no flow)."""
+    table = await _run_until_refreshed(LivenessParams())
     assert table.held == [(frozenset({ALIVE_ID, WEST_ID}), 10.0)]
     assert [c[0] for c in table.calls[-2:]] == ["hold_for", "close"]
     assert "withdraw" not in [c[0] for c in table.calls]
@@ -128,8 +130,8 @@ async def test_keeper_removes_the_table_off_the_loop_when_the_role_goes() -> Non
     """hold(None) (no gateway role any more) removes and closes the table in the worker thread; release()
     afterwards has nothing to withdraw."""
     ticker = Ticker()
-    table = SlowLease(loop_thread=threading.current_thread(), ticker=ticker)
-    keeper = LeaseKeeper(lambda: table, node="e-gw1")
+    table = SlowLivenessTable(loop_thread=threading.current_thread(), ticker=ticker)
+    keeper = LivenessKeeper(lambda: table, node="e-gw1")
     try:
         await keeper.hold(frozenset({ALIVE_ID}))
         await keeper.hold(None)

@@ -1,4 +1,4 @@
-"""The health monitor with fake sockets and a fake clock: detection time, fast replan signal, leases, retargeting."""
+"""The health monitor with fake sockets and clock: detection time, fast replan signal, liveness ids, retargeting."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from magw.health.echoids import ALIVE_ID, reach_ids
 from magw.health.monitor import HealthMonitor
-from magw.health.params import LeaseParams, ProbeParams
+from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import Reply
 from magw.model import Health
 from tests.planner_seed import seed_east
@@ -66,7 +66,7 @@ def monitor(
     mon = HealthMonitor(
         node,
         probe=params or ProbeParams(startup_grace=0),
-        lease=LeaseParams(),
+        liveness=LivenessParams(),
         on_change=lambda h: changes.append((net.clock, h)),
         rng=lambda: 0.5,  # every interval is 90 ms (100 ms less half the 20% jitter), first probe at 50 ms,
         clock=lambda: net.clock,  # every fast interval 27 ms
@@ -158,7 +158,7 @@ def test_a_single_miss_is_followed_by_one_fast_probe_then_the_normal_interval() 
 
 def test_recovery_needs_three_replies() -> None:
     """e-gw1 is silent from the start. Never seen answering, it is confirmed at the normal interval: down at
-    0.25 (probes at 0.05, 0.14, 0.23; a starting cluster's gateways get the time to take their lease). It
+    0.25 (probes at 0.05, 0.14, 0.23; a starting cluster's gateways get the time to fill their liveness set). It
     answers the probe at 1.04; the next two go out at the fast interval (1.067, 1.094); the third consecutive
     reply, at 1.095, brings it back (hysteresis)."""
     net = FakeNet(silent={(GW1, ALIVE_ID)})
@@ -199,18 +199,18 @@ def test_gateway_that_lost_a_cluster_is_avoided_for_it_only() -> None:
     assert mon.planning_snapshot(seed_east()).health.usable("e-gw2") is True
 
 
-def test_gateway_leases_reach_while_a_remote_gateway_answers() -> None:
-    """e-gw1 leases id 1 and west's id; when both west gateways go silent it keeps only id 1."""
+def test_gateway_answers_reach_while_a_remote_gateway_answers() -> None:
+    """e-gw1 answers id 1 and west's id; when both west gateways go silent it keeps only id 1."""
     net = FakeNet()
     mon = monitor("e-gw1", net, [])
     advance(mon, net, 0.5)
-    assert (mon.plan.mode, mon.leases) == ("gateway", frozenset({ALIVE_ID, WEST_ID}))
+    assert (mon.plan.mode, mon.liveness_ids) == ("gateway", frozenset({ALIVE_ID, WEST_ID}))
     net.silent |= {(W_GW1, ALIVE_ID)}
     advance(mon, net, 1.0)
-    assert (mon.health.down, mon.leases) == (frozenset({"w-gw1"}), frozenset({ALIVE_ID, WEST_ID}))
+    assert (mon.health.down, mon.liveness_ids) == (frozenset({"w-gw1"}), frozenset({ALIVE_ID, WEST_ID}))
     net.silent |= {(W_GW2, ALIVE_ID)}
     advance(mon, net, 1.5)
-    assert (mon.health.down, mon.leases) == (frozenset({"w-gw1", "w-gw2"}), frozenset({ALIVE_ID}))
+    assert (mon.health.down, mon.liveness_ids) == (frozenset({"w-gw1", "w-gw2"}), frozenset({ALIVE_ID}))
 
 
 def test_single_gateway_standby_takes_over_probing_when_the_active_one_dies() -> None:
@@ -265,31 +265,31 @@ def test_gateway_published_after_start_is_used_only_once_it_answers() -> None:
     assert mon.health == Health(reach={"e-gw1": {"west"}, "e-gw2": {"west"}})
 
 
-def test_lease_waits_for_a_sync_of_the_current_role() -> None:
-    """With require_sync (the route agent): no id is leased until a sync of a plan made with the node's own
+def test_liveness_waits_for_a_sync_of_the_current_role() -> None:
+    """With require_sync (the route agent): no id is answered until a sync of a plan made with the node's own
     Endpoint published succeeded; a failed sync does not count. Becoming a standby (or taking over) changes
     nothing: a node taking over keeps answering while it builds its tunnel. Re-publication needs a new sync."""
     net = FakeNet()
-    mon = HealthMonitor("e-gw1", probe=ProbeParams(), lease=LeaseParams(), rng=lambda: 0.5,
+    mon = HealthMonitor("e-gw1", probe=ProbeParams(), liveness=LivenessParams(), rng=lambda: 0.5,
                         clock=lambda: net.clock, sockets=net.socket, require_sync=True)  # type: ignore[arg-type]  # fmt: skip
     snap = seed_east()
     mon.update(snap)
-    assert mon.leases == frozenset()
+    assert mon.liveness_ids == frozenset()
     mon.planning_snapshot(snap)
     mon.synced(False)
-    assert mon.leases == frozenset()
+    assert mon.liveness_ids == frozenset()
     mon.synced(True)
-    assert mon.leases == {ALIVE_ID, WEST_ID}
+    assert mon.liveness_ids == {ALIVE_ID, WEST_ID}
     standby = attrs.evolve(snap, config=attrs.evolve(snap.config, multi_active=False), endpoints=[
         *snap.endpoints, attrs.evolve(snap.endpoints[0], hostname="e-gw0")])  # fmt: skip
     mon.update(standby)  # e-gw0 sorts first: e-gw1 becomes a standby
-    assert mon.leases == {ALIVE_ID, WEST_ID}
+    assert mon.liveness_ids == {ALIVE_ID, WEST_ID}
     mon.update(attrs.evolve(snap, endpoints=snap.endpoints[1:]))  # our endpoint expired
-    assert mon.leases == frozenset()
+    assert mon.liveness_ids == frozenset()
     mon.planning_snapshot(attrs.evolve(snap, endpoints=snap.endpoints[1:]))
     mon.synced(True)
     mon.update(snap)  # published again: answers only after the next sync
-    assert mon.leases == frozenset()
+    assert mon.liveness_ids == frozenset()
     mon.planning_snapshot(snap)
     mon.synced(True)
-    assert mon.leases == {ALIVE_ID, WEST_ID}
+    assert mon.liveness_ids == {ALIVE_ID, WEST_ID}

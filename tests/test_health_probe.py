@@ -1,7 +1,7 @@
-"""The health monitor against a real kernel: ping sockets in one namespace, a leased answerer in another.
+"""The health monitor against a real kernel: ping sockets in one namespace, an answerer in another.
 
 A worker ``a`` (240.66.0.1) probes its local gateway ``b`` (240.66.0.2) whose
-lease table we drive by hand. Every wait is bounded (polling up to a few
+liveness table we drive by hand. Every wait is bounded (polling up to a few
 seconds); assertions are on the final Health, never on how long it took.
 """
 
@@ -16,9 +16,9 @@ from ipaddress import IPv4Address, IPv4Network
 import pytest
 
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.liveness import LeaseTable
+from magw.health.liveness import LivenessTable
 from magw.health.monitor import HealthMonitor
-from magw.health.params import LeaseParams, ProbeParams
+from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import EchoSocket, PingSocketError, enable_ping_sockets
 from magw.model import Cluster, Endpoint, Health, Node, Snapshot
 from tests import netns as checker
@@ -62,35 +62,35 @@ async def until(condition: Callable[[], bool], limit: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: tuple[str, str]) -> None:
-    """b leases 1 and west's id: up and reaching west. Lease only 1: reach lost. Lease nothing: b down.
-    Lease again: b back. Each change reached on_change, whose last value is checked."""
+async def test_worker_sees_alive_reach_loss_and_death_of_an_answering_gateway(pair: tuple[str, str]) -> None:
+    """b answers 1 and west's id: up and reaching west. Only 1: reach lost. Nothing: b down.
+    Both again: b back. Each change reached on_change, whose last value is checked."""
     a, b = pair
     enable_ping_sockets(a)
-    lease = LeaseTable(LeaseParams(timeout=30.0, refresh=1.0), netns=b)
+    table = LivenessTable(LivenessParams(timeout=30.0, refresh=1.0), netns=b)
     changes: list[Health] = []
     seen: list[Health] = []
-    mon = HealthMonitor("a", probe=ProbeParams(), lease=LeaseParams(), netns=a, on_change=changes.append)
+    mon = HealthMonitor("a", probe=ProbeParams(), liveness=LivenessParams(), netns=a, on_change=changes.append)
     mon.update(SNAPSHOT)
     stop = asyncio.Event()
     task = asyncio.create_task(mon.run(stop))
     try:
-        lease.install([ALIVE_ID, WEST_ID])
+        table.install([ALIVE_ID, WEST_ID])
         await until(lambda: mon.states().get((IPv4Address("240.66.0.2"), WEST_ID)) is not None)
         seen.append(mon.health)
-        lease.refresh([ALIVE_ID])
+        table.refresh([ALIVE_ID])
         await until(lambda: mon.health != seen[-1])
         seen.append(mon.health)
-        lease.refresh([])
+        table.refresh([])
         await until(lambda: mon.health != seen[-1])
         seen.append(mon.health)
-        lease.refresh([ALIVE_ID, WEST_ID])
+        table.refresh([ALIVE_ID, WEST_ID])
         await until(lambda: mon.health.down == frozenset() and mon.health != seen[-1])
         seen.append(mon.health)
     finally:
         stop.set()
         await task
-        lease.close()
+        table.close()
     assert seen == [
         Health(reach={"b": {"west"}}),
         Health(reach={"b": set()}),
@@ -101,19 +101,19 @@ async def test_worker_sees_alive_reach_loss_and_death_of_a_leased_gateway(pair: 
 
 
 @pytest.mark.parametrize(("exit_hold", "after_stop"), [(0.0, ([], False)), (10.0, ([ALIVE_ID, WEST_ID], True))])
-async def test_gateway_monitor_holds_its_lease_and_withdraws_it_on_stop(
+async def test_gateway_monitor_holds_its_liveness_set_and_withdraws_it_on_stop(
     pair: tuple[str, str], exit_hold: float, after_stop: tuple[list[int], bool]
 ) -> None:
-    """b's own monitor installs the lease table with id 1 and west's id (no evidence west is lost),
+    """b's own monitor installs the liveness table with id 1 and west's id (no evidence west is lost),
     answers a's probes while it runs, and when it stops empties the set (exit hold 0) or keeps answering
-    for the exit hold (the default: a restart takes the lease over)."""
+    for the exit hold (the default: a restart takes the liveness set over)."""
     a, b = pair
     enable_ping_sockets(b)
     enable_ping_sockets(a)
     listed: list[list[int]] = []
     answers: list[bool] = []
 
-    mon = HealthMonitor("b", probe=ProbeParams(), lease=LeaseParams(exit_hold=exit_hold), netns=b)
+    mon = HealthMonitor("b", probe=ProbeParams(), liveness=LivenessParams(exit_hold=exit_hold), netns=b)
     mon.update(SNAPSHOT)
     stop = asyncio.Event()
     task = asyncio.create_task(mon.run(stop))

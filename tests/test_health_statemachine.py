@@ -11,17 +11,17 @@ from hypothesis import strategies as st
 
 from magw.health.book import SEQ_MOD, Outcome, ProbeBook, jittered
 from magw.health.echoids import ALIVE_ID, REACH_BASE, cluster_of, reach_ids
-from magw.health.params import LeaseParams, ProbeParams
-from magw.health.statemachine import NEW_LATER, FailPolicy, Liveness, PeerState
+from magw.health.params import LivenessParams, ProbeParams
+from magw.health.statemachine import NEW_LATER, FailPolicy, PeerState, ProbeState
 
 P = ProbeParams()  # 100 ms, 20 ms timeout, down after 3, up after 3
 
 
 def run(
-    outcomes: str, *, params: ProbeParams = P, policy: FailPolicy = "always", start: Liveness | None = None
+    outcomes: str, *, params: ProbeParams = P, policy: FailPolicy = "always", start: ProbeState | None = None
 ) -> list[str]:
     """Feed 's' (success) / 'm' (miss) outcomes; the state after each one."""
-    state = start or Liveness()
+    state = start or ProbeState()
     seen = []
     for c in outcomes:
         state = state.observe(c == "s", params, policy=policy)
@@ -31,12 +31,12 @@ def run(
 
 def test_defaults_are_the_documented_ones() -> None:
     """100 ms interval (30 ms in transition), 20 ms reply timeout, down after 3 misses, up after 3 successes,
-    20% jitter; 1 s lease. A shorter interval than 30 ms also shortens the fast interval to it."""
+    20% jitter; 1 s liveness timeout. A shorter interval than 30 ms also shortens the fast interval to it."""
     assert (P.interval, P.fast_interval, P.timeout, P.down_after, P.up_after, P.jitter) == (0.1, 0.03, 0.02, 3, 3, 0.2)
     assert P.startup_grace == 3.0
     assert ProbeParams(interval=0.02, timeout=0.01).fast_interval == 0.02
     assert ProbeParams(interval=1.0, fast_interval=0.5).fast_interval == 0.5
-    assert (LeaseParams().timeout, LeaseParams().refresh) == (1.0, 0.25)
+    assert (LivenessParams().timeout, LivenessParams().refresh) == (1.0, 0.25)
 
 
 def test_first_success_makes_an_unknown_peer_up() -> None:
@@ -79,17 +79,17 @@ def test_after_seen_policy_fails_only_a_peer_that_answered() -> None:
 def test_never_policy_keeps_a_standby_as_it_was() -> None:
     """A standby's misses change nothing (it is not expected to answer); its replies still bring it up."""
     assert run("smmmmm", policy="never") == ["up"] * 6
-    standby = Liveness(state=PeerState.UP)
+    standby = ProbeState(state=PeerState.UP)
     for _ in range(5):
         standby = standby.observe(False, P, policy="never")
     assert (standby.misses, standby.observe(False, P).state) == (0, PeerState.UP)  # active now: counts from 0
-    down = Liveness(state=PeerState.DOWN, misses=3)
+    down = ProbeState(state=PeerState.DOWN, misses=3)
     assert run("mmsss", policy="never", start=down) == ["down", "down", "down", "down", "up"]
 
 
 def test_a_late_peer_is_unusable_until_its_first_reply() -> None:
     """A gateway that appears after start is pending (down for the planner) until it answers once."""
-    assert (NEW_LATER.down, Liveness().down) == (True, False)
+    assert (NEW_LATER.down, ProbeState().down) == (True, False)
     assert run("mms", start=NEW_LATER) == ["pending", "pending", "up"]
     assert run("mmm", start=NEW_LATER) == ["pending", "pending", "down"]
 
@@ -111,8 +111,8 @@ def test_in_transition_while_a_run_can_still_change_usability() -> None:
     """Misses of an up peer that may fail, or successes of a down peer, are a transition (probed at the fast
     interval); a peer that is settled, never seen answering, or whose misses cannot take it down, is not."""
 
-    def after(outcomes: str, policy: FailPolicy = "always", start: Liveness | None = None) -> bool:
-        state = start or Liveness()
+    def after(outcomes: str, policy: FailPolicy = "always", start: ProbeState | None = None) -> bool:
+        state = start or ProbeState()
         for c in outcomes:
             state = state.observe(c == "s", P, policy=policy)
         return state.in_transition(policy)
@@ -129,7 +129,7 @@ def test_in_transition_while_a_run_can_still_change_usability() -> None:
 
 def test_liveness_counts_one_run_at_a_time() -> None:
     """The state keeps the current run only: misses and successes are never both non-zero."""
-    state = Liveness()
+    state = ProbeState()
     for c in "ssmmsmmmss":
         state = state.observe(c == "s", P)
         assert 0 in (state.misses, state.successes)
@@ -156,10 +156,10 @@ def test_bad_probe_params_fail_with_one_line(kwargs: dict[str, float], message: 
     assert str(info.value) == message
 
 
-def test_bad_lease_params_fail_with_one_line() -> None:
-    """The lease must be renewed at least twice per lifetime, so one lost refresh never expires it."""
+def test_bad_liveness_params_fail_with_one_line() -> None:
+    """The liveness set must be renewed at least twice per lifetime, so one lost refresh never expires it."""
     with pytest.raises(ValueError) as info:
-        LeaseParams(timeout=1.0, refresh=0.6)
+        LivenessParams(timeout=1.0, refresh=0.6)
     assert str(info.value) == "lease refresh: must be at most half the lease timeout 1.0, got 0.6"
 
 

@@ -1,4 +1,4 @@
-"""Who probes whom with which echo ids, what the states mean as Health, and which ids a gateway leases. Pure."""
+"""Who probes whom with which echo ids, what the states mean as Health, and which ids a gateway answers. Pure."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import attrs
 
 from magw.desired.node.planner import plan
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.statemachine import Liveness, PeerState
+from magw.health.statemachine import PeerState, ProbeState
 from magw.health.targets import NO_PLAN, ProbeTarget, probe_plan
-from magw.health.view import lease_ids, merged, probed_health, published
+from magw.health.view import liveness_ids, merged, probed_health, published
 from magw.model import Health
 from tests.planner_seed import seed_east, with_health
 
 WEST_ID = reach_ids(["west"])["west"]
-UP = Liveness(state=PeerState.UP)
-DOWN = Liveness(state=PeerState.DOWN, misses=3)
+UP = ProbeState(state=PeerState.UP)
+DOWN = ProbeState(state=PeerState.DOWN, misses=3)
 
 
 def test_worker_probes_every_local_gateway_with_alive_and_reach_ids() -> None:
@@ -103,31 +103,31 @@ def test_probed_health_changes_the_plan_to_one_group_member() -> None:
 
 def test_merge_unions_down_and_intersects_reach() -> None:
     """An operator's Health document and the probes combine: down if either says so, reach only where both agree."""
-    broker = Health(down={"w-gw1"}, reach={"e-gw1": {"west", "north"}})
+    document = Health(down={"w-gw1"}, reach={"e-gw1": {"west", "north"}})
     probed = Health(down={"e-gw2"}, reach={"e-gw1": {"west"}, "e-gw2": {"west"}})
-    assert merged(broker, probed) == Health(down={"w-gw1", "e-gw2"}, reach={"e-gw1": {"west"}, "e-gw2": {"west"}})
+    assert merged(document, probed) == Health(down={"w-gw1", "e-gw2"}, reach={"e-gw1": {"west"}, "e-gw2": {"west"}})
 
 
-def test_gateway_leases_alive_and_every_reachable_cluster() -> None:
+def test_gateway_answers_alive_and_every_reachable_cluster() -> None:
     """A gateway answers id 1 and west's reach id while any west gateway is not down in its own view."""
-    assert lease_ids(seed_east(), "e-gw1", Health(down={"w-gw1"})) == {ALIVE_ID, WEST_ID}
+    assert liveness_ids(seed_east(), "e-gw1", Health(down={"w-gw1"})) == {ALIVE_ID, WEST_ID}
 
 
 def test_gateway_stops_leasing_a_cluster_whose_gateways_are_all_down() -> None:
-    """Lost every west gateway (e.g. its WAN link is down): only id 1 stays leased."""
-    assert lease_ids(seed_east(), "e-gw1", Health(down={"w-gw1", "w-gw2"})) == {ALIVE_ID}
+    """Lost every west gateway (e.g. its WAN link is down): only id 1 stays in the liveness set."""
+    assert liveness_ids(seed_east(), "e-gw1", Health(down={"w-gw1", "w-gw2"})) == {ALIVE_ID}
 
 
-def test_workers_lease_nothing() -> None:
-    """A worker has no lease table at all (None), so its VTEP answers pings as any host would."""
-    assert lease_ids(seed_east(), "e-w1", Health()) is None
+def test_workers_answer_nothing() -> None:
+    """A worker has no liveness table at all (None), so its VTEP answers pings as any host would."""
+    assert liveness_ids(seed_east(), "e-w1", Health()) is None
 
 
 def test_gateway_answers_nothing_before_its_endpoint_is_published_or_its_role_is_synced() -> None:
     """Without its own Endpoint, or while not ready (its kernel not yet synced to its role), a gateway node
-    keeps its lease table but leases no id: probes of it fail."""
+    keeps its liveness table but answers no id: probes of it fail."""
     snap = seed_east()
     unpublished = attrs.evolve(snap, endpoints=[e for e in snap.endpoints if e.hostname != "e-gw1"])
-    assert lease_ids(unpublished, "e-gw1", Health()) == frozenset()
-    assert lease_ids(snap, "e-gw1", Health(), ready=False) == frozenset()
+    assert liveness_ids(unpublished, "e-gw1", Health()) == frozenset()
+    assert liveness_ids(snap, "e-gw1", Health(), ready=False) == frozenset()
     assert [published(unpublished, "e-gw1"), published(snap, "e-gw1")] == [False, True]

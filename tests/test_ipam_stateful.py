@@ -1,6 +1,6 @@
 """A hypothesis state machine over the pure Globalnet plan: random create, update and delete of every kind,
 gateways coming and going, time passing, and "restarts" (the plan keeps no memory: each step starts from
-what the broker holds). After every step, converged, the issue's invariants hold:
+what the broker holds). After every step, converged, these invariants hold:
 
 - no address is held twice; every held address is in exactly one live object's status;
 - a deleted object holds nothing; a live object's addresses never change (unless its numberOfIPs did);

@@ -1,6 +1,6 @@
-"""Faults of the API servers (issue 13): a route agent fed by the Kubernetes source, and the broker sync, through
-server restarts mid-watch, repeated 410s, dropped connections, slow responses, a stale view and a broker gone for
-a minute. Through all of them: nothing pruned before a relist completes, nothing flushed, convergence after.
+"""Faults of the API servers (docs/kubernetes.md): a route agent fed by the Kubernetes source, and the broker sync,
+through server restarts mid-watch, repeated 410s, dropped connections, slow responses, a stale view and a broker gone
+for a minute. Through all of them: nothing pruned before a relist completes, nothing flushed, convergence after.
 
 The route agent runs in this process on the fake kernel (``magw.daemons.route_agent.node_driver.fake_driver``); after
 every sync
@@ -61,15 +61,15 @@ class Watched:
 
     @property
     def source(self) -> KubeSource:
-        assert self.agent is not None and isinstance(self.agent.broker, KubeSource)
-        return self.agent.broker
+        assert self.agent is not None and isinstance(self.agent.source, KubeSource)
+        return self.agent.source
 
 
 @contextlib.asynccontextmanager
 async def agent_on(env: KubeEnv) -> AsyncIterator[Watched]:
     source = KubeSource(env.client, local_cluster="east", namespace=ko.NS, globalnet=False, timing=FAST)
     watched = Watched()
-    agent = RouteAgent(broker=source, node="e-w1", driver=watched, resync_period=0.5, registry=CollectorRegistry())
+    agent = RouteAgent(source=source, node="e-w1", driver=watched, resync_period=0.5, registry=CollectorRegistry())
     watched.agent = agent
     stop = asyncio.Event()
     task = asyncio.create_task(agent.serve(stop))

@@ -13,7 +13,7 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.model import Endpoint
-from magw.sources.kube.conditions import Condition, find_condition, merge_conditions, set_condition
+from magw.sources.kube.conditions import KubeCondition, find_condition, merge_conditions, set_condition
 from magw.sources.kube.status import (
     GATEWAYS,
     GROUP,
@@ -31,8 +31,8 @@ T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
 
 
-def ready(status: Any, reason: str = "Connected", message: str = "", generation: int | None = None) -> Condition:
-    return Condition(type="Ready", status=status, reason=reason, message=message, observed_generation=generation)
+def ready(status: Any, reason: str = "Connected", message: str = "", generation: int | None = None) -> KubeCondition:
+    return KubeCondition(type="Ready", status=status, reason=reason, message=message, observed_generation=generation)
 
 
 # --- conditions -------------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def test_condition_rejects_what_the_api_server_would(field: str, value: str) -> 
     args: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "Ok"}
     args[field] = value
     with pytest.raises(ValueError, match=field if field != "status" else "'status'"):
-        Condition(**args)
+        KubeCondition(**args)
 
 
 def test_merge_conditions_keeps_the_servers_time_unless_the_status_changed() -> None:

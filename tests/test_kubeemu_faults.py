@@ -1,8 +1,8 @@
 """The emulator's fault API, as the real kubernetes-asyncio client experiences each fault.
 
-These are the building blocks of the Kubernetes sources' fault tests (issue 13 item 7): a server restart
-mid-watch, dropped watch connections, slow responses, failing requests. Each test shows what the client sees,
-so that a source's handling can be written against it.
+These are the building blocks of the Kubernetes sources' fault tests (docs/kubernetes.md, "When an API
+server is down"): a server restart mid-watch, dropped watch connections, slow responses, failing requests.
+Each test shows what the client sees, so that a source's handling can be written against it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiException, CoreV1Api, CustomObjectsApi
 
 from magw.kubeemu import Emulator, from_crd
-from magw.kubeemu.history import Event
+from magw.kubeemu.history import HistoryEvent
 from magw.kubeemu.resources import BUILTIN, CrdError
 from magw.kubeemu.watch import Watcher
 from magw.sources.kube.client import api_client, write_kubeconfig
@@ -169,7 +169,7 @@ def test_slow_watcher_is_closed_when_its_queue_overflows() -> None:
     w = Watcher(rt, None, lambda o: True, limit=3)
     w.live = True
     for rv in range(2, 7):
-        w.offer(Event(rv, "ADDED", rt.key, ("", f"n{rv}"), {"metadata": {"name": f"n{rv}"}}, None))
+        w.offer(HistoryEvent(rv, "ADDED", rt.key, ("", f"n{rv}"), {"metadata": {"name": f"n{rv}"}}, None))
     assert w.ended == "overflow"
 
 

@@ -218,7 +218,7 @@ async def test_watch_from_a_compacted_version_is_one_error_event_410_expired(kub
 
 async def test_kubernetes_asyncio_retries_a_410_once_with_the_same_version_then_raises(kube: Kube) -> None:
     """What the client sees without timeout_seconds: Watch retries a 410 once, with the same resourceVersion
-    (so it fails again), then raises ApiException(410). A source must re-list on 410 itself (issue 13)."""
+    (so it fails again), then raises ApiException(410). A source must re-list on 410 itself (docs/kubernetes.md)."""
     emulator, client = kube
     core = CoreV1Api(client)
     old = (await core.list_node()).metadata.resource_version

@@ -1,4 +1,4 @@
-"""End to end in the egress gateway lab (issue 15): ``magw lab up --topology examples/lab-egress-gateway.yaml``,
+"""End to end in the egress gateway lab (docs/lab.md): ``magw lab up --topology examples/lab-egress-gateway.yaml``,
 real keepalived and conntrackd, the real daemons, traffic over TCP and UDP.
 
 The oracle is the example's own text, written out below (which pod is bound to which VIP, which address each

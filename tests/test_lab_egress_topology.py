@@ -13,7 +13,7 @@ import yaml
 from magw.desired.egressgw.bindings import resolve
 from magw.lab.errors import LabInputError
 from magw.lab.planes.daemons import write_broker
-from magw.lab.planes.egressgw import egress_model, outside_commands, outside_ip, outside_ns
+from magw.lab.planes.egressgw import egressgw_model, outside_commands, outside_ip, outside_ns
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import load_topology, parse_topology
 from magw.model.egressgw import EgressBinding
@@ -30,7 +30,7 @@ def test_the_example_round_trips_and_gives_full_node_names_and_the_underlay_rang
     topo = load_topology(EXAMPLE)
     assert parse_topology(topo.to_doc()) == topo
     lab = layout("eg", topo)
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     shop = model.vip("shop")
     assert shop is not None and shop.candidates == ("east-gw1", "east-gw2")
     assert shop.vip == IPv4Address("172.17.0.200") and shop.vrid == 50
@@ -55,10 +55,10 @@ def test_the_documents_parse_through_the_file_broker_into_the_snapshot(tmp_path:
     assert broker.problem_files() == frozenset()
     snap = broker.snapshot
     assert snap is not None
-    assert snap.egress.vips == egress_model(lab).vips
-    assert snap.egress.config == egress_model(lab).config
+    assert snap.egressgw.vips == egressgw_model(lab).vips
+    assert snap.egressgw.config == egressgw_model(lab).config
     # The workloads came along: the resolver finds the bound pods from what the broker read.
-    r = resolve(snap.egress, snap.globalnet.services, snap.globalnet.pods)
+    r = resolve(snap.egressgw, snap.globalnet.services, snap.globalnet.pods)
     east = lab.cluster("east")
     by_short = {p.short: p.ip for p in east.pods}
     assert r.of("shop").services == ("shop/cart", "shop/pay")

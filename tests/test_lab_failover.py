@@ -25,7 +25,7 @@ from magw.lab.planes.daemons import agent_status, daemons_installed
 from magw.lab.scenarios.failover import FailoverResult, measure_failover, measure_recovery
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout
 from magw.lab.spec.topology import Topology, parse_topology
-from magw.lab.verify.connectivity import Target, probe_many
+from magw.lab.verify.connectivity import TrafficTarget, probe_many
 from magw.lab.verify.matrix import Cell, run_matrix
 from magw.model.vtep import vtep_ip
 from tests import netns as checker
@@ -113,7 +113,7 @@ def unreachable(lab: LabLayout, dead: str) -> list[str]:
     node, or behind a service with a backend there, cannot answer, so they are left out)."""
     live = [p for p in lab.pods if p.node != dead]
     plan = {
-        c.namespace: [Target(proto=pr, ip=t.ip, port=ECHO_PORT) for t in live if t.cluster != c.cluster for pr in
+        c.namespace: [TrafficTarget(proto=pr, ip=t.ip, port=ECHO_PORT) for t in live if t.cluster != c.cluster for pr in
                       ("tcp", "udp")]
         for c in live
     }  # fmt: skip

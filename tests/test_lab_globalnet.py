@@ -1,4 +1,4 @@
-"""End to end, Globalnet (issue 12, item 5): three clusters with IDENTICAL pod and service CIDRs, real daemons.
+"""End to end, Globalnet (docs/globalnet.md): three clusters with IDENTICAL pod and service CIDRs, real daemons.
 
 east has 3 gateways, west and north 2; every cluster has one worker and one default pod per node, and exports
 a ClusterIP service ``echo``; east also has namespace ``shop`` with pods ``db-0`` (role: db), ``web-0`` (backs
@@ -31,7 +31,7 @@ from magw.lab.scenarios.failover import measure_failover
 from magw.lab.scenarios.globalnet_demo import demo_topology, matrix_text, run_globalnet_matrix
 from magw.lab.spec.layout import ECHO_PORT, LabLayout
 from magw.lab.spec.topology import Topology
-from magw.lab.verify.connectivity import Target, probe, udp_flows
+from magw.lab.verify.connectivity import TrafficTarget, probe, udp_flows
 from magw.model.globalnet import GlobalIPStatus, ObjectRef
 from magw.model.vtep import vtep_ip
 from magw.sources.file.broker import FileBroker
@@ -109,7 +109,7 @@ def direct(st: LabState, cluster: str = "west") -> IPv4Address:
 
 
 def seen(ns: str, ip: IPv4Address, proto: str) -> str:
-    (result,) = probe(ns, [Target(proto=proto, ip=ip, port=ECHO_PORT)], timeout=2.0, attempts=3)
+    (result,) = probe(ns, [TrafficTarget(proto=proto, ip=ip, port=ECHO_PORT)], timeout=2.0, attempts=3)
     assert result.ok, f"{ns} -> {proto}:{ip}: {result.error}"
     assert result.seen_ip is not None
     return result.seen_ip
@@ -128,7 +128,7 @@ def test_every_exported_service_is_reachable_by_its_global_ip(lab: tuple[LabLayo
             if dst.id == src.id:
                 continue
             gip = ingress_ip(st, dst.id, "default", "svc-echo")
-            (r,) = probe(client, [Target(proto=proto, ip=gip, port=ECHO_PORT)], timeout=2.0, attempts=3)
+            (r,) = probe(client, [TrafficTarget(proto=proto, ip=gip, port=ECHO_PORT)], timeout=2.0, attempts=3)
             if not r.ok or not (r.server or "").startswith(f"{dst.id}-"):
                 failures.append(f"{src.id} -> {dst.id} {gip}: ok={r.ok} server={r.server} error={r.error}")
     assert failures == []
@@ -160,7 +160,7 @@ def test_a_headless_pod_is_reachable_by_its_global_ip(lab: tuple[LabLayout, LabS
     web = ingress_ip(st, "east", "shop", "pod-web-0")
     for cluster in ("west", "north"):
         client = layout_.cluster(cluster).pods[0]
-        (r,) = probe(client.namespace, [Target(proto=proto, ip=web, port=ECHO_PORT)], timeout=2.0, attempts=3)
+        (r,) = probe(client.namespace, [TrafficTarget(proto=proto, ip=web, port=ECHO_PORT)], timeout=2.0, attempts=3)
         assert r.ok, f"{cluster} -> web-0 {web}: {r.error}"
         assert r.server is not None and r.server.endswith("web-0")
         # the client is itself a headless pod (service "direct"): web-0 sees the client's own global IP
@@ -213,7 +213,7 @@ def test_a_reply_that_reaches_the_wrong_gateway_still_gets_home(lab: tuple[LabLa
             assert seen(gw1.namespace, target, proto) in mine
         for ip in mine:
             checker.run(gw2.namespace, "ip", "route", "del", f"{ip}/32", "table", "100", "metric", "98")
-        (lost,) = probe(gw1.namespace, [Target(proto="udp", ip=target, port=ECHO_PORT)], timeout=1.0, attempts=2)
+        (lost,) = probe(gw1.namespace, [TrafficTarget(proto="udp", ip=target, port=ECHO_PORT)], timeout=1.0, attempts=2)
         assert not lost.ok, "without east-gw2's /32 the replies that land there are lost"
     finally:
         for ns, routes in [*saved.items(), (gw2.namespace, on_gw2)]:

@@ -1,4 +1,4 @@
-"""A Globalnet lab's broker documents, read back through ``FileBroker`` as the controller reads them (issue 12)."""
+"""A Globalnet lab's broker documents, read back through ``FileBroker`` as the controller reads them (docs/lab.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kernel test: ``up`` of a Globalnet lab (issue 12, item 4) starts one ``magw-globalnet`` per cluster, which
+"""Kernel test: ``up`` of a Globalnet lab (docs/lab.md) starts one ``magw-globalnet`` per cluster, which
 allocate every gateway's cluster egress IPs and the exported services' global IPs; ``status --json`` shows them.
 
 Three clusters with IDENTICAL pod and service CIDRs, kept small (a shared VM runs these). Inter-cluster traffic

@@ -18,7 +18,7 @@ from magw.lab.planes.daemons import globalnet_missing, read_views, write_broker
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, layout
 from magw.lab.spec.topology import load_topology
-from magw.lab.verify.connectivity import Target
+from magw.lab.verify.connectivity import TrafficTarget
 from magw.sources.file.broker import FileBroker
 from magw.sources.file.globalnet_store import GlobalnetStore
 
@@ -28,7 +28,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.y
 def allocate(directory: Path, cluster: str) -> None:
     """Run cluster's controller until it writes nothing more."""
     ctl = GlobalnetController(
-        broker=FileBroker(directory, local_cluster=cluster),
+        source=FileBroker(directory, local_cluster=cluster),
         store=GlobalnetStore(directory, cluster),
         grace=timedelta(seconds=300),
     )
@@ -95,7 +95,8 @@ def test_remote_plan_probes_the_exported_services_of_other_clusters_by_global_ip
     east_client = lab.cluster("east").pods_of("east-w1")[0].namespace
     gips = {c: views[c].service_ip("default", "echo") for c in ("west", "north")}
     assert sorted(plan[east_client], key=str) == sorted(
-        [Target(proto=p, ip=ip, port=8080) for ip in gips.values() if ip is not None for p in ("tcp", "udp")], key=str
+        [TrafficTarget(proto=p, ip=ip, port=8080) for ip in gips.values() if ip is not None for p in ("tcp", "udp")],
+        key=str,
     )
     assert len(plan) == len(lab.nodes)  # the first pod of every node
     # Without views (no Globalnet): pod IPs, as before.

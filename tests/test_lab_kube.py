@@ -1,4 +1,4 @@
-"""Kernel test: ``magw lab up --control-plane kube`` (issue 13): the daemons fed by API server emulators.
+"""Kernel test: ``magw lab up --control-plane kube`` (docs/lab.md): the daemons fed by API server emulators.
 
 The default two-cluster lab with one emulator per cluster and one for the broker. What the daemons wrote is
 read with kubernetes-asyncio (the client the daemons use), through each emulator's kubeconfig, not through

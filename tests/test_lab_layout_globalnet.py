@@ -1,4 +1,4 @@
-"""Layout and kube-proxy script of a lab with extra pods, namespaces, selectors and headless services (issue 12)."""
+"""Layout and kube-proxy script of a lab with extra pods, namespaces, selectors and headless services (docs/lab.md)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ Kernel tests: every lab has a unique random name and is removed after its test
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from magw.lab.errors import LabError
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.spec.topology import default_topology, parse_topology
-from magw.lab.verify.connectivity import ProbeResult, Target, probe
+from magw.lab.verify.connectivity import ConnectivityResult, TrafficTarget, probe
 from tests import netns as checker
 from tests.labkit import NOTHING_LEFT, leftovers, running_lab, unique_name
 
@@ -43,7 +45,7 @@ def test_every_pod_reaches_every_pod_of_its_cluster(lab: tuple[LabLayout, LabSta
     for cluster in layout_.clusters:
         for node in cluster.nodes:
             client = cluster.pods_of(node.name)[0]
-            targets = [Target(proto=p, ip=t.ip, port=ECHO_PORT) for t in cluster.pods for p in ("tcp", "udp")]
+            targets = [TrafficTarget(proto=p, ip=t.ip, port=ECHO_PORT) for t in cluster.pods for p in ("tcp", "udp")]
             results = probe(client.namespace, targets)
             assert [(r.target, r.ok, r.seen_ip) for r in results] == [(t, True, str(client.ip)) for t in targets]
             servers = [r.server for r in results]
@@ -56,7 +58,7 @@ def test_local_service_is_dnat_to_its_backends(lab: tuple[LabLayout, LabState]) 
     east = layout_.clusters[0]
     svc = east.services[0]
     client = east.pods_of("east-w2")[1]
-    targets = [Target(proto=p, ip=svc.ip, port=svc.port) for p in ("tcp", "udp") for _ in range(12)]
+    targets = [TrafficTarget(proto=p, ip=svc.ip, port=svc.port) for p in ("tcp", "udp") for _ in range(12)]
     results = probe(client.namespace, targets)
     backend_names = {p.name for p in east.pods if p.ip in svc.backends}
     assert [(r.ok, r.seen_ip) for r in results] == [(True, str(client.ip))] * len(targets)
@@ -69,7 +71,7 @@ def test_service_from_the_node_itself(lab: tuple[LabLayout, LabState]) -> None:
     layout_, _st = lab
     west = layout_.clusters[1]
     node = west.nodes[0]
-    results = probe(node.namespace, [Target(proto="tcp", ip=west.services[0].ip, port=west.services[0].port)])
+    results = probe(node.namespace, [TrafficTarget(proto="tcp", ip=west.services[0].ip, port=west.services[0].port)])
     assert results[0].ok is True
     assert results[0].server in {p.name for p in west.pods if p.ip in west.services[0].backends}
 
@@ -89,7 +91,7 @@ def test_masquerade_rewrites_pod_traffic_leaving_the_cluster(lab: tuple[LabLayou
     )  # fmt: skip
     try:
         assert west_gw.public_ip is not None
-        targets = [Target(proto=p, ip=west_gw.public_ip, port=9099) for p in ("tcp", "udp")]
+        targets = [TrafficTarget(proto=p, ip=west_gw.public_ip, port=9099) for p in ("tcp", "udp")]
         results = _retry_probe(client.namespace, targets)
     finally:
         procs.stop([server])
@@ -100,7 +102,7 @@ def test_masquerade_rewrites_pod_traffic_leaving_the_cluster(lab: tuple[LabLayou
     assert {"masquerade": None} in rules[0]["expr"]
 
 
-def _retry_probe(ns: str, targets: list[Target], rounds: int = 20) -> list[ProbeResult]:
+def _retry_probe(ns: str, targets: list[TrafficTarget], rounds: int = 20) -> list[ConnectivityResult]:
     """Probe until every target answers (the server may still be starting), at most ``rounds`` times."""
     results = probe(ns, targets, timeout=1.0)
     for _ in range(rounds):
@@ -181,13 +183,13 @@ def test_two_labs_side_by_side(lab: tuple[LabLayout, LabState]) -> None:
     with running_lab(default_topology(), daemons=False) as (layout_b, st_b):
         for lay in (layout_a, layout_b):
             pods = lay.clusters[0].pods
-            results = probe(pods[0].namespace, [Target(proto="tcp", ip=pods[-1].ip, port=ECHO_PORT)])
+            results = probe(pods[0].namespace, [TrafficTarget(proto="tcp", ip=pods[-1].ip, port=ECHO_PORT)])
             assert (results[0].ok, results[0].server) == (True, pods[-1].name)
         b_procs = st_b.processes
     assert leftovers(st_b.name, b_procs) == NOTHING_LEFT
     assert [netns.exists(ns) for ns in layout_a.namespaces] == [True] * len(layout_a.namespaces)
     pods = layout_a.clusters[1].pods
-    assert probe(pods[0].namespace, [Target(proto="udp", ip=pods[-1].ip, port=ECHO_PORT)])[0].ok is True
+    assert probe(pods[0].namespace, [TrafficTarget(proto="udp", ip=pods[-1].ip, port=ECHO_PORT)])[0].ok is True
 
 
 def test_cli_up_then_down_leaves_nothing() -> None:
@@ -221,6 +223,8 @@ def test_failed_up_cleans_up_after_itself(monkeypatch: pytest.MonkeyPatch) -> No
         assert leftovers(name, []) == NOTHING_LEFT
     finally:
         build.down(name)
+        for kept in Path(tempfile.gettempdir()).glob(f"magw-lab-{name}-failed-*"):  # the failed up's files
+            shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_down_after_a_crash_removes_the_marked_namespaces() -> None:

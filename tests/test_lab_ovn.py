@@ -1,4 +1,4 @@
-"""Kernel test: ``magw lab up --cni ovn`` and ``magw lab verify`` (issue 14, "Lab").
+"""Kernel test: ``magw lab up --cni ovn`` and ``magw lab verify`` (docs/lab.md, "--cni ovn").
 
 A small lab (east with two gateways and a worker, west with one gateway and a worker), through the CLI as a
 user runs it. The oracles are independent of the lab's own verifier where it matters: the NB policy read with

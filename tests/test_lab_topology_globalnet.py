@@ -1,4 +1,4 @@
-"""The lab's Globalnet topology keys (issue 12, item 4): defaults, one-line errors, overlaps, round trip."""
+"""The lab's Globalnet topology keys (docs/lab.md): defaults, one-line errors, overlaps, round trip."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from magw.lab.errors import LabInputError
-from magw.lab.spec.globalnet import GlobalEgressSpec, PodSpec
+from magw.lab.spec.cluster import GlobalEgressSpec, PodSpec
 from magw.lab.spec.topology import load_topology, parse_topology
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lab-globalnet.yaml"

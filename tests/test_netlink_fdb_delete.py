@@ -1,4 +1,4 @@
-"""FdbIO.delete on the real kernel: one message per entry, whatever the number of other entries (issue 10 item 5)."""
+"""FdbIO.delete on the real kernel: one message per entry, whatever the number of other entries."""
 
 from __future__ import annotations
 

@@ -77,8 +77,8 @@ _canonical_v4 = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_canonical_v4, max_size=40, unique=True))
 def test_checked_set_elements_are_the_same_elements_in_address_order(texts: list[str]) -> None:
-    """libnftables takes less time on an interval set given in address order (issue 10): the checked text of a
-    set lists its elements so, and they are exactly the plain document's elements."""
+    """libnftables takes less time on an interval set given in address order (docs/performance.md): the checked text
+    of a set lists its elements so, and they are exactly the plain document's elements."""
     table = NftTable(
         family="ip", name="t", sets=[NftSet(name="s", type="ipv4_addr", flags=("interval",), elements=texts)]
     )

@@ -1,4 +1,4 @@
-"""The IPv4 fast path of nft element canonicalisation (issue 10) against an ``ipaddress`` oracle. No timing.
+"""The IPv4 fast path of nft element canonicalisation (docs/performance.md) against an ``ipaddress`` oracle. No timing.
 
 ``magw.drivers.nft.elements`` reads IPv4 addresses and prefixes on ints; this oracle is the
 ``ipaddress`` reading it replaced: parse (host bits masked), then print an address, the one

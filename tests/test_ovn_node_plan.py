@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from magw.desired.node.planner import plan
+from magw.desired.render import render_text
 from magw.desired.state import MAIN_TABLE, Address, DesiredState, Route, RouteNexthop, Rule
 from magw.drivers.fake_node import fake_node_driver
 from magw.drivers.netlink.fake.namespace import FakeNetlink
@@ -131,7 +132,7 @@ def test_gateway_is_the_generic_gateway_plus_sub0_and_table_149(globalnet: bool)
 
 
 def _nft_lines(state: DesiredState) -> list[str]:
-    text = state.render()
+    text = render_text(state)
     return [line.strip() for line in text[text.index("table ip magw") :].splitlines()]
 
 

@@ -1,4 +1,4 @@
-"""The Globalnet datapath planner (issue 12): routes, return routes, and the gateway's nft sets and maps.
+"""The Globalnet datapath planner (docs/globalnet.md): routes, return routes, and the gateway's nft sets and maps.
 
 Expectations are read off ``examples/globalnet-snapshot.yaml`` by hand (three clusters sharing 10.0.0.0/16
 and 100.0.0.0/16; east has gateways e-gw1..3 and a worker e-w1).

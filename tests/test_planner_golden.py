@@ -18,6 +18,7 @@ import pytest
 
 from magw.desired.node.ids import group_ids, nexthop_id
 from magw.desired.node.planner import plan
+from magw.desired.render import render_json, render_text
 from magw.desired.state import MAIN_TABLE, Route
 from magw.model import Strategy
 from tests.planner_seed import seed_east, with_health
@@ -41,7 +42,7 @@ def _route_paths(route: dict[str, object]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("node", ["e-w1", "e-gw1"])
 def test_golden_render(strategy: Strategy, node: str) -> None:
     """The rendered state of e-w1 (worker) and e-gw1 (gateway) equals the golden file, byte for byte."""
-    text = plan(seed_east(strategy), node).render()
+    text = render_text(plan(seed_east(strategy), node))
     path = GOLDEN / f"{strategy.value}-{node}.txt"
     if REGEN:
         path.write_text(text)
@@ -53,7 +54,7 @@ def test_golden_render(strategy: Strategy, node: str) -> None:
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
 def test_worker_routes_remote_cidrs_through_both_local_gateways(strategy: Strategy) -> None:
     """A worker routes each remote CIDR in the main table through 240.18.0.6 and 240.18.0.8 on vx-submariner."""
-    routes = plan(seed_east(strategy), "e-w1").to_json()["routes"]
+    routes = render_json(plan(seed_east(strategy), "e-w1"))["routes"]
     assert [(r["table"], r["dst"], r["metric"], r["src"], r["type"]) for r in routes] == [
         (MAIN_TABLE, str(dst), 100, "10.1.3.1", "unicast") for dst in REMOTE_CIDRS
     ]
@@ -65,7 +66,7 @@ def test_worker_routes_remote_cidrs_through_both_local_gateways(strategy: Strate
 def test_gateway_routes_remote_cidrs_through_both_remote_gateways(strategy: Strategy) -> None:
     """A gateway's table 100 routes each remote CIDR via 241.18.0.4 and 241.18.0.9, src its CNI IP, metric 100."""
     state = plan(seed_east(strategy), "e-gw1")
-    routes = state.to_json()["routes"]
+    routes = render_json(state)["routes"]
     assert [(r["table"], r["dst"], r["metric"], r["src"], r["type"]) for r in routes] == [
         (100, str(dst), 100, "10.1.1.1", "unicast") for dst in REMOTE_CIDRS
     ]
@@ -108,7 +109,7 @@ def test_all_remote_gateways_down_gives_unreachable_routes() -> None:
 def test_reach_map_removes_a_gateway_for_that_cluster_only() -> None:
     """e-gw2 cannot reach west: the worker routes west's CIDRs through e-gw1 alone."""
     state = plan(with_health(seed_east(Strategy.MULTIPATH), reach={"e-gw2": []}), "e-w1")
-    for r in state.to_json()["routes"]:
+    for r in render_json(state)["routes"]:
         assert _route_paths(r) == [("240.18.0.6", "vx-submariner")]
 
 

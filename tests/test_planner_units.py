@@ -10,7 +10,7 @@ import pytest
 from magw.desired.nft.plan import set_elements
 from magw.desired.node.planner import plan
 from magw.desired.node.roles import active_endpoints, node_role
-from magw.desired.render import render_json
+from magw.desired.render import render_json, render_text
 from magw.desired.state import DesiredState, GroupMember, Nexthop, NexthopGroup, Route, RouteNexthop
 from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot, Strategy
 from magw.model.vtep import vtep_interface, vtep_ip, vtep_mac
@@ -52,7 +52,7 @@ def test_gateway_label_without_endpoint_plans_as_worker() -> None:
     assert (role.gateway, [e.hostname for e in role.local_gateways]) == (False, ["e-gw1"])
     state = plan(snapshot, "e-gw2")
     assert ([link.name for link in state.links], state.rules) == (["vx-submariner"], ())
-    assert [(r["table"], r["nexthops"]) for r in state.to_json()["routes"]] == [
+    assert [(r["table"], r["nexthops"]) for r in render_json(state)["routes"]] == [
         (254, [{"via": "240.18.0.6", "dev": "vx-submariner", "weight": 1}])
     ] * 2
 
@@ -195,7 +195,7 @@ def test_render_text_of_weighted_group_and_single_inline_path() -> None:
             Route(table=100, dst=IPv4Network("10.6.0.0/16"), metric=100, nexthops=(RouteNexthop(via=a, dev="vx"),))
         ],
     )
-    assert state.render() == (
+    assert render_text(state) == (
         "nexthop id 1 via 240.0.0.1 dev vx\n"
         "nexthop id 2 via 240.0.0.2 dev vx\n"
         "nexthop id 10 group 1,3/2\n"

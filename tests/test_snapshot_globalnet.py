@@ -192,7 +192,7 @@ def test_endpoint_allocated_ips() -> None:
 def test_magw_plan_accepts_a_globalnet_snapshot(tmp_path: Path) -> None:
     path = tmp_path / "gn.yaml"
     doc = _doc(SECTION)
-    doc["clusters"][1]["pod_cidrs"] = ["10.2.0.0/16"]  # the routing planner still needs disjoint clusters (issue 12)
+    doc["clusters"][1]["pod_cidrs"] = ["10.2.0.0/16"]  # the routing planner still needs disjoint clusters
     doc["clusters"][1]["service_cidrs"] = ["100.2.0.0/16"]
     doc["nodes"] = [{"name": "e-gw1", "ip": "172.18.0.6", "cni_ip": "10.1.1.1", "gateway": True}]
     path.write_text(yaml.safe_dump(doc))

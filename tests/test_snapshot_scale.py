@@ -1,4 +1,4 @@
-"""The fast paths of snapshot loading (issue 10), against slow oracles written here. No timing.
+"""The fast paths of snapshot loading (docs/performance.md), against slow oracles written here. No timing.
 
 - the overlap check reports exactly what comparing every pair in document order reports;
 - it does a linear number of ``IPv4Network.overlaps`` calls, not one per pair;
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magw.desired.node.planner import plan
-from magw.desired.render import object_line
+from magw.desired.render import object_line, render_text
 from magw.desired.state import KINDS, DesiredState
 from magw.model import Snapshot, Strategy
 from magw.snapshot.fields import FieldError, cidr
@@ -93,7 +93,7 @@ _cluster_ranges = st.fixed_dictionaries(
 def test_overlap_check_matches_pairwise_oracle(ranges: list[dict[str, list[str]]]) -> None:
     """Any clusterset: refused exactly when the pairwise oracle finds an overlap, with the same message.
 
-    With global CIDRs (Globalnet, issue 11) the rule differs (see ``_globalnet_refused``) and only the
+    With global CIDRs (Globalnet, docs/globalnet.md) the rule differs (see ``_globalnet_refused``) and only the
     verdict is compared."""
     clusters = [{"id": f"c{i}", **r} for i, r in enumerate(ranges)]
     if any(c.get("global_cidrs") for c in clusters):
@@ -222,7 +222,7 @@ def test_change_line_is_the_one_object_rendering(planned: tuple[Snapshot, str], 
     state = plan(snap, node)
     for kind in KINDS:
         for obj in state.of_kind(kind):
-            alone = attrs.evolve(DesiredState(), **{kind: (obj,)}).render()
+            alone = render_text(attrs.evolve(DesiredState(), **{kind: (obj,)}))
             assert object_line(kind, obj) == " ".join(ln.strip() for ln in alone.splitlines() if ln.strip())
 
 

@@ -7,7 +7,7 @@ what hangs on them), nexthop ids in our range, routes with our protocol in our
 tables, rules at our priorities, and our nft table. Foreign routes, rules,
 links, nexthops and nft tables are never observed, so never touched. The
 multipath hash policy is left as it is (we do not know what it was before).
-The liveness-lease table of failure detection (``ip magw_health``,
+The liveness table of failure detection (``ip magw_health``,
 docs/health.md) is ours too and goes first. Without ``--netns`` it works in the
 current namespace, and refuses (exit 2) when that is, or may be, the host's
 initial one unless ``--allow-init-netns`` is given (``nodeargs``).
@@ -29,8 +29,8 @@ import structlog
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
 from magw.cli.sync import sync
 from magw.desired.state import DesiredState
-from magw.health.liveness import TABLE as LEASE_TABLE
-from magw.health.liveness import remove_lease_table
+from magw.health.liveness import TABLE as LIVENESS_TABLE
+from magw.health.liveness import remove_liveness_table
 
 log = structlog.get_logger(__name__)
 
@@ -48,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     netns = require_netns(args.netns)
-    if remove_lease_table(netns, dry_run=args.dry_run):
-        print(f"{'would delete' if args.dry_run else 'delete'} nft table ip {LEASE_TABLE} (liveness lease)")
+    if remove_liveness_table(netns, dry_run=args.dry_run):
+        print(f"{'would delete' if args.dry_run else 'delete'} nft table ip {LIVENESS_TABLE} (liveness lease)")
     ovs_failed = args.ovs_db is not None and not _cleanup_ovs(args.ovs_db, dry_run=args.dry_run)
     with open_node_driver(netns) as driver:
         report = sync(driver, DesiredState(), dry_run=args.dry_run, out=sys.stdout)

@@ -2,7 +2,9 @@
 
 ``bind`` and ``unbind`` do what the HTTP API's ``POST /vip`` does (same rules, same one-line refusals, nothing
 written on a refusal), directly on the directory: for an operator without the controller running, and for the
-lab. ``show`` prints every VIP with its bindings and its status. docs/egress-gateway.md.
+lab. ``show`` prints every VIP with its bindings and its status, and every conflict among the bindings (a port
+two Services of one VIP claim, a namespace or Service bound to two VIPs) as a ``CONFLICT:`` line.
+docs/egress-gateway.md.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import sys
 from typing import Any
 
 from magw.cli import UsageError
-from magw.model.egressgw import Egress, EgressVIPStatus
+from magw.model.egressgw import EgressGateway, EgressVIPStatus
+from magw.model.globalnet import Globalnet
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,11 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from magw.sources.file.egressgw_store import EgressStore, StoreRefused
 
     broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
-    controller = EgressController(broker=broker, store=EgressStore(args.broker_dir, args.cluster))
+    controller = EgressController(source=broker, store=EgressStore(args.broker_dir, args.cluster))
     try:
         if args.verb == "show":
-            egress = controller.fresh().egress
-            report = build_report(egress)
+            snapshot = controller.fresh()
+            report = build_report(snapshot.egressgw, snapshot.globalnet)
             sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else render_text(report))
             return 0
         answer = controller.change_binding(args.verb, args.vip, args.namespace, args.service)
@@ -58,7 +61,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_report(egress: Egress) -> dict[str, Any]:
+def build_report(egress: EgressGateway, workloads: Globalnet) -> dict[str, Any]:
+    """Every VIP as the broker has it, with its ``conflicts`` computed now from the bindings and ``workloads``
+    (as the controller's status and the planner would: ``ops.statuses``), so that a conflict shows even where
+    no controller runs; ``conflicts`` at the top: the resolver's, across VIPs."""
+    from magw.controllers.egressgw import ops
+
+    computed, across = ops.statuses(egress, workloads)
     vips = []
     for v in egress.vips:
         st = egress.status_of(v.name) or EgressVIPStatus()
@@ -72,6 +81,7 @@ def build_report(egress: Egress) -> dict[str, Any]:
                 "holder": st.holder,
                 "since": st.since,
                 "services": list(st.services),
+                "conflicts": list(computed[v.name].conflicts),
             }
         )
     cfg = egress.config
@@ -82,6 +92,7 @@ def build_report(egress: Egress) -> dict[str, Any]:
             "conntrackSync": cfg.conntrack_sync,
         },
         "vips": vips,
+        "conflicts": list(across),
     }
 
 
@@ -96,4 +107,6 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(f"{v['name']} {v['vip']} vrid {v['vrid']} candidates {','.join(v['candidates'])}: {holder}")
         lines.append(f"  bindings: {'; '.join(v['bindings']) or 'none'}")
         lines.append(f"  services: {', '.join(v['services']) or 'none'}")
+        lines += [f"  CONFLICT: {c}" for c in v["conflicts"]]
+    lines += [f"CONFLICT: {c}" for c in report["conflicts"]]
     return "\n".join(lines) + "\n"

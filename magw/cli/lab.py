@@ -21,6 +21,7 @@ from magw.util.logsetup import FORMATS, configure_logging
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+MIN_FLOWS, MAX_FLOWS, DEFAULT_FLOWS = 1, 1024, 64
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,8 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _name(demo)
     _topology(demo)
     demo.add_argument("--keep", action="store_true", help="leave the lab running afterwards")
-    demo.add_argument("--flows", type=int, choices=range(1, 1025), default=64, metavar="N",
-                      help="UDP flows for the spread measurement (1-1024, default 64)")  # fmt: skip
+    demo.add_argument("--flows", type=_flows, default=None, metavar="N",
+                      help=f"UDP flows for the spread measurement ({MIN_FLOWS}-{MAX_FLOWS}, default {DEFAULT_FLOWS}; "
+                           "the default demo only)")  # fmt: skip
     demo.add_argument("--globalnet", action="store_true",
                       help="three clusters with identical CIDRs (or --topology with globalnet: true): which source "
                            "IP each server saw, and why")  # fmt: skip
@@ -108,6 +110,16 @@ def _control_plane(p: argparse.ArgumentParser) -> None:
         help="what feeds the daemons: the file broker (default), or 'kube': an API server emulator per cluster and "
         "one for the broker (for tests and the lab, not a production control plane; docs/lab.md)",
     )
+
+
+def _flows(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not MIN_FLOWS <= value <= MAX_FLOWS:
+        raise argparse.ArgumentTypeError(f"must be from {MIN_FLOWS} to {MAX_FLOWS}, got {text}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -268,15 +280,27 @@ def _recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _demo(args: argparse.Namespace) -> int:
-    if args.egress_gateway:
-        from magw.lab.scenarios.egressgw_demo import demo_topology as egress_topology
-        from magw.lab.scenarios.egressgw_demo import run_egress_demo
+def _check_demo_flags(args: argparse.Namespace) -> None:
+    """Refuse (one line, exit 2) flags that the chosen demo would ignore: the three demos are one each."""
+    if args.globalnet and args.egress_gateway:
+        raise LabInputError("demo: --globalnet and --egress-gateway are two different demos: give one of them")
+    chosen = "--globalnet" if args.globalnet else "--egress-gateway" if args.egress_gateway else None
+    if chosen is not None and args.flows is not None:
+        raise LabInputError(f"demo: --flows is the default demo's spread measurement; {chosen} sends no such flows")
+    if args.egress_gateway and args.control_plane != "file":
+        raise LabInputError("demo: --egress-gateway runs with the file broker only (not --control-plane kube)")
 
-        topo = load_topology(args.topology) if args.topology else egress_topology()
-        if topo.egress is None:
+
+def _demo(args: argparse.Namespace) -> int:
+    _check_demo_flags(args)
+    if args.egress_gateway:
+        from magw.lab.scenarios.egressgw_demo import demo_topology as egressgw_topology
+        from magw.lab.scenarios.egressgw_demo import run_egressgw_demo
+
+        topo = load_topology(args.topology) if args.topology else egressgw_topology()
+        if topo.egressgw is None:
             raise LabInputError(f"{args.topology}: --egress-gateway needs a topology with an egress: key")
-        return run_egress_demo(topo, name=args.name, keep=args.keep, out=_out)
+        return run_egressgw_demo(topo, name=args.name, keep=args.keep, out=_out)
     if args.globalnet:
         from magw.lab.scenarios.globalnet_demo import demo_topology, run_globalnet_demo
 
@@ -287,5 +311,10 @@ def _demo(args: argparse.Namespace) -> int:
     from magw.lab.scenarios.demo import run_demo
 
     return run_demo(
-        _load(args), name=args.name, keep=args.keep, out=_out, flows=args.flows, control_plane=args.control_plane
+        _load(args),
+        name=args.name,
+        keep=args.keep,
+        out=_out,
+        flows=DEFAULT_FLOWS if args.flows is None else args.flows,
+        control_plane=args.control_plane,
     )

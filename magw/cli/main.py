@@ -67,7 +67,7 @@ class _Exit(Exception):
         self.status = status
 
 
-class _Parser(argparse.ArgumentParser):
+class _ReportingParser(argparse.ArgumentParser):
     """An ArgumentParser that reports instead of calling sys.exit, so main() can return an exit code."""
 
     def error(self, message: str) -> NoReturn:
@@ -86,7 +86,7 @@ def available_commands() -> tuple[Command, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``magw ARGS`` and return its exit code."""
-    if argv is None:  # the console script's own process: start-up counts (issue 10)
+    if argv is None:  # the console script's own process: start-up counts (docs/performance.md)
         pyroute2_light.install()
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -113,7 +113,7 @@ def _exit_now(code: int) -> NoReturn:
     """End the process without the interpreter's teardown, once stdout and stderr are flushed.
 
     After ``magw apply`` or ``magw plan`` of 100k routes, the teardown (the final collection and freeing
-    every module and the objects still alive, one by one) took about 0.2 s of a run (issue 10,
+    every module and the objects still alive, one by one) took about 0.2 s of a run (docs/performance.md,
     ``benchmarks/end_to_end.py``'s exit column); the kernel reclaims the memory at once. Only a command
     that opts in (``fast_exit``: no atexit work, every file it wrote closed) and only the console script
     (``argv`` None), never a caller of ``main([...])`` in-process.
@@ -175,9 +175,9 @@ def _global_flags(parser: argparse.ArgumentParser, *, default: object) -> None:
     )
 
 
-def _build_parser(argv: Sequence[str]) -> _Parser:
+def _build_parser(argv: Sequence[str]) -> _ReportingParser:
     """The full parser; only the chosen subcommand's module is imported to add its arguments."""
-    parser = _Parser(prog="magw", description="Several active gateways per Kubernetes cluster.")
+    parser = _ReportingParser(prog="magw", description="Several active gateways per Kubernetes cluster.")
     parser.add_argument("--version", action="version", version=f"magw {__version__}")
     _global_flags(parser, default=None)
     commands = available_commands()

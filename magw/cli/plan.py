@@ -15,6 +15,7 @@ import structlog
 
 from magw.cli import UsageError
 from magw.desired.node.planner import plan
+from magw.desired.render import render_json, render_text
 from magw.desired.state import DesiredState
 from magw.model import Snapshot, Strategy
 from magw.snapshot.load import load_snapshot, parse_snapshot_text
@@ -77,6 +78,6 @@ def plan_node(snapshot: Snapshot, node: str) -> DesiredState:
 def format_state(state: DesiredState, fmt: str) -> str:
     """The text or JSON rendering, ending with a newline."""
     if fmt == "json":
-        return json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n"
-    text = state.render()
+        return json.dumps(render_json(state), indent=2, sort_keys=True) + "\n"
+    text = render_text(state)
     return text if text.endswith("\n") else text + "\n"

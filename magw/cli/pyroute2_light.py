@@ -2,7 +2,7 @@
 
 pyroute2 0.9.7's ``pyroute2/__init__.py`` imports its whole library (IPDB, NDB, conntrack, ipset, wireguard,
 nl80211, plan9, ...) to offer every class at the top level. ``magw apply`` needs ``IPRoute`` and the
-netlink message classes only; the rest cost about 90 ms of its start-up (issue 10, measured with
+netlink message classes only; the rest cost about 90 ms of its start-up (docs/performance.md, measured with
 ``python -X importtime``: 0.51 -> 0.40 s to import the apply command, medians of 8 side by side).
 
 :func:`install` puts an empty ``pyroute2`` package module into ``sys.modules``, created from the package's

@@ -14,7 +14,7 @@ what hung on it (kernel behaviour); the diff re-emits what it knows depends on i
 a second pass, run at once, puts back anything else. That second observe and diff run
 only when the first pass re-created something (deleted and created the same object):
 at 100k routes they cost as much as the first apply's observe and diff together
-(issue 10), for a pass that finds nothing after an ordinary sync.
+(docs/performance.md), for a pass that finds nothing after an ordinary sync.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def change_text(change: Op | NftChange) -> str:
 
 
 def change_lines(changes: Iterable[Op | NftChange]) -> Iterator[str]:
-    """``change_text`` of each change; the routes' lines through one ``RouteLines`` (issue 10: 100k lines at an
-    initial sync)."""
+    """``change_text`` of each change; the routes' lines through one ``RouteLines`` (docs/performance.md: 100k lines
+    at an initial sync)."""
     route_line = RouteLines()
     for change in changes:
         if isinstance(change, Op) and isinstance(change.obj, Route):
@@ -83,7 +83,7 @@ LINES_PER_WRITE = 8192
 def _write_lines(lines: Iterable[str], out: TextIO) -> None:
     """The lines joined, ``LINES_PER_WRITE`` per write: 100k ``print`` calls were a second of a 100k-route apply,
     and all 100k lines joined at once were about 10 MB more at the peak, while libnftables holds its own
-    ~135 MB for the set in the nft thread (issue 10: peak RSS)."""
+    ~135 MB for the set in the nft thread (docs/performance.md: peak RSS)."""
     it = iter(lines)
     while chunk := list(islice(it, LINES_PER_WRITE)):
         out.write("\n".join(chunk) + "\n")
@@ -129,7 +129,7 @@ def _apply_pass(
 ) -> tuple[ApplyResult, list[Op | NftChange]]:
     """Diff, apply and print one pass; (the merged result, the changes found: none when nothing differs).
 
-    Shaped for speed (issue 10): the nft changes are diffed first and started at once (a StagedDriver's nft
+    Shaped for speed (docs/performance.md): the nft changes are diffed first and started at once (a StagedDriver's nft
     thread: libnftables' 1.0-1.8 s on a 100k-element set, CPU shared, is as long as all the netlink work), then
     the netlink ops are diffed and their lines printed, and only then sent. Every apply started is always
     finished, even when diffing or printing fails: nothing is left half-applied or running.

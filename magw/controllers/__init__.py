@@ -1,1 +1,1 @@
-"""Cluster-wide controllers that write statuses, not datapath (Globalnet IPAM; later egress VIPs)."""
+"""Cluster-wide controllers that write statuses, not datapath (Globalnet IPAM, egress gateway VIPs)."""

@@ -86,7 +86,7 @@ def _path_text(hop: RouteNexthop) -> str:
 def route_text(route: Route) -> str:
     """One route; a multipath route continues on indented ``nexthop`` lines."""
     table = _table_name(route.table)
-    # Shaped for speed (issue 10): magw apply prints one line per route, 100k at an initial sync, and
+    # Shaped for speed (docs/performance.md): magw apply prints one line per route, 100k at an initial sync, and
     # str() of ipaddress objects is Python code (~2 us each); inet_ntoa of the packed bytes is C.
     dst = f"{inet_ntoa(route.dst.network_address.packed)}/{route.dst.prefixlen}"
     if route.type != "unicast":
@@ -110,8 +110,8 @@ def route_text(route: Route) -> str:
 class RouteLines:
     """``object_line("routes", route)`` for many routes in turn, the common route in a third of the time.
 
-    Shaped for speed (issue 10): ``magw apply`` prints a line per route it creates, 100k at an initial sync, and
-    ``route_text`` (a list of parts, three joins, the strip of ``object_line``) was about 3.5 us a line. The
+    Shaped for speed (docs/performance.md): ``magw apply`` prints a line per route it creates, 100k at an initial sync,
+    and ``route_text`` (a list of parts, three joins, the strip of ``object_line``) was about 3.5 us a line. The
     common route (unicast via ``nhid``, no encap) is one f-string here; the ``src`` text is kept while the
     routes share the very same address object (a gateway's routes all carry its CNI IP), so it is formatted
     once. Every other route takes ``object_line``. tests/test_render_routelines.py holds both to the same text.
@@ -160,7 +160,7 @@ _KIND_TEXT: dict[str, Any] = {
 def object_line(kind: str, obj: Any) -> str:
     """One object of ``kind`` on one line: its ``render_text`` lines, stripped, joined by spaces.
 
-    What ``magw apply`` prints per change. Shaped for speed (issue 10): rendering a one-object
+    What ``magw apply`` prints per change. Shaped for speed (docs/performance.md): rendering a one-object
     DesiredState per change cost about 35 us a line, 3.5 s for an initial sync of 100k routes.
     """
     text: str = _KIND_TEXT[kind](obj)

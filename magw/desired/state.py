@@ -197,7 +197,7 @@ def int_key(obj: Any) -> Any:
     """``obj.key`` with its addresses as ints: a route's ``(table, net_key(dst), metric)``, a neighbor's ``(dev, ip
     as int)``, any other object's own key. Equal exactly when ``obj.key`` is equal, and in the same order.
 
-    Shaped for speed (issue 10): ``IPv4Network`` and ``IPv4Address`` compare and hash in Python code, and a
+    Shaped for speed (docs/performance.md): ``IPv4Network`` and ``IPv4Address`` compare and hash in Python code, and a
     tuple does not cache its hash. Sorting 100k routes (``sorted_objects``) and the diff's dict lookups on their
     keys (``magw.reconcile.diff``) ran them for every comparison and lookup; a neighbor's key does the same for
     a gateway's 5,000 neighbors (benchmarks/node_scale.py). Keys of one kind only ever meet each other.
@@ -214,7 +214,7 @@ class SortedObjects(tuple[Any, ...]):
 
     ``DesiredState`` takes it as it is instead of sorting it again: a planner piece reused from the last plan
     (``magw.desired.node.memo``) keeps its identity into the new state, and the diff skips a kind whose tuple is
-    the very one the kernel holds (issue 10: sorting 100k routes was 0.2 s of every plan).
+    the very one the kernel holds (docs/performance.md: sorting 100k routes was 0.2 s of every plan).
     """
 
     __slots__ = ()
@@ -264,15 +264,3 @@ class DesiredState:
     def of_kind(self, kind: str) -> tuple[NetObject, ...]:
         objs: tuple[NetObject, ...] = getattr(self, kind)
         return objs
-
-    def render(self) -> str:
-        """Stable text close to ``ip``/``bridge``/``nft`` output (see ``magw.desired.render``)."""
-        from magw.desired.render import render_text  # function-level: render imports this module
-
-        return render_text(self)
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON values, routes resolved to their paths (see ``magw.desired.render``)."""
-        from magw.desired.render import render_json  # function-level: render imports this module
-
-        return render_json(self)

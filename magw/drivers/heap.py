@@ -2,7 +2,7 @@
 
 glibc keeps what was freed, and each thread that allocates gets an arena of its own, which cannot reuse another
 arena's free memory. The nft driver hands it back at two moments where it would otherwise add to the peak RSS
-of ``magw apply`` at 100k routes (issue 10, target 250 MB; ``magw.drivers.nft.driver``):
+of ``magw apply`` at 100k routes (docs/performance.md, target 250 MB; ``magw.drivers.nft.driver``):
 
 - just before libnftables runs a large transaction (1 MiB of JSON and more): what the main thread freed (the
   loaded snapshot, the diff's indexes), before libnftables takes its ~140 MB for a 100k-element set in the nft

@@ -8,7 +8,7 @@ first). A failure in one half never stops the other. ``begin_apply()`` starts
 the nft thread (when there are nft changes) and leaves the netlink half to the
 ``finish`` it returns (``magw.reconcile.driver.StagedDriver``).
 
-Why a thread (issue 10): nftables and rtnetlink are independent kernel
+Why a thread (docs/performance.md): nftables and rtnetlink are independent kernel
 subsystems, and our rules name interfaces (``iifname``/``oifname``), never by
 index, so neither half waits for the other's objects. libnftables parses its
 transaction through ctypes, which releases the GIL: at 100k routes its 1.0-1.8 s
@@ -59,7 +59,7 @@ class NodeDriver:
 
     def observe(self) -> DesiredState:
         # nft first: libnftables' listing of a 100k-element set peaks at about 150 MB of its own, better
-        # reached before the 100k observed routes exist than after (issue 10: peak RSS of a re-run).
+        # reached before the 100k observed routes exist than after (docs/performance.md: peak RSS of a re-run).
         main_key = self.nft.tables[0]
         tables = self.nft.observe_all()
         main = next((t for t in tables if (t.family, t.name) == main_key), None)
@@ -78,7 +78,7 @@ class NodeDriver:
 
         ``magw apply`` starts the nft changes alone, as soon as they are known, then diffs and prints the netlink
         ops (``magw.cli.sync``): at 100k routes libnftables' 1.0-1.8 s on the set is as long as all the netlink
-        work, and it then overlaps the netlink diff as well as the printing and the messages (issue 10).
+        work, and it then overlaps the netlink diff as well as the printing and the messages (docs/performance.md).
         """
         if not changes.nft:
             return lambda: self._sequential(changes)

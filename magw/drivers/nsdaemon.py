@@ -1,6 +1,6 @@
 """A daemon we start in a network namespace, stop by its PID, and never confuse with one we did not start.
 
-keepalived and conntrackd (issue 15) run without systemd: ``ip netns exec NS BINARY ...`` in the
+keepalived and conntrackd (docs/egress-ha.md) run without systemd: ``ip netns exec NS BINARY ...`` in the
 foreground (so the PID we get from ``Popen`` is the daemon's own; ``ip netns exec`` execs it), their
 files in a private directory. Ownership is the command line: a daemon is ours when ``/proc/PID/cmdline``
 names our private config path. A PID file that names a live process that is not ours makes ``start``

@@ -1,10 +1,10 @@
 """ICMP echo ids as a message: "is your daemon alive?" and "do you reach cluster C?". Pure.
 
 A gateway's kernel answers an echo request to its VTEP only while the echo id
-is in its lease set (``magw.health.liveness``). The ids:
+is in its liveness set (``magw.health.liveness``). The ids:
 
-- ``ALIVE_ID`` (1): leased while the node's route agent runs.
-- ``0x8000 | h(C)``: leased while this gateway reaches remote cluster C, where
+- ``ALIVE_ID`` (1): in the set while the node's route agent runs.
+- ``0x8000 | h(C)``: in the set while this gateway reaches remote cluster C, where
   ``h`` is the low 15 bits of crc32(C), with linear probing (in sorted
   cluster-id order) on a collision, as ``magw.desired.node.ids`` does for group ids.
   Prober and answerer compute the ids from the same clusterset; the high bit

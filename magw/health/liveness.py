@@ -1,4 +1,4 @@
-"""The liveness lease: ``table ip magw_health``, where the kernel answers probes only while we hold a lease.
+"""The liveness set: ``table ip magw_health``, where the kernel answers probes only for the ids in its set.
 
 ::
 
@@ -10,7 +10,7 @@
         }
     }
 
-The route agent of a gateway node renews the set's elements (see
+The route agent of a gateway node renews the liveness set's elements (see
 ``magw.health.echoids``) every ``refresh`` seconds, each with a ``timeout``:
 one small transaction per refresh, whatever the number of probing workers.
 When the daemon dies the elements expire and the node stops answering,
@@ -24,8 +24,8 @@ in one transaction: atomic, so no probe ever sees an empty set in between.
 
 Threads. libnftables is synchronous: a refresh is a netlink round trip, a
 re-install a whole table. The health monitor's loop also reads probe replies
-against 20 ms deadlines, so ``LeaseKeeper`` runs every call of its
-``LeaseTable`` in one dedicated worker thread, always the same one; the table
+against 20 ms deadlines, so ``LivenessKeeper`` runs every call of its
+``LivenessTable`` in one dedicated worker thread, always the same one; the table
 (and its libnftables context, which stays in the namespace it was made in) is
 made there on first use and only ever touched from there.
 """
@@ -40,7 +40,7 @@ from typing import Protocol
 import structlog
 
 from magw.drivers.nft.libnft import Nft, NftError
-from magw.health.params import LeaseParams
+from magw.health.params import LivenessParams
 from magw.model.vtep import INTER_OCTET, INTRA_OCTET
 
 log = structlog.get_logger(__name__)
@@ -67,7 +67,7 @@ def elements_text(ids: Iterable[int], timeout: float) -> str:
 
 
 def table_text(ids: Iterable[int], timeout: float) -> str:
-    """Create (or re-create from scratch) the table with ``ids`` leased: one transaction."""
+    """Create (or re-create from scratch) the table with ``ids`` in the liveness set: one transaction."""
     # Declaring and deleting first makes "create from scratch" work whether the table exists or not.
     return (
         f"add table {FAMILY} {TABLE}\n"
@@ -83,14 +83,14 @@ def table_text(ids: Iterable[int], timeout: float) -> str:
 
 
 def refresh_text(ids: Iterable[int], timeout: float) -> str:
-    """Renew the lease: exactly ``ids``, each for ``timeout`` seconds from now."""
+    """Renew the liveness set: exactly ``ids``, each for ``timeout`` seconds from now."""
     return f"flush set {FAMILY} {TABLE} {SET}\n" + elements_text(ids, timeout)
 
 
-class LeaseTable:
-    """Our lease table in ``netns`` (None: the current namespace)."""
+class LivenessTable:
+    """Our liveness table in ``netns`` (None: the current namespace)."""
 
-    def __init__(self, params: LeaseParams, *, netns: str | None = None) -> None:
+    def __init__(self, params: LivenessParams, *, netns: str | None = None) -> None:
         self.params = params
         self.netns = netns
         self._nft = Nft(netns)
@@ -100,12 +100,12 @@ class LeaseTable:
         self._nft.close()
 
     def install(self, ids: Iterable[int]) -> None:
-        """Create the table from scratch with ``ids`` leased."""
+        """Create the table from scratch with ``ids`` in the liveness set."""
         self._nft.run(table_text(ids, self.params.timeout))
         self._installed = True
 
     def refresh(self, ids: Iterable[int]) -> None:
-        """Renew the lease of exactly ``ids``; re-creates the table if it went missing."""
+        """Renew exactly ``ids`` in the liveness set; re-creates the table if it went missing."""
         if not self._installed:
             self.install(ids)
             return
@@ -116,12 +116,12 @@ class LeaseTable:
             self.install(ids)
 
     def withdraw(self) -> None:
-        """Drop every lease now (the node stops answering at once); the table stays."""
+        """Empty the liveness set now (the node stops answering at once); the table stays."""
         if self._installed:
             self.refresh(())
 
     def hold_for(self, ids: Iterable[int], seconds: float) -> None:
-        """Renew the lease of exactly ``ids`` once, for ``seconds`` (a clean exit before a restart)."""
+        """Renew exactly ``ids`` in the liveness set once, for ``seconds`` (a clean exit before a restart)."""
         if self._installed:
             self._nft.run(refresh_text(ids, seconds))
 
@@ -142,8 +142,8 @@ class LeaseTable:
         return True
 
 
-class Lease(Protocol):
-    """What ``LeaseKeeper`` needs of a lease table (``LeaseTable``; tests pass stand-ins)."""
+class LivenessTableLike(Protocol):
+    """What ``LivenessKeeper`` needs of a liveness table (``LivenessTable``; tests pass stand-ins)."""
 
     def refresh(self, ids: Iterable[int]) -> None: ...
 
@@ -158,28 +158,29 @@ class Lease(Protocol):
     def close(self) -> None: ...
 
 
-class LeaseKeeper:
-    """Holds the lease for an asyncio caller; every call of the table runs in one worker thread (see above)."""
+class LivenessKeeper:
+    """Holds the liveness set for an asyncio caller; every call of the table runs in one worker thread (see above)."""
 
-    def __init__(self, factory: Callable[[], Lease], *, node: str, exit_hold: float = 0.0) -> None:
+    def __init__(self, factory: Callable[[], LivenessTableLike], *, node: str, exit_hold: float = 0.0) -> None:
         self._factory = factory
         self._node = node
         self._exit_hold = exit_hold
         self._ids: frozenset[int] = frozenset()
-        self._adopted = False  # holding a previous run's lease as it was, until the first ready hold
-        self._table: Lease | None = None
+        self._adopted = False  # holding a previous run's liveness set as it was, until the first ready hold
+        self._table: LivenessTableLike | None = None
         self._executor: ThreadPoolExecutor | None = None
 
     async def hold(self, ids: frozenset[int] | None, *, provisional: bool = False) -> None:
-        """Lease exactly ``ids`` (installing the table if needed); None: remove the table (no gateway role).
+        """Hold exactly ``ids`` in the liveness set (installing the table if needed); None: remove the table (no
+        gateway role).
 
         ``provisional``: ``ids`` are what this run may answer before its first sync (nothing). A table a
-        previous run left is then adopted as it is: after a clean exit it still holds that run's lease for
-        the exit hold, and a restart must not take the node down in between (issue 12)."""
+        previous run left is then adopted as it is: after a clean exit it still holds that run's ids for
+        the exit hold, and a restart must not take the node down in between (docs/health.md)."""
         await self._run(self._hold, ids, provisional)
 
     async def release(self) -> None:
-        """A clean exit: hold the lease ``exit_hold`` seconds more (a restart takes it over), or with 0 withdraw
+        """A clean exit: hold the liveness set ``exit_hold`` seconds more (a restart takes it over), or with 0 empty
         it now (the node stops answering); close the table, end the worker thread."""
         if self._executor is None:
             return
@@ -212,7 +213,7 @@ class LeaseKeeper:
                 self._table.remove()
                 self._table.close()
                 self._table = None
-        except Exception as exc:  # retried at the next refresh; if it keeps failing the lease expires
+        except Exception as exc:  # retried at the next refresh; if it keeps failing the elements expire
             log.error("health.lease_failed", node=self._node, error=repr(exc))
 
     def _release(self) -> None:
@@ -224,14 +225,14 @@ class LeaseKeeper:
                 log.info("health.lease_kept", node=self._node, seconds=self._exit_hold, ids=sorted(self._ids))
             else:
                 self._table.withdraw()
-        except Exception as exc:  # the namespace may be going away; the lease expires anyway
+        except Exception as exc:  # the namespace may be going away; the elements expire anyway
             log.warning("health.withdraw_failed", node=self._node, error=repr(exc))
         self._table.close()
         self._table = None
 
 
-def remove_lease_table(netns: str | None, *, dry_run: bool = False) -> bool:
-    """For ``magw cleanup``: delete our lease table in ``netns`` if it is there; True if it was (or would be)."""
+def remove_liveness_table(netns: str | None, *, dry_run: bool = False) -> bool:
+    """For ``magw cleanup``: delete our liveness table in ``netns`` if it is there; True if it was (or would be)."""
     nft = Nft(netns)
     try:
         if TABLE not in nft.table_names(FAMILY):

@@ -1,4 +1,4 @@
-"""The health monitor: probes peers, keeps their up/down states, holds this node's lease, reports Health.
+"""The health monitor: probes peers, keeps their up/down states, holds this node's liveness set, reports Health.
 
 It lives in the route agent's process (the node's namespace) and runs two
 asyncio tasks until ``stop``:
@@ -8,17 +8,17 @@ asyncio tasks until ``stop``:
   states is in transition (a miss of an up peer, a reply of a down one),
   never while a probe of it is still in flight; replies are read as they
   arrive, misses are
-  counted at each probe's deadline (``book``); outcomes drive one ``Liveness``
+  counted at each probe's deadline (``book``); outcomes drive one ``ProbeState``
   per (peer VTEP, echo id). When the Health they say changes, ``on_change``
-  gets it at once (the route agent replans and syncs: no broker round trip);
+  gets it at once (the route agent replans and syncs: no round trip through the source);
   ``on_transition`` hears of every state change (the status file).
-- the lease loop: renews ``ip magw_health``'s lease every ``refresh`` seconds
-  on a gateway node (and at once when the ids to lease change), through a
-  ``LeaseKeeper``: libnftables runs in its worker thread, never on the loop.
+- the liveness loop: renews ``ip magw_health``'s liveness set every ``refresh`` seconds
+  on a gateway node (and at once when the ids to answer change), through a
+  ``LivenessKeeper``: libnftables runs in its worker thread, never on the loop.
 
-``update(snapshot)`` feeds the broker's snapshot; ``planning_snapshot`` gives
+``update(snapshot)`` feeds the source's snapshot; ``planning_snapshot`` gives
 the planner that snapshot with the probed health merged in; with
-``require_sync``, the lease is held only once ``synced(True)`` said the
+``require_sync``, the liveness set is filled only once ``synced(True)`` said the
 kernel holds a plan made since the node's own Endpoint was (re)published: a
 gateway coming back answers once its tunnel is built. Peers present at
 the first plan start UNKNOWN (usable); peers that appear after ``down_after``
@@ -43,62 +43,62 @@ import structlog
 
 from magw.health.book import Outcome, ProbeBook, StateKey, jittered
 from magw.health.echoids import ALIVE_ID
-from magw.health.liveness import Lease, LeaseKeeper, LeaseTable
-from magw.health.params import LeaseParams, ProbeParams
+from magw.health.liveness import LivenessKeeper, LivenessTable, LivenessTableLike
+from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
-from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, Liveness
+from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, ProbeState
 from magw.health.targets import NO_PLAN, ProbePlan, ProbeTarget, probe_plan
-from magw.health.view import lease_ids, merged, probed_health, published, status_document
+from magw.health.view import liveness_ids, merged, probed_health, published, status_document
 from magw.model import Health, Snapshot
 
 log = structlog.get_logger(__name__)
 
 OnChange = Callable[[Health], None]
 SocketFactory = Callable[[int], EchoSocket]
-LeaseFactory = Callable[[], Lease]
+LivenessFactory = Callable[[], LivenessTableLike]
 
 
 class HealthMonitor:
-    """Probes, states and the lease of one node (see the module docstring)."""
+    """Probes, states and the liveness set of one node (see the module docstring)."""
 
     def __init__(
         self,
         node: str,
         *,
         probe: ProbeParams,
-        lease: LeaseParams,
+        liveness: LivenessParams,
         netns: str | None = None,
         on_change: OnChange | None = None,
         rng: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
         sockets: SocketFactory | None = None,
-        lease_table: LeaseFactory | None = None,
+        liveness_table: LivenessFactory | None = None,
         require_sync: bool = False,
     ) -> None:
         self.node = node
         self.params = probe
-        self.lease_params = lease
+        self.liveness_params = liveness
         self.netns = netns
         self.on_change = on_change
         self.on_transition: Callable[[], None] | None = None
         self._rng = rng
         self._clock = clock
         self._new_socket: SocketFactory = sockets or (lambda echo_id: EchoSocket(echo_id, netns=netns))
-        new_lease: LeaseFactory = lease_table or (lambda: LeaseTable(lease, netns=netns))
-        self._lease = LeaseKeeper(
-            new_lease, node=node, exit_hold=lease.exit_hold
+        new_table: LivenessFactory = liveness_table or (lambda: LivenessTable(liveness, netns=netns))
+        self._liveness = LivenessKeeper(
+            new_table, node=node, exit_hold=liveness.exit_hold
         )  # libnftables calls run in its own worker thread
         self._snapshot: Snapshot | None = None
         self._plan: ProbePlan = NO_PLAN
-        self._states: dict[StateKey, Liveness] = {}
+        self._states: dict[StateKey, ProbeState] = {}
         self._book = ProbeBook(timeout=probe.timeout, cap=probe.shortest_interval)
         self._sockets: dict[int, EchoSocket] = {}
         self._next_send: dict[IPv4Address, float] = {}
         self._last_send: dict[IPv4Address, float] = {}
         self._health = Health()
-        self._leases: frozenset[int] | None = None
-        self._leases_provisional = False
-        self._lease_dirty = asyncio.Event()
+        self._liveness_ids: frozenset[int] | None = None
+        self._liveness_provisional = False
+        self._liveness_dirty = asyncio.Event()
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.transitions = 0
@@ -111,7 +111,7 @@ class HealthMonitor:
 
     @property
     def health(self) -> Health:
-        """What the probes say (without the broker's Health document)."""
+        """What the probes say (without the source's Health document)."""
         return self._health
 
     @property
@@ -119,9 +119,9 @@ class HealthMonitor:
         return self._plan
 
     @property
-    def leases(self) -> frozenset[int] | None:
-        """The echo ids this node answers (None: it is no gateway, there is no lease table)."""
-        return self._leases
+    def liveness_ids(self) -> frozenset[int] | None:
+        """The echo ids this node answers (None: it is no gateway, there is no liveness table)."""
+        return self._liveness_ids
 
     def planning_snapshot(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the probed health merged into its own, for the planner (remembers the role planned)."""
@@ -138,7 +138,7 @@ class HealthMonitor:
         """The route agent's sync of the last plan ended (``ok``: nothing failed): the kernel holds that plan."""
         if ok and self._planned_role is not None:
             self._ready_role = self._planned_role
-            self._update_leases()
+            self._update_liveness()
 
     def _merged(self, snapshot: Snapshot) -> Snapshot:
         if not self._health.down and not self._health.reach:
@@ -146,17 +146,17 @@ class HealthMonitor:
         return attrs.evolve(snapshot, health=merged(snapshot.health, self._health))
 
     def update(self, snapshot: Snapshot | None) -> None:
-        """A new broker snapshot: re-derive targets and leases (call from the event loop's thread)."""
+        """A new snapshot from the source: re-derive targets and liveness ids (call from the event loop's thread)."""
         self._snapshot = snapshot
         self._retarget()
 
-    def states(self) -> dict[StateKey, Liveness]:
+    def states(self) -> dict[StateKey, ProbeState]:
         return dict(self._states)
 
     # ----- planning ------------------------------------------------------------------------------
 
     def _retarget(self) -> None:
-        """Targets and leases from the snapshot and the current health; repeat until the role settles."""
+        """Targets and liveness ids from the snapshot and the current health; repeat until the role settles."""
         for _ in range(3):  # single-gateway mode: health -> active gateway -> role -> targets -> health
             snapshot = self._snapshot
             plan = NO_PLAN if snapshot is None else probe_plan(self._merged(snapshot), self.node)
@@ -164,7 +164,7 @@ class HealthMonitor:
                 self._set_plan(plan)
             if not self._refresh_health():
                 break
-        self._update_leases()
+        self._update_liveness()
 
     def _set_plan(self, plan: ProbePlan) -> None:
         keys = plan.keys
@@ -207,15 +207,15 @@ class HealthMonitor:
                 log.exception("health.listener_failed", error=repr(exc))
         return True
 
-    def _update_leases(self) -> None:
+    def _update_liveness(self) -> None:
         snapshot = None if self._snapshot is None else self._merged(self._snapshot)
         ready = not self._require_sync or (snapshot is not None and self._ready_role == published(snapshot, self.node))
-        ids = None if snapshot is None else lease_ids(snapshot, self.node, snapshot.health, ready=ready)
-        self._leases_provisional = snapshot is not None and not ready
-        if ids != self._leases:
+        ids = None if snapshot is None else liveness_ids(snapshot, self.node, snapshot.health, ready=ready)
+        self._liveness_provisional = snapshot is not None and not ready
+        if ids != self._liveness_ids:
             log.info("health.leases", node=self.node, echo_ids=None if ids is None else sorted(ids))
-            self._leases = ids
-            self._lease_dirty.set()
+            self._liveness_ids = ids
+            self._liveness_dirty.set()
 
     # ----- sockets -------------------------------------------------------------------------------
 
@@ -301,7 +301,7 @@ class HealthMonitor:
             self._next_send[address] = fast
             self._wake.set()  # the probe loop may sleep until the slower time
 
-    def _log_transition(self, target: ProbeTarget, echo_id: int, old: Liveness, new: Liveness) -> None:
+    def _log_transition(self, target: ProbeTarget, echo_id: int, old: ProbeState, new: ProbeState) -> None:
         what = "alive" if echo_id == ALIVE_ID else next((c for c, i in self._plan.reach if i == echo_id), "?")
         log.info(
             "health.state_changed",
@@ -317,7 +317,7 @@ class HealthMonitor:
     # ----- the loops -----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Probe and hold the lease until ``stop`` is set; then withdraw the lease and close everything."""
+        """Probe and hold the liveness set until ``stop`` is set; then release it and close everything."""
         self._loop = asyncio.get_running_loop()
         for echo_id, sock in self._sockets.items():
             self._loop.add_reader(sock.fileno(), self._drain_one, echo_id)
@@ -329,21 +329,21 @@ class HealthMonitor:
             timeout=self.params.timeout,
             down_after=self.params.down_after,
             up_after=self.params.up_after,
-            lease_timeout=self.lease_params.timeout,
+            lease_timeout=self.liveness_params.timeout,
         )
         tasks = [
             asyncio.create_task(self._probe_loop(stop), name="health-probe"),
-            asyncio.create_task(self._lease_loop(stop), name="health-lease"),
+            asyncio.create_task(self._liveness_loop(stop), name="health-lease"),
         ]
         try:
             await stop.wait()
         finally:
             self._wake.set()
-            self._lease_dirty.set()
+            self._liveness_dirty.set()
             await asyncio.gather(*tasks, return_exceptions=True)
             for echo_id in list(self._sockets):
                 self._close_socket(echo_id)
-            await self._lease.release()
+            await self._liveness.release()
             log.info("health.stopped", node=self.node, transitions=self.transitions)
 
     async def _probe_loop(self, stop: asyncio.Event) -> None:
@@ -387,14 +387,14 @@ class HealthMonitor:
             seq = self._book.sent((target.address, echo_id), self._clock())  # the send's own time, not the tick's
             sock.send(target.address, seq)
 
-    async def _lease_loop(self, stop: asyncio.Event) -> None:
+    async def _liveness_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            self._lease_dirty.clear()
-            # renew, install, or remove (None: no gateway role); before the first sync, adopt a held lease
-            await self._lease.hold(self._leases, provisional=self._leases_provisional)
+            self._liveness_dirty.clear()
+            # renew, install, or remove (None: no gateway role); before the first sync, adopt a held liveness set
+            await self._liveness.hold(self._liveness_ids, provisional=self._liveness_provisional)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.lease_params.refresh):
-                    await self._lease_dirty.wait()
+                async with asyncio.timeout(self.liveness_params.refresh):
+                    await self._liveness_dirty.wait()
 
     # ----- status --------------------------------------------------------------------------------
 
@@ -405,4 +405,4 @@ class HealthMonitor:
             stats = self._book.rtt_stats((t.address, ALIVE_ID))
             if stats is not None:
                 rtts[(t.address, ALIVE_ID)] = stats.as_json()
-        return status_document(self._plan, self._states, self._health, self._leases, rtts)
+        return status_document(self._plan, self._states, self._health, self._liveness_ids, rtts)

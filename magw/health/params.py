@@ -1,4 +1,4 @@
-"""The tunables of probing and of the liveness lease, validated (one line per bad field)."""
+"""The tunables of probing and of the liveness set, validated (one line per bad field)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ DEFAULT_TIMEOUT = 0.02
 DEFAULT_DOWN_AFTER = 3
 DEFAULT_UP_AFTER = 3
 DEFAULT_JITTER = 0.2
-DEFAULT_LEASE_TIMEOUT = 1.0
-DEFAULT_LEASE_REFRESH = 0.25
-# On a clean exit (SIGTERM) the lease is renewed once for this long instead of withdrawn: a restarted agent
-# takes it over before it ends, so a restart moves no flow (issue 12). The kernel's datapath stays as the
+DEFAULT_LIVENESS_TIMEOUT = 1.0
+DEFAULT_LIVENESS_REFRESH = 0.25
+# On a clean exit (SIGTERM) the liveness set is renewed once for this long instead of emptied: a restarted agent
+# takes it over before it ends, so a restart moves no flow (docs/health.md). The kernel's datapath stays as the
 # agent left it meanwhile, so answering for it is true. 0: withdraw at once (drain).
-DEFAULT_LEASE_EXIT_HOLD = 10.0
+DEFAULT_LIVENESS_EXIT_HOLD = 10.0
 
 MAX_COUNT = 100
 
@@ -88,13 +88,13 @@ class ProbeParams:
 
 
 @attrs.frozen(kw_only=True)
-class LeaseParams:
-    """The liveness lease: each element lives ``timeout`` seconds and is renewed every ``refresh`` seconds;
+class LivenessParams:
+    """The liveness set: each element lives ``timeout`` seconds and is renewed every ``refresh`` seconds;
     ``exit_hold``: on a clean exit it is renewed once for that long (0: withdrawn at once)."""
 
-    timeout: float = DEFAULT_LEASE_TIMEOUT
-    refresh: float = DEFAULT_LEASE_REFRESH
-    exit_hold: float = DEFAULT_LEASE_EXIT_HOLD
+    timeout: float = DEFAULT_LIVENESS_TIMEOUT
+    refresh: float = DEFAULT_LIVENESS_REFRESH
+    exit_hold: float = DEFAULT_LIVENESS_EXIT_HOLD
 
     def __attrs_post_init__(self) -> None:
         _positive("lease timeout", self.timeout)

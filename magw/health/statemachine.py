@@ -38,7 +38,7 @@ class PeerState(enum.Enum):
 
 
 @attrs.frozen(kw_only=True)
-class Liveness:
+class ProbeState:
     """The state and the current run of misses or successes (one of the two is always 0)."""
 
     state: PeerState = PeerState.UNKNOWN
@@ -55,27 +55,27 @@ class Liveness:
         UP peer that may fail, or successes of a down peer (the monitor probes it at the fast interval).
 
         Not the misses of an UNKNOWN peer, one never seen answering: when a cluster starts, its gateways answer
-        only once their kernels hold their plans (the lease), and confirming at the normal interval gives them
+        only once their kernels hold their plans (the liveness set), and confirming at the normal interval gives them
         that time instead of taking them down and up again (which leaves resilient groups unbalanced until
         their idle timer)."""
         if self.state is PeerState.DOWN:
             return self.successes > 0
         return self.state is PeerState.UP and policy != "never" and self.misses > 0
 
-    def observe(self, success: bool, params: ProbeParams, *, policy: FailPolicy = "always") -> Liveness:
+    def observe(self, success: bool, params: ProbeParams, *, policy: FailPolicy = "always") -> ProbeState:
         """The state after one more probe outcome."""
         if success:
             successes = self.successes + 1
             new = self.state in (PeerState.UNKNOWN, PeerState.PENDING)
             up = new or (self.state is PeerState.DOWN and successes >= params.up_after)
-            return Liveness(state=PeerState.UP if up else self.state, misses=0, successes=successes)
+            return ProbeState(state=PeerState.UP if up else self.state, misses=0, successes=successes)
         if policy == "never":  # not even counted: when it becomes active its own misses start from zero
-            return Liveness(state=self.state, misses=0, successes=0)
+            return ProbeState(state=self.state, misses=0, successes=0)
         misses = self.misses + 1
         can_fail = policy == "always" or (policy == "after_seen" and self.state is PeerState.UP)
         state = PeerState.DOWN if can_fail and misses >= params.down_after else self.state
-        return Liveness(state=state, misses=misses, successes=0)
+        return ProbeState(state=state, misses=misses, successes=0)
 
 
-NEW_AT_START = Liveness()
-NEW_LATER = Liveness(state=PeerState.PENDING)
+NEW_AT_START = ProbeState()
+NEW_LATER = ProbeState(state=PeerState.PENDING)

@@ -1,14 +1,14 @@
-"""From probe states to the planner's Health, and to the echo ids this node leases. Pure.
+"""From probe states to the planner's Health, and to the echo ids of this node's liveness set. Pure.
 
 ``probed_health``: a target whose ``ALIVE_ID`` state is down is in ``down``;
 on a worker, every target also gets a ``reach`` entry: the remote clusters
 whose reach id is not down. ``merged`` combines that with the Health document
-of the broker (an operator's override): the union of ``down``, the
+of the source (an operator's override): the union of ``down``, the
 intersection of ``reach`` where both name a gateway.
 
 ``status_document``: the states as plain JSON, for the status file.
 
-``lease_ids``: what a gateway node answers. Nothing before its own Endpoint
+``liveness_ids``: what a gateway node answers. Nothing before its own Endpoint
 is published and its kernel holds the plan of its role; then ``ALIVE_ID``, and
 the reach id of every remote cluster except those it has positive evidence it
 cannot reach: every published gateway of that cluster is down in its own
@@ -23,15 +23,15 @@ from ipaddress import IPv4Address
 from typing import Any
 
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.statemachine import Liveness
+from magw.health.statemachine import ProbeState
 from magw.health.targets import ProbePlan
 from magw.model import Health, Snapshot
 
 StateKey = tuple[IPv4Address, int]
-_UNKNOWN = Liveness()
+_UNKNOWN = ProbeState()
 
 
-def probed_health(plan: ProbePlan, states: Mapping[StateKey, Liveness]) -> Health:
+def probed_health(plan: ProbePlan, states: Mapping[StateKey, ProbeState]) -> Health:
     """The Health that the probe states of ``plan`` say."""
     down = {t.hostname for t in plan.targets if states.get((t.address, ALIVE_ID), _UNKNOWN).down}
     if plan.mode != "worker":
@@ -43,25 +43,26 @@ def probed_health(plan: ProbePlan, states: Mapping[StateKey, Liveness]) -> Healt
     return Health(down=down, reach=reach)
 
 
-def merged(broker: Health, probed: Health) -> Health:
-    """Both sources of health together; a gateway is usable only if both allow it."""
-    reach = dict(broker.reach)
+def merged(document: Health, probed: Health) -> Health:
+    """Both sources of health together (the source's Health document and the probes); a gateway is usable
+    only if both allow it."""
+    reach = dict(document.reach)
     for gw, clusters in probed.reach:
         reach[gw] = reach[gw] & clusters if gw in reach else clusters
-    return Health(down=broker.down | probed.down, reach=reach)
+    return Health(down=document.down | probed.down, reach=reach)
 
 
 def published(snapshot: Snapshot, node: str) -> bool:
     """True when ``node``'s own Endpoint is in the snapshot: others route through it once it answers, so its
     kernel must hold the gateway's plan first (a gateway coming back, or re-published, rebuilds its tunnel).
 
-    Only this gates the lease, not a change of role: a standby that takes over keeps answering while it
+    Only this gates the liveness set, not a change of role: a standby that takes over keeps answering while it
     builds its tunnel, or its workers would declare it down too and fall back to the dead gateway.
     """
     return any(e.hostname == node for e in snapshot.endpoints_of(snapshot.local_cluster))
 
 
-def lease_ids(snapshot: Snapshot, node: str, health: Health, *, ready: bool = True) -> frozenset[int] | None:
+def liveness_ids(snapshot: Snapshot, node: str, health: Health, *, ready: bool = True) -> frozenset[int] | None:
     """The echo ids ``node`` answers, given the health it plans with; None when it is no gateway (no table).
 
     Nothing (an empty set) while our own Endpoint is not published, or while not ``ready``: the kernel has
@@ -82,9 +83,9 @@ def lease_ids(snapshot: Snapshot, node: str, health: Health, *, ready: bool = Tr
 
 def status_document(
     plan: ProbePlan,
-    states: Mapping[StateKey, Liveness],
+    states: Mapping[StateKey, ProbeState],
     health: Health,
-    leases: frozenset[int] | None,
+    liveness_ids: frozenset[int] | None,
     rtts: Mapping[StateKey, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Targets with their states, as plain JSON (the ``health`` part of the route agent's status file);
@@ -107,5 +108,5 @@ def status_document(
         "mode": plan.mode,
         "peers": peers,
         "down": sorted(health.down),
-        "leases": None if leases is None else sorted(leases),
+        "leases": None if liveness_ids is None else sorted(liveness_ids),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from magw.model.globalnet import ALLOCATED, UPDATED, Condition, ConditionStatus, GlobalIPStatus
+from magw.model.globalnet import ALLOCATED, UPDATED, ConditionStatus, GlobalIPStatus, GlobalnetCondition
 
 OVERRIDDEN = "Overridden"
 
@@ -46,16 +46,18 @@ def condition(
     reason: str,
     message: str,
     now: datetime,
-) -> Condition:
+) -> GlobalnetCondition:
     """A condition whose time is the previous one's when its status did not change."""
     old = previous.condition(type_) if previous is not None else None
     time = old.time if old is not None and old.status is status and old.time else rfc3339(now)
-    return Condition(type=type_, status=status, reason=reason, message=message, time=time)
+    return GlobalnetCondition(type=type_, status=status, reason=reason, message=message, time=time)
 
 
-def allocated(previous: GlobalIPStatus | None, ok: bool, reason: str, message: str, now: datetime) -> Condition:
+def allocated(
+    previous: GlobalIPStatus | None, ok: bool, reason: str, message: str, now: datetime
+) -> GlobalnetCondition:
     return condition(previous, ALLOCATED, TRUE if ok else FALSE, reason, message, now)
 
 
-def selector_not_updated(previous: GlobalIPStatus | None, message: str, now: datetime) -> Condition:
+def selector_not_updated(previous: GlobalIPStatus | None, message: str, now: datetime) -> GlobalnetCondition:
     return condition(previous, UPDATED, FALSE, SELECTOR_UPDATE, message, now)

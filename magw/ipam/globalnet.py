@@ -36,19 +36,19 @@ from magw.ipam.ingress import wanted_ingress_ips
 from magw.ipam.pool import Exhausted, Pool
 from magw.ipam.precedence import Precedence, resolve_egress
 from magw.model.globalnet import (
-    CLUSTER_EGRESS_DEFAULT_IPS,
+    CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS,
     CLUSTER_GLOBAL_EGRESS_IP,
     GLOBAL_EGRESS_IP,
     GLOBAL_INGRESS_IP,
     MAX_IPS,
     MIN_IPS,
     ClusterGlobalEgressIP,
-    Condition,
     GatewayAddresses,
     GlobalEgressIP,
     GlobalIngressIP,
     GlobalIPStatus,
     Globalnet,
+    GlobalnetCondition,
     ObjectRef,
 )
 from magw.model.selector import LabelSelector
@@ -95,14 +95,14 @@ class _Block:
 
 
 @attrs.define
-class _Entry:
+class _PlanEntry:
     """One live object being planned."""
 
     ref: ObjectRef
     previous: GlobalIPStatus | None
     blocks: list[_Block] = attrs.Factory(list)
-    extra: list[Condition] = attrs.Factory(list)  # Updated / Overridden conditions
-    fixed: Condition | None = None  # an Allocated condition decided before allocation (bad input)
+    extra: list[GlobalnetCondition] = attrs.Factory(list)  # Updated / Overridden conditions
+    fixed: GlobalnetCondition | None = None  # an Allocated condition decided before allocation (bad input)
     notes: list[str] = attrs.Factory(list)
     pod_selector: LabelSelector | None = None
 
@@ -118,14 +118,14 @@ def plan_globalnet(
 ) -> GlobalnetPlan:
     """See the module docstring."""
     gateway_set = sorted(set(gateways))
-    entries: list[_Entry] = []
+    entries: list[_PlanEntry] = []
     per_gateway = _cluster_egress(globalnet, gateway_set, now, grace, entries)
     ingress = wanted_ingress_ips(globalnet)
     effective_egress = _egress(globalnet, gateway_set, now, grace, entries)
     for obj in ingress:
         ref = ObjectRef(GLOBAL_INGRESS_IP, obj.namespace, obj.name)
         prev = globalnet.status_of(ref)
-        entry = _Entry(ref=ref, previous=prev)
+        entry = _PlanEntry(ref=ref, previous=prev)
         entry.blocks.append(_Block(ref=ref, node="", count=1, recorded=prev.allocated_ips if prev else ()))
         entries.append(entry)
     entries.sort(key=lambda e: e.ref)
@@ -211,14 +211,14 @@ def _gateway_blocks(
 
 
 def _cluster_egress(
-    globalnet: Globalnet, gateways: list[str], now: datetime, grace: timedelta, entries: list[_Entry]
+    globalnet: Globalnet, gateways: list[str], now: datetime, grace: timedelta, entries: list[_PlanEntry]
 ) -> tuple[ClusterGlobalEgressIP, ...]:
     """Entries for every ClusterGlobalEgressIP, and the per-gateway objects that must exist."""
-    count = CLUSTER_EGRESS_DEFAULT_IPS
+    count = CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS
     ours: dict[str, ClusterGlobalEgressIP] = {}
     for obj in globalnet.cluster_egress_ips:
         ref = ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", obj.name)
-        entry = _Entry(ref=ref, previous=globalnet.status_of(ref))
+        entry = _PlanEntry(ref=ref, previous=globalnet.status_of(ref))
         node = gateway_of(obj.name)
         if node is not None:
             ours[node] = obj
@@ -231,7 +231,7 @@ def _cluster_egress(
                 entry.fixed = c.allocated(entry.previous, True, c.SUCCESS, message, now)
             else:
                 ok = problem[0] == c.ZERO_INPUT
-                count = 0 if ok else CLUSTER_EGRESS_DEFAULT_IPS
+                count = 0 if ok else CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS
                 message = problem[1] + ("" if ok else f"; the gateways use the default {count}")
                 entry.fixed = c.allocated(entry.previous, ok, problem[0], message, now)
         else:
@@ -245,7 +245,7 @@ def _cluster_egress(
         prev = globalnet.status_of(ref)
         if node not in gateways and prev is None:
             continue  # an object of a gone gateway that never got addresses: nothing to keep
-        entry = _Entry(ref=ref, previous=prev)
+        entry = _PlanEntry(ref=ref, previous=prev)
         entry.blocks = [b for b in _gateway_blocks(ref, prev, gateways, count, now, grace) if b.node == node]
         if not entry.blocks:
             continue  # its gateway is gone and the grace period is over: the object goes
@@ -255,14 +255,14 @@ def _cluster_egress(
 
 
 def _egress(
-    globalnet: Globalnet, gateways: list[str], now: datetime, grace: timedelta, entries: list[_Entry]
+    globalnet: Globalnet, gateways: list[str], now: datetime, grace: timedelta, entries: list[_PlanEntry]
 ) -> tuple[GlobalEgressIP, ...]:
     """Entries for the GlobalEgressIPs; returns them with the selector they are held to (the recorded one)."""
     effective = []
     for obj in globalnet.egress_ips:
         ref = ObjectRef(GLOBAL_EGRESS_IP, obj.namespace, obj.name)
         prev = globalnet.status_of(ref)
-        entry = _Entry(ref=ref, previous=prev)
+        entry = _PlanEntry(ref=ref, previous=prev)
         entries.append(entry)
         held = prev is not None and bool(prev.allocated_ips)
         selector = obj.pod_selector
@@ -286,7 +286,7 @@ def _egress(
     return tuple(effective)
 
 
-def _status(entry: _Entry, precedence: Precedence, now: datetime) -> GlobalIPStatus:
+def _status(entry: _PlanEntry, precedence: Precedence, now: datetime) -> GlobalIPStatus:
     prev = entry.previous
     held = [b for b in entry.blocks if b.ips]
     errors = [b.error for b in entry.blocks if b.error]

@@ -1,4 +1,4 @@
-"""The GlobalIngressIP objects the controller must make for exported services (issue 11), pure.
+"""The GlobalIngressIP objects the controller must make for exported services (docs/globalnet.md), pure.
 
 - an exported ClusterIP Service: one, ``svc-<service>``, target ``ClusterIPService``, ``target_ip`` its ClusterIP;
 - an exported headless Service with a selector: one per backend pod, ``pod-<pod>``, target

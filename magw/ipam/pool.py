@@ -1,6 +1,6 @@
 """An address pool: contiguous allocation from one or more CIDRs, reservation and release. Pure.
 
-Rules (issue 11):
+Rules (docs/globalnet.md):
 
 - the pool is every *host* address of its CIDRs: never a network or broadcast address (a /31 or /32
   has none to skip and is used whole);

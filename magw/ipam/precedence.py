@@ -1,4 +1,4 @@
-"""Which egress global IP a pod uses: the precedence of issue 11, pure.
+"""Which egress global IP a pod uses: the precedence of docs/globalnet.md, pure.
 
 Highest first:
 
@@ -87,7 +87,7 @@ def resolve_egress(globalnet: Globalnet, ingress_ips: Iterable[GlobalIngressIP])
             key = (ing.target_ref.namespace, ing.target_ref.name)
             headless.setdefault(key, ObjectRef(GLOBAL_INGRESS_IP, ing.namespace, ing.name))
     overridden: dict[ObjectRef, list[tuple[ObjectRef, ObjectRef]]] = {}
-    # Shaped for speed (issue 12, 100k pods): a pod's decision depends only on its namespace, labels and
+    # Shaped for speed (docs/performance.md, 100k pods): a pod's decision depends only on its namespace, labels and
     # host-network flag unless it is a headless backend, so pods alike are decided once.
     decided: dict[tuple[str, tuple[tuple[str, str], ...], bool], _Decision] = {}
     egress = []
@@ -107,7 +107,7 @@ def resolve_egress(globalnet: Globalnet, ingress_ips: Iterable[GlobalIngressIP])
         for loser, winner in losers:
             overridden.setdefault(loser, []).append((ref, winner))
     return Precedence(
-        # A tuple key, not the attrs ObjectRef: its __lt__ is Python code and was most of a 100k-pod plan (issue 12).
+        # A tuple key, not the attrs ObjectRef: its __lt__ is Python code and was most of a 100k-pod plan.
         egress=tuple(sorted(egress, key=lambda e: (e.pod.kind, e.pod.namespace, e.pod.name))),
         overridden={loser: tuple(sorted(pairs)) for loser, pairs in sorted(overridden.items())},
     )

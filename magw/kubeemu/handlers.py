@@ -46,14 +46,14 @@ STRATEGIC = "application/strategic-merge-patch+json"
 
 
 @attrs.frozen
-class Target:
+class RequestTarget:
     rt: ResourceType
     namespace: str | None  # None: a namespaced type across all namespaces
     name: str | None
     status: bool
 
 
-def _resolve(store: Store, parts: list[str]) -> Target | None:
+def _resolve(store: Store, parts: list[str]) -> RequestTarget | None:
     if parts[:1] == ["api"] and len(parts) >= 3:
         group, version, rest = "", parts[1], parts[2:]
     elif parts[:1] == ["apis"] and len(parts) >= 4:
@@ -74,7 +74,7 @@ def _resolve(store: Store, parts: list[str]) -> Target | None:
         namespace = None if rt.namespaced else ""
     if len(tail) > 2 or (len(tail) == 2 and (tail[1] != "status" or not rt.status)):
         return None
-    return Target(rt, namespace, tail[0] if tail else None, len(tail) == 2)
+    return RequestTarget(rt, namespace, tail[0] if tail else None, len(tail) == 2)
 
 
 def _encode_continue(rv: int, key: ObjectKey) -> str:
@@ -125,7 +125,7 @@ class Api:
             raise method_not_allowed(f"{method} is not supported on a {target.rt.qualified} collection")
         return web.json_response(await self._item(request, target, target.name))
 
-    async def _item(self, request: web.Request, target: Target, name: str) -> Obj:
+    async def _item(self, request: web.Request, target: RequestTarget, name: str) -> Obj:
         rt, namespace = target.rt, target.namespace or ""
         method = request.method
         if method == "GET":
@@ -143,7 +143,7 @@ class Api:
             )
         raise method_not_allowed(f"{method} is not supported on {rt.qualified} {name!r}")
 
-    def _list(self, target: Target, query: dict[str, str]) -> dict[str, Any]:
+    def _list(self, target: RequestTarget, query: dict[str, str]) -> dict[str, Any]:
         rt, store = target.rt, self.store
         label = label_selector(query.get("labelSelector"))
         field = field_selector(query.get("fieldSelector"), rt.field_labels)

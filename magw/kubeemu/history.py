@@ -25,7 +25,7 @@ TypeKey = tuple[str, str, str]  # ResourceType.key
 
 
 @attrs.frozen
-class Event:
+class HistoryEvent:
     """One write. ``obj``/``prev`` are never mutated after the event is recorded: readers copy them."""
 
     rv: int
@@ -41,14 +41,14 @@ class History:
         if limit < 1:
             raise ValueError("history limit must be at least 1")
         self.limit = limit
-        self._events: deque[Event] = deque()
+        self._events: deque[HistoryEvent] = deque()
         self._rvs: deque[int] = deque()
         self.horizon = 0  # every event with rv > horizon is kept
 
     def __len__(self) -> int:
         return len(self._events)
 
-    def append(self, ev: Event) -> None:
+    def append(self, ev: HistoryEvent) -> None:
         self._events.append(ev)
         self._rvs.append(ev.rv)
         while len(self._events) > self.limit:
@@ -59,7 +59,7 @@ class History:
         """Whether every change after ``rv`` is still known (a watch or read from ``rv`` can be served)."""
         return rv >= self.horizon
 
-    def since(self, rv: int) -> list[Event]:
+    def since(self, rv: int) -> list[HistoryEvent]:
         """The events after ``rv``, oldest first; the caller checks ``covers(rv)`` first."""
         start = bisect.bisect_right(self._rvs, rv)
         return [self._events[i] for i in range(start, len(self._events))]

@@ -100,7 +100,7 @@ def _custom(group: str, version: str, kind: str, plural: str, *, status: bool = 
     return ResourceType(group, version, kind, plural, True, status=status, unconditional_update=False)
 
 
-# The kinds of /tmp/k8s-spec.md (issue 13): what deploy/crds/*.yaml defines. Built in so that tests do not
+# The kinds of docs/kubernetes.md ("The objects"): what deploy/crds/*.yaml defines. Built in so that tests do not
 # depend on the manifests; ``from_crd`` serves any other.
 SUBMARINER: tuple[ResourceType, ...] = (
     _custom("submariner.io", "v1", "Cluster", "clusters"),

@@ -1,7 +1,7 @@
 """The emulator's etcd: objects, one global increasing resourceVersion, the change history and its watchers.
 
 Every write takes the next resourceVersion (one counter for all types, as etcd's revision), stamps it on the
-object, records an ``Event`` and hands it to every subscribed watcher in the same step, so watchers see the
+object, records a ``HistoryEvent`` and hands it to every subscribed watcher in the same step, so watchers see the
 changes in resourceVersion order and none is lost between a list and a watch from the list's resourceVersion
 ("Efficient detection of changes" in API Concepts). Operations are synchronous: the server runs on one event
 loop, so a write and its fan-out are atomic.
@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from magw.kubeemu.errors import STALE, ApiError, already_exists, bad_request, conflict, invalid, not_found
-from magw.kubeemu.history import Event, History, Obj, ObjectKey, TypeKey
+from magw.kubeemu.history import History, HistoryEvent, Obj, ObjectKey, TypeKey
 from magw.kubeemu.resources import Registry, ResourceType
 
 
 class Subscriber(Protocol):
-    def offer(self, ev: Event) -> None: ...
+    def offer(self, ev: HistoryEvent) -> None: ...
 
 
 def _now() -> str:
@@ -93,7 +93,7 @@ class Store:
     def unsubscribe(self, sub: Subscriber) -> None:
         self._subscribers.discard(sub)
 
-    def _record(self, ev: Event) -> None:
+    def _record(self, ev: HistoryEvent) -> None:
         self.history.append(ev)
         for sub in list(self._subscribers):
             sub.offer(ev)
@@ -151,7 +151,7 @@ class Store:
         meta["generation"] = 1
         meta["resourceVersion"] = str(self._next_rv())
         self.objects(rt)[(namespace, name)] = body
-        self._record(Event(self.rv, "ADDED", rt.key, (namespace, name), body, None))
+        self._record(HistoryEvent(self.rv, "ADDED", rt.key, (namespace, name), body, None))
         return copy.deepcopy(body)
 
     def _current(self, rt: ResourceType, namespace: str, name: str) -> Obj:
@@ -219,7 +219,7 @@ class Store:
         result["metadata"]["resourceVersion"] = str(self._next_rv())
         key = (old_meta.get("namespace", ""), name)
         self.objects(rt)[key] = result
-        self._record(Event(self.rv, "MODIFIED", rt.key, key, result, old))
+        self._record(HistoryEvent(self.rv, "MODIFIED", rt.key, key, result, old))
         return copy.deepcopy(result)
 
     def delete(
@@ -247,7 +247,7 @@ class Store:
         gone = copy.deepcopy(old)
         gone["metadata"]["resourceVersion"] = str(self._next_rv())
         del self.objects(rt)[(namespace, name)]
-        self._record(Event(self.rv, "DELETED", rt.key, (namespace, name), gone, old))
+        self._record(HistoryEvent(self.rv, "DELETED", rt.key, (namespace, name), gone, old))
         return copy.deepcopy(gone)
 
     # --- state as a whole --------------------------------------------------------------------------------------

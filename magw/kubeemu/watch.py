@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from magw.kubeemu.errors import ApiError, bad_request, status_object
-from magw.kubeemu.history import Event
+from magw.kubeemu.history import HistoryEvent
 from magw.kubeemu.resources import ResourceType
 from magw.kubeemu.selectors import field_selector, label_selector
 from magw.kubeemu.store import Store
@@ -52,7 +52,7 @@ class Watcher:
         self.ended: str | None = None  # "finish", "abort" or "overflow"
         self.live = False
 
-    def offer(self, ev: Event) -> None:
+    def offer(self, ev: HistoryEvent) -> None:
         """Take one change (the store calls this synchronously for every write)."""
         if ev.type_key != self.rt.key or (self.namespace is not None and ev.key[0] != self.namespace):
             return

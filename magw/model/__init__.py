@@ -12,7 +12,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
-from magw.model.egressgw import Egress
+from magw.model.egressgw import EgressGateway
 from magw.model.globalnet import Globalnet
 from magw.model.netfast import net_key as net_key  # re-exported: the planner and the checks import it from here
 
@@ -44,7 +44,7 @@ class Cni(enum.Enum):
 
 def dotted(ip: int) -> str:
     """``a.b.c.d`` of an IPv4 address given as an int (what ``str(IPv4Address(ip))`` prints, in a fraction of
-    its time: shaped for speed, issues 10 and 12, where 100k addresses are formatted per plan)."""
+    its time: shaped for speed, docs/performance.md, where 100k addresses are formatted per plan)."""
     return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
 
 
@@ -188,15 +188,15 @@ class Snapshot:
     # The local cluster's Globalnet objects and statuses (empty unless the clusterset is Globalnet).
     globalnet: Globalnet = attrs.field(factory=Globalnet)
     # The local cluster's egress gateway: config, VIPs and their statuses (empty unless it has EgressVIPs).
-    egress: Egress = attrs.field(factory=Egress)
+    egressgw: EgressGateway = attrs.field(factory=EgressGateway)
     # The cluster objects whose CIDRs the snapshot loader found free of overlaps (magw.snapshot.checks).
     # The planner skips its own overlap check only when these are the very objects of ``clusters``
-    # (``overlaps_checked_here``): 0.2 s of a 100k-CIDR plan (issue 10). ``attrs.evolve`` carries the field
+    # (``overlaps_checked_here``): 0.2 s of a 100k-CIDR plan (docs/performance.md). ``attrs.evolve`` carries the field
     # along, and a snapshot given other clusters is checked again, so the mark cannot vouch for what it
     # did not see.
     overlaps_checked: tuple[Cluster, ...] = attrs.field(default=(), eq=False, repr=False)
     # Endpoints grouped by cluster, computed once: the planner asks per cluster, and scanning every
-    # endpoint each time is quadratic in the number of clusters (issue 10).
+    # endpoint each time is quadratic in the number of clusters (docs/performance.md).
     _by_cluster: dict[str, tuple[Endpoint, ...]] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

@@ -1,4 +1,4 @@
-"""Centralized SNAT egress gateway values (issue 15, seed centralized-snat-gateway.zh.md): pure.
+"""Centralized SNAT egress gateway values (docs/egress-gateway.md, seed centralized-snat-gateway.zh.md): pure.
 
 An ``EgressVIP`` is one virtual IP held by one of its candidate nodes at a time (keepalived, one VRRP
 instance per VIP). The pods behind the Services bound to it leave the cluster through its holder, SNATed
@@ -76,11 +76,14 @@ class EgressVIPStatus:
 
     ``holder`` is the node that is VRRP master ("" when none is known), ``since`` when it became so (RFC
     3339 UTC), ``services`` the Services ("namespace/name") whose pods leave through the VIP, sorted.
+    ``conflicts``: the ports two of those Services claim, one line each (the first by name keeps the port, the
+    other's is ignored: ``magw.desired.egressgw.ports``), sorted.
     """
 
     holder: str = ""
     since: str = ""
     services: tuple[str, ...] = attrs.field(default=(), converter=_sorted_names)
+    conflicts: tuple[str, ...] = attrs.field(default=(), converter=_sorted_names)
 
 
 @attrs.frozen(kw_only=True)
@@ -105,7 +108,7 @@ def _status_items(value: Iterable[tuple[str, EgressVIPStatus]]) -> tuple[tuple[s
 
 
 @attrs.frozen(kw_only=True)
-class Egress:
+class EgressGateway:
     """Everything the egress gateway reads besides the workloads: its config, its VIPs, their statuses."""
 
     config: EgressConfig = EgressConfig()

@@ -20,11 +20,11 @@ import attrs
 
 from magw.model.selector import LabelSelector
 
-# The limits of numberOfIPs (issue 11): a request outside them gets a status, not an exception.
+# The limits of numberOfIPs (docs/globalnet.md): a request outside them gets a status, not an exception.
 MIN_IPS = 0
 MAX_IPS = 20
-CLUSTER_EGRESS_DEFAULT_IPS = 8
-EGRESS_DEFAULT_IPS = 1
+CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS = 8
+GLOBAL_EGRESS_DEFAULT_IPS = 1
 
 # Kinds, as they appear in ObjectRef.kind and in the broker's documents.
 NAMESPACE = "Namespace"
@@ -133,7 +133,7 @@ class ClusterGlobalEgressIP:
     """Cluster-wide egress addresses. ``number_of_ips`` is kept as given; the controller checks its range."""
 
     name: str
-    number_of_ips: int = CLUSTER_EGRESS_DEFAULT_IPS
+    number_of_ips: int = CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS
 
 
 @attrs.frozen(kw_only=True)
@@ -146,7 +146,7 @@ class GlobalEgressIP:
 
     namespace: str
     name: str
-    number_of_ips: int = EGRESS_DEFAULT_IPS
+    number_of_ips: int = GLOBAL_EGRESS_DEFAULT_IPS
     pod_selector: LabelSelector | None = None
     pod_selector_error: str = ""
 
@@ -186,8 +186,11 @@ UPDATED = "Updated"
 
 
 @attrs.frozen(kw_only=True)
-class Condition:
-    """A ``metav1.Condition``: ``time`` is RFC 3339 UTC, set by the controller when ``status`` changes."""
+class GlobalnetCondition:
+    """A ``metav1.Condition`` of a Globalnet status as stored (file broker documents, the snapshot): ``time``
+    is RFC 3339 UTC, set by the controller when ``status`` changes. Not ``KubeCondition``
+    (``magw.sources.kube.conditions``), the validated value a Kubernetes status writer merges, whose
+    transition time is decided against what the API server holds."""
 
     type: str
     status: ConditionStatus
@@ -224,12 +227,12 @@ class GlobalIPStatus:
     status recorded a selector at all (None inside it means a namespace-wide object).
     """
 
-    conditions: tuple[Condition, ...] = ()
+    conditions: tuple[GlobalnetCondition, ...] = ()
     allocated_ips: tuple[IPv4Address, ...] = attrs.field(default=(), converter=_addresses)
     gateways: tuple[GatewayAddresses, ...] = attrs.field(default=(), converter=_by_node)
     pod_selector: LabelSelector | None = None
 
-    def condition(self, type_: str) -> Condition | None:
+    def condition(self, type_: str) -> GlobalnetCondition | None:
         for cond in self.conditions:
             if cond.type == type_:
                 return cond

@@ -1,4 +1,4 @@
-"""``IPv4Network`` objects built from integers without ``ipaddress``'s parsing (issue 10).
+"""``IPv4Network`` objects built from integers without ``ipaddress``'s parsing (docs/performance.md).
 
 Shaped for speed: a 100k-CIDR snapshot builds 100k networks when it is loaded (and ``magw apply`` again
 when it observes 100k routes). ``IPv4Network((ip, prefixlen))`` splits, type-checks and re-validates its
@@ -102,8 +102,8 @@ KEY_BY_ATTRIBUTES = _key_check()
 
 
 # ``net_key(net)``: ``(network as int, prefixlen)``, which sorts exactly as ``IPv4Network`` objects compare but on
-# integers (issue 10): ``IPv4Network.__lt__``, ``__eq__`` and ``__hash__`` are Python code, about 1 us each, and
-# sorting 100k networks through them was seconds of ``magw plan``; a tuple of two ints compares and hashes in C.
+# integers (docs/performance.md): ``IPv4Network.__lt__``, ``__eq__`` and ``__hash__`` are Python code, about 1 us each,
+# and sorting 100k networks through them was seconds of ``magw plan``; a tuple of two ints compares and hashes in C.
 # Read from the attributes behind ``int(network_address)`` and ``prefixlen`` (each a Python call in ipaddress)
 # when the import-time check says they are the same: a 100k-CIDR snapshot computes about 300k keys while it is
 # loaded and planned.

@@ -2,8 +2,8 @@
 
 A full sync observes the driver, and at 100k routes that is seconds (the nft listing of the 100k-element set
 alone takes libnftables about 3 s, the route dump 1-2 s): an Endpoint or health change arriving meanwhile
-waited for all of it (issue 10, ``benchmarks/event_latency.py``). With an audit the reconciler observes for the
-periodic resync in a thread of its own, on a second driver (its own sockets: a netlink socket and a
+waited for all of it (docs/performance.md, ``benchmarks/event_latency.py``). With an audit the reconciler observes
+for the periodic resync in a thread of its own, on a second driver (its own sockets: a netlink socket and a
 libnftables context are not shared between threads), while event syncs go on against the known state.
 
 The observation is used only if the reconciler did not change the kernel while it was taken: every sync that

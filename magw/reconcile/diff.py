@@ -99,7 +99,7 @@ def diff(desired: DesiredState, observed: DesiredState) -> ChangeSet:
 def diff_ops(desired: DesiredState, observed: DesiredState) -> tuple[Op, ...]:
     """The netlink operations, in an order the kernel accepts.
 
-    Objects that are the very same object on both sides cannot differ, and are passed over (issue 10): the
+    Objects that are the very same object on both sides cannot differ, and are passed over (docs/performance.md): the
     reconciler's known state keeps the planner's tuples once they settled, and the planner's memo hands the
     same objects (and the same tuple, when nothing under it changed) back. So an Endpoint change under 100k
     routes compares no route, and a node joining a 5,000-node cluster indexes two neighbors, not 10,000.

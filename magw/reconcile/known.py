@@ -71,8 +71,8 @@ def after_apply(
     A kind with nothing unsettled holds exactly what ``desired`` holds (every difference was applied), so
     the known state may keep the planner's tuple itself: objects equal under the diff are interchangeable,
     and the planner's tuple lets the next diff skip that kind outright while the planner hands the same
-    tuple back (issue 10; magw.reconcile.diff, magw.desired.node.memo). Only the operations of unsettled kinds
-    are carried out: carrying one route change out re-indexes 100k routes that ``desired`` already holds.
+    tuple back (docs/performance.md; magw.reconcile.diff, magw.desired.node.memo). Only the operations of unsettled
+    kinds are carried out: carrying one route change out re-indexes 100k routes that ``desired`` already holds.
     """
     kinds: set[str] = set()
     tables: set[tuple[str, str]] = set()

@@ -1,6 +1,6 @@
 """A snapshot parser that remembers: re-parsing a clusterset where little changed costs what changed.
 
-Shaped for speed (issue 10). The file broker re-assembles the whole snapshot after any change, and at
+Shaped for speed (docs/performance.md). The file broker re-assembles the whole snapshot after any change, and at
 100k CIDRs over 100 clusters a rescan after a gateway was added took 1.4-1.7 s, nearly all of it
 re-parsing the unchanged Cluster documents (``cidr_list``, ``ipaddress``, ``model._nets``) and
 re-running the overlap check over every CIDR. ``SnapshotParser`` is a drop-in ``parse_snapshot``
@@ -16,7 +16,7 @@ re-running the overlap check over every CIDR. ``SnapshotParser`` is a drop-in ``
 - reports exactly what ``parse_snapshot`` reports: a reused cluster gets its new position's path, and when
   the index finds an overlap the full check runs to word the error as it always did.
 
-Memory is bounded: ``collect()`` (the broker calls it after each pass) forgets the entries no parse used
+Memory is bounded: ``collect()`` (the source calls it after each pass) forgets the entries no parse used
 since the previous ``collect()``; without it at most two versions per item name and 65536 checked
 (endpoint, cluster) pairs are kept.
 """
@@ -53,8 +53,8 @@ _NAME = {"clusters": "id", "nodes": "name", "endpoints": "hostname"}  # what tel
 
 
 @attrs.define
-class _Entry:
-    # The item as parse_snapshot saw it. Documents' fields are never mutated (the broker and the Kubernetes
+class _CacheEntry:
+    # The item as parse_snapshot saw it. Documents' fields are never mutated (the file broker and the Kubernetes
     # source build new ones for new content), so an entry whose raw item ``is`` or equals the new one holds
     # its parse (``_same``).
     raw: dict[object, object]
@@ -63,7 +63,7 @@ class _Entry:
 
 
 def _same(raw: dict[object, object], value: dict[object, object]) -> bool:
-    """``value`` is the item ``raw`` was. The brokers copy each item's mapping (not its lists) for every parse,
+    """``value`` is the item ``raw`` was. The sources copy each item's mapping (not its lists) for every parse,
     so ``==`` mostly meets the very same lists and strings and costs O(keys). ``==`` alone would take
     ``gateway: 1`` for ``gateway: true`` (``1 == True``): the top-level values must have the same types too;
     inside lists a valid item holds strings only, and a string equals only a string."""
@@ -73,11 +73,11 @@ def _same(raw: dict[object, object], value: dict[object, object]) -> bool:
 class SnapshotParser:
     """``parse_snapshot`` with memory of the previous parses; call it as ``parser(doc, source=...)``.
 
-    Not thread-safe: one per source, called by one pass at a time (both brokers hold their lock).
+    Not thread-safe: one per source, called by one pass at a time (both sources hold their lock).
     """
 
     def __init__(self) -> None:
-        self._items: dict[tuple[str, str], list[_Entry]] = {}  # (section, id/name/hostname) -> newest first
+        self._items: dict[tuple[str, str], list[_CacheEntry]] = {}  # (section, id/name/hostname) -> newest first
         self._generation = 0
         self._overlaps = _OverlapMemo()
         self._subnets = _SubnetMemo()
@@ -95,7 +95,7 @@ class SnapshotParser:
                 entry.used = self._generation
                 return cast(_T, entry.parsed)  # stored by this method for this section: a _T
         parsed = parse(value, path)  # raises for a bad item: only good ones are remembered
-        entries.insert(0, _Entry(raw=value, parsed=parsed, used=self._generation))
+        entries.insert(0, _CacheEntry(raw=value, parsed=parsed, used=self._generation))
         del entries[_PER_ID:]
         return parsed
 

@@ -27,7 +27,7 @@ class Located(NamedTuple):
     A cluster's ranges carry their place inside the cluster item (``pod_cidrs``, 3), the item's own path is
     ``ParsedCluster.path``: a parsed cluster reused at another position (``magw.snapshot.cache``) then
     names the right place without rebuilding its thousands of ranges. A NamedTuple, not an attrs class:
-    one per CIDR of the snapshot, and it builds in under half the time (issue 10: 100k of them at a load).
+    one per CIDR of the snapshot, and it builds in under half the time (docs/performance.md: 100k of them at a load).
     """
 
     net: IPv4Network
@@ -36,7 +36,7 @@ class Located(NamedTuple):
 
     @property
     def path(self) -> str:
-        """``pod_cidrs[3]``, written when a message needs it (not 100k strings at every load, issue 10)."""
+        """``pod_cidrs[3]``, written when a message needs it (not 100k strings at every load, docs/performance.md)."""
         return item_path(self.field, self.position)
 
 
@@ -132,7 +132,7 @@ def check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
     if not any(c.cluster.global_cidrs for c in clusters):
         _check_overlaps(clusters)
         return
-    # Globalnet (issue 11): a cluster with global CIDRs may overlap other clusters' pod and service CIDRs;
+    # Globalnet (docs/globalnet.md): a cluster with global CIDRs may overlap other clusters' pod and service CIDRs;
     # a global CIDR overlaps nothing. Check 1: the ranges that must be unique across clusters (every range
     # of a cluster without global CIDRs, only the global CIDRs of one with them). Check 2: the pod and
     # service CIDRs of Globalnet clusters against every global CIDR, their own cluster's included.
@@ -191,7 +191,7 @@ def _check_overlaps(clusters: Sequence[ParsedCluster]) -> None:
     The error names the first range in document order that overlaps a range of an earlier cluster,
     and the first such earlier range: what comparing every pair in document order would report.
 
-    Shaped for speed (issue 10): comparing every pair was quadratic (94 s at 10k CIDRs, the bulk of
+    Shaped for speed (docs/performance.md): comparing every pair was quadratic (94 s at 10k CIDRs, the bulk of
     ``magw plan``). Two IPv4 prefixes overlap only when one holds the other, and the prefixes that can
     hold a range are its own network masked to each prefix length present in the input (usually two
     or three lengths), so each range looks up those exact ``(network, prefixlen)`` keys in one dict
@@ -292,7 +292,7 @@ def _check_local_endpoint(path: str, ep: Endpoint, nodes: dict[str, Node], local
 class _Holders:
     """The CIDRs of one cluster as exact ``(network, prefixlen)`` keys, to ask "does one hold this subnet?".
 
-    Shaped for speed (issue 10): testing each subnet against every CIDR of its cluster is quadratic
+    Shaped for speed (docs/performance.md): testing each subnet against every CIDR of its cluster is quadratic
     when both are many; a prefix can only be held by its own network masked to one of the prefix
     lengths present, so a subnet costs one dict lookup per distinct length.
     """

@@ -27,9 +27,9 @@ from magw.model.egressgw import (
     MAX_VRID,
     MIN_ADVERT_INT,
     MIN_VRID,
-    Egress,
     EgressBinding,
     EgressConfig,
+    EgressGateway,
     EgressVIP,
     EgressVIPStatus,
 )
@@ -41,7 +41,7 @@ SECTION_KEYS = ("config", "vips", "statuses")
 FIELDS: dict[str, tuple[str, ...]] = {
     "EgressConfig": ("vipRanges", "advertInt", "conntrackSync"),
     "EgressVIP": ("name", "vip", "vrid", "candidates", "bindings"),
-    "EgressVIPStatus": ("name", "holder", "since", "services"),
+    "EgressVIPStatus": ("name", "holder", "since", "services", "conflicts"),
 }
 # A Kubernetes object name (RFC 1123 subdomain): it names files, CRs and keepalived's vrrp_instance.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -147,8 +147,15 @@ def status(value: object, path: str) -> tuple[str, EgressVIPStatus]:
         for i, s in enumerate(sequence(f.optional("services") or [], f.at("services")))
     ]
     _distinct(services, f.at("services"), lambda s: f"service {s}")
+    conflicts = [
+        string(c, item_path(f.at("conflicts"), i))
+        for i, c in enumerate(sequence(f.optional("conflicts") or [], f.at("conflicts")))
+    ]
     return object_name(f.required("name"), f.at("name")), EgressVIPStatus(
-        holder=_opt(f, "holder", _maybe_empty, ""), since=_opt(f, "since", _maybe_empty, ""), services=services
+        holder=_opt(f, "holder", _maybe_empty, ""),
+        since=_opt(f, "since", _maybe_empty, ""),
+        services=services,
+        conflicts=conflicts,
     )
 
 
@@ -173,7 +180,7 @@ def check_vips(cfg: EgressConfig, vips: Sequence[EgressVIP], path: str) -> None:
             raise FieldError(f"{at}.vip", f"{v.vip} is outside the egress VIP ranges ({_ranges_text(cfg)})")
 
 
-def parse_egress(raw: object, path: str = "egress") -> Egress:
+def parse_egressgw(raw: object, path: str = "egress") -> EgressGateway:
     """The snapshot's ``egress:`` section: ``{config: {...}, vips: [...], statuses: [...]}``."""
     f = Fields(raw, path, SECTION_KEYS)
     cfg = _opt(f, "config", config, EgressConfig())
@@ -183,7 +190,7 @@ def parse_egress(raw: object, path: str = "egress") -> Egress:
     raw_statuses = sequence(f.optional("statuses") or [], f.at("statuses"))
     statuses = [status(s, item_path(f.at("statuses"), i)) for i, s in enumerate(raw_statuses)]
     _distinct([name for name, _ in statuses], f.at("statuses"), lambda n: f"status of {n}")
-    return Egress(config=cfg, vips=vips, statuses=statuses)
+    return EgressGateway(config=cfg, vips=vips, statuses=statuses)
 
 
 # ----- the way back -------------------------------------------------------------------------------
@@ -213,12 +220,16 @@ def vip_to_doc(v: EgressVIP) -> dict[str, Any]:
 
 
 def status_to_doc(name: str, st: EgressVIPStatus) -> dict[str, Any]:
-    """An EgressVIPStatus body (the broker document adds ``kind`` and ``cluster``)."""
-    return {"name": name, "holder": st.holder, "since": st.since, "services": list(st.services)}
+    """An EgressVIPStatus body (the broker document adds ``kind`` and ``cluster``); ``conflicts`` only when
+    there are any."""
+    doc: dict[str, Any] = {"name": name, "holder": st.holder, "since": st.since, "services": list(st.services)}
+    if st.conflicts:
+        doc["conflicts"] = list(st.conflicts)
+    return doc
 
 
-def egress_to_doc(egress: Egress) -> dict[str, Any]:
-    """The snapshot's ``egress:`` section: ``parse_egress(egress_to_doc(e)) == e`` for a valid ``e``."""
+def egressgw_to_doc(egress: EgressGateway) -> dict[str, Any]:
+    """The snapshot's ``egress:`` section: ``parse_egressgw(egressgw_to_doc(e)) == e`` for a valid ``e``."""
     return {
         "config": config_to_doc(egress.config),
         "vips": [vip_to_doc(v) for v in egress.vips],

@@ -164,7 +164,7 @@ def _canonical_cidr(value: object) -> IPv4Network | None:
 def cidr(value: object, path: str) -> IPv4Network:
     """An IPv4 network written ``a.b.c.d/len`` with no host bits set.
 
-    Shaped for speed (issue 10): parsing every CIDR twice through ``ipaddress`` strings was about
+    Shaped for speed (docs/performance.md): parsing every CIDR twice through ``ipaddress`` strings was about
     half the load time of a 100k-CIDR snapshot. A value in canonical form with no host bits is
     checked with one regex, its address read by ``inet_aton`` (C; it refuses an octet above 255) and the
     network built from ``(int, prefixlen)`` (``magw.model.netfast``, a third of ``IPv4Network((ip, prefixlen))``);
@@ -190,7 +190,7 @@ def cidr(value: object, path: str) -> IPv4Network:
 
 def cidr_list(value: object, path: str) -> list[IPv4Network]:
     """Each item by ``cidr``; an item's path (``pod_cidrs[7]``) is only written for an item that needs words
-    (issue 10: one path string per CIDR was built for nothing at 100k CIDRs)."""
+    (docs/performance.md: one path string per CIDR was built for nothing at 100k CIDRs)."""
     found: list[IPv4Network] = []
     for i, item in enumerate(sequence(value, path)):
         net = _canonical_cidr(item)

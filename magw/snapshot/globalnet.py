@@ -11,7 +11,7 @@ and ``docs/filebroker.md`` list every field.
 Errors are ``FieldError`` (path + reason), one line. Two rules are deliberate:
 
 - ``numberOfIPs`` must be an integer, of any value: a value out of 0..20 is the controller's to report in
-  the object's status (issue 11), not a reason to refuse the document;
+  the object's status (docs/globalnet.md), not a reason to refuse the document;
 - a ``podSelector`` that does not parse does not refuse the document either: the object keeps the reason
   in ``pod_selector_error`` and gets a status saying so.
 """
@@ -23,16 +23,16 @@ from ipaddress import IPv4Address
 from typing import Any, TypeVar
 
 from magw.model.globalnet import (
-    CLUSTER_EGRESS_DEFAULT_IPS,
-    EGRESS_DEFAULT_IPS,
+    CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS,
+    GLOBAL_EGRESS_DEFAULT_IPS,
     ClusterGlobalEgressIP,
-    Condition,
     ConditionStatus,
     GatewayAddresses,
     GlobalEgressIP,
     GlobalIngressIP,
     GlobalIPStatus,
     Globalnet,
+    GlobalnetCondition,
     Namespace,
     ObjectRef,
     Pod,
@@ -180,7 +180,7 @@ def _count(f: Fields, default: int) -> int:
 def cluster_egress_ip(value: object, path: str) -> ClusterGlobalEgressIP:
     f = Fields(value, path, FIELDS["ClusterGlobalEgressIP"])
     return ClusterGlobalEgressIP(
-        name=string(f.required("name"), f.at("name")), number_of_ips=_count(f, CLUSTER_EGRESS_DEFAULT_IPS)
+        name=string(f.required("name"), f.at("name")), number_of_ips=_count(f, CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS)
     )
 
 
@@ -200,7 +200,7 @@ def egress_ip(value: object, path: str) -> GlobalEgressIP:
     return GlobalEgressIP(
         namespace=string(f.required("namespace"), f.at("namespace")),
         name=string(f.required("name"), f.at("name")),
-        number_of_ips=_count(f, EGRESS_DEFAULT_IPS),
+        number_of_ips=_count(f, GLOBAL_EGRESS_DEFAULT_IPS),
         pod_selector=selector,
         pod_selector_error=error,
     )
@@ -235,7 +235,7 @@ def ingress_ip(value: object, path: str) -> GlobalIngressIP:
     )
 
 
-def _condition(value: object, path: str) -> Condition:
+def _condition(value: object, path: str) -> GlobalnetCondition:
     f = Fields(value, path, ("type", "status", "reason", "message", "lastTransitionTime"))
     status_text = string(f.required("status"), f.at("status"))
     try:
@@ -243,7 +243,7 @@ def _condition(value: object, path: str) -> Condition:
     except ValueError:
         raise FieldError(f.at("status"), f"{status_text!r} is not True, False or Unknown") from None
     message = f.optional("message")
-    return Condition(
+    return GlobalnetCondition(
         type=string(f.required("type"), f.at("type")),
         status=status,
         reason=string(f.required("reason"), f.at("reason")),

@@ -22,7 +22,7 @@ import attrs
 import yaml
 
 from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
-from magw.model.egressgw import Egress
+from magw.model.egressgw import EgressGateway
 from magw.model.globalnet import Globalnet
 from magw.snapshot.checks import (
     HealthRefs,
@@ -34,7 +34,7 @@ from magw.snapshot.checks import (
     located,
 )
 from magw.snapshot.dump import globalnet_to_doc
-from magw.snapshot.egressgw import egress_to_doc, parse_egress
+from magw.snapshot.egressgw import egressgw_to_doc, parse_egressgw
 from magw.snapshot.fields import (
     FieldError,
     Fields,
@@ -168,7 +168,7 @@ def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
     config = _config(top)
     health, refs = _health(top)
     globalnet = parse_globalnet(top.optional("globalnet"), top.at("globalnet")) if top.has("globalnet") else Globalnet()
-    egress = parse_egress(top.optional("egress"), top.at("egress")) if top.has("egress") else Egress()
+    egress = parse_egressgw(top.optional("egress"), top.at("egress")) if top.has("egress") else EgressGateway()
     check_relations(
         local_cluster=local,
         clusters=clusters,
@@ -188,7 +188,7 @@ def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
         config=config,
         health=health,
         globalnet=globalnet,
-        egress=egress,
+        egressgw=egress,
     )
 
 
@@ -340,8 +340,8 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
         }
     if not snapshot.globalnet.empty:
         doc["globalnet"] = globalnet_to_doc(snapshot.globalnet)
-    if snapshot.egress != Egress():
-        doc["egress"] = egress_to_doc(snapshot.egress)
+    if snapshot.egressgw != EgressGateway():
+        doc["egress"] = egressgw_to_doc(snapshot.egressgw)
     return doc
 
 

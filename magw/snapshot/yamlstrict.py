@@ -7,7 +7,7 @@ as multipath without a word. ``StrictLoader`` refuses it with the key and its li
 ``FastStrictLoader`` is the same on libyaml's C parser when PyYAML was built with it
 (``yaml.__with_libyaml__``), else it is ``StrictLoader``. The C parser only replaces the
 scanner and parser: the nodes still go through the Python ``SafeConstructor``, so the
-duplicate-key hook below runs for both, with the same marks (issue 10: the pure-Python
+duplicate-key hook below runs for both, with the same marks (docs/performance.md: the pure-Python
 scanner and parser were about half of ``magw plan`` on a 10k-CIDR snapshot; the C parser
 reads a 100k-CIDR file several times faster). libyaml words syntax errors its own way and its
 marks do not quote the line: ``load_strict`` re-reads a text the C parser refused with the Python
@@ -27,8 +27,8 @@ STR_TAG = "tag:yaml.org,2002:str"
 class _SlashIsText(yaml.resolver.Resolver):
     """A plain scalar with a ``/`` in it resolves to a string without trying YAML 1.1's implicit types.
 
-    Shaped for speed (issue 10): the resolver is Python code called by libyaml's composer for every scalar, and
-    it tries each implicit type's regex in turn: about a third of loading a 100k-CIDR snapshot. None of those
+    Shaped for speed (docs/performance.md): the resolver is Python code called by libyaml's composer for every scalar,
+    and it tries each implicit type's regex in turn: about a third of loading a 100k-CIDR snapshot. None of those
     types (bool, int, float, null, timestamp, merge, value, yaml) can contain a ``/``, so every CIDR takes the
     shortcut with the same result; tests/test_yamlstrict_resolve.py checks the patterns and the results.
     """
@@ -59,7 +59,7 @@ class _RefuseDuplicateKeys(yaml.constructor.SafeConstructor):
 class _StringLists(yaml.constructor.SafeConstructor):
     """A sequence whose items are all string scalars is built from their values in one pass.
 
-    Shaped for speed (issue 10): each item otherwise goes through ``construct_object`` and
+    Shaped for speed (docs/performance.md): each item otherwise goes through ``construct_object`` and
     ``construct_yaml_str``, about 0.6 us a CIDR, 60 ms of loading a 100k-CIDR snapshot. A ``str``-tagged scalar
     node constructs to its own ``value`` (``construct_scalar``), and strings are immutable, so an alias to such a
     node gives the same value either way; any other sequence takes the base class's path.

@@ -1,4 +1,4 @@
-"""State feeds: the file broker (standalone, lab). A Kubernetes source may join later."""
+"""State feeds: the file broker (``file/``: standalone, lab) and the Kubernetes source (``kube/``); docs/glossary.md."""
 
 from magw.sources.file.broker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 

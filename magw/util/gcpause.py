@@ -3,7 +3,7 @@
 Loading a 100k-CIDR snapshot and planning it allocate a few million objects (YAML nodes,
 networks, attrs values), none of them in reference cycles: reference counting frees them
 all. Python's cyclic collector still runs on allocation counts and walks the growing heap
-again and again; the profile of issue 10 put that at about a quarter of load and plan time.
+again and again; the profile in docs/performance.md put that at about a quarter of load and plan time.
 Pausing it for the duration is safe (nothing cyclic is made there) and restores the
 collector as it was, even on an exception. Pure: no I/O.
 """

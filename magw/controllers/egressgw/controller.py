@@ -1,9 +1,9 @@
-"""The egress controller: keeps every EgressVIP's status in the broker, and changes bindings for the API.
+"""The egress controller: keeps every EgressVIP's status in the source, and changes bindings for the API.
 
-A pass (``reconcile``) scans the broker (a fresh read: it includes this process's own writes), computes every
+A pass (``reconcile``) scans the source (a fresh read: it includes this process's own writes), computes every
 VIP's status with ``ops.statuses`` (services from the binding resolver; holder and since as they are) and
 writes the ones that differ; statuses of VIPs that are gone are deleted. ``run()`` repeats it every
-``interval`` and whenever ``kick()`` is called.
+``interval`` and whenever ``mark_dirty(reason)`` is called.
 
 Operations (the HTTP API's, ``magw.daemons.egressgw.api``) run under the same lock as the passes, one at a
 time, each on a fresh read: ``bind``/``unbind`` compute the new VIP with ``ops``, write it back to its file
@@ -12,7 +12,8 @@ report (keepalived's MASTER/BACKUP/FAULT from an agent, or the seed's ``master_n
 with the new holder; ``notify`` (the seed's notify-only) writes the VIP's status now. Every check happens
 before the first write: a refused request writes nothing.
 
-The source here is the file broker; the writes go through ``EgressWriter`` (``EgressStore``).
+The source is the file broker or the Kubernetes view (``KubeEgressView``); the writes go through
+``EgressWriter`` (``EgressStore``, ``KubeEgressStore``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import structlog
 
 from magw.controllers.egressgw import ops
 from magw.model import Snapshot
-from magw.model.egressgw import Egress, EgressVIP, EgressVIPStatus
+from magw.model.egressgw import EgressGateway, EgressVIP, EgressVIPStatus
 from magw.sources.base import StateSource
 
 log = structlog.get_logger(__name__)
@@ -47,11 +48,11 @@ class EgressWriter(Protocol):
 
 
 class NotReady(Exception):
-    """No snapshot of the cluster yet (the broker has no valid Cluster document of it)."""
+    """No snapshot of the cluster yet (the source has no valid Cluster document of it)."""
 
 
 @attrs.frozen
-class PassResult:
+class EgressPassResult:
     written: int = 0
     deleted: int = 0
     conflicts: tuple[str, ...] = ()
@@ -73,25 +74,25 @@ class EgressController:
     def __init__(
         self,
         *,
-        broker: StateSource,
+        source: StateSource,
         store: EgressWriter,
         clock: Callable[[], float] = time.time,
         may_write: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.broker = broker
+        self.source = source
         self.store = store
-        self.cluster = broker.local_cluster
+        self.cluster = source.local_cluster
         self._clock = clock
         self._may_write = may_write
         self.lock = asyncio.Lock()
-        self._kicked = asyncio.Event()
+        self._dirty = asyncio.Event()
         self._conflicts: tuple[str, ...] = ()
 
     # ----- reading --------------------------------------------------------------------------------
 
     def fresh(self) -> Snapshot:
-        self.broker.scan()
-        snapshot = self.broker.snapshot
+        self.source.scan()
+        snapshot = self.source.snapshot
         if snapshot is None:
             raise NotReady(f"no snapshot of cluster {self.cluster} yet")
         return snapshot
@@ -102,15 +103,15 @@ class EgressController:
 
     # ----- passes ---------------------------------------------------------------------------------
 
-    def reconcile(self) -> PassResult:
+    def reconcile(self) -> EgressPassResult:
         """One pass; synchronous (the caller holds ``lock`` when operations may run concurrently)."""
         try:
             snapshot = self.fresh()
         except NotReady:
-            return PassResult()
-        return self._write_statuses(snapshot.egress, snapshot)
+            return EgressPassResult()
+        return self._write_statuses(snapshot.egressgw, snapshot)
 
-    def _write_statuses(self, egress: Egress, snapshot: Snapshot) -> PassResult:
+    def _write_statuses(self, egress: EgressGateway, snapshot: Snapshot) -> EgressPassResult:
         wanted, conflicts = ops.statuses(egress, snapshot.globalnet)
         if conflicts != self._conflicts:
             for line in conflicts:
@@ -129,13 +130,14 @@ class EgressController:
                 self.store.delete_status(name)
                 deleted += 1
                 log.info("egress.status_deleted", vip=name)
-        return PassResult(written=written, deleted=deleted, conflicts=conflicts)
+        return EgressPassResult(written=written, deleted=deleted, conflicts=conflicts)
 
-    def kick(self) -> None:
-        self._kicked.set()
+    def mark_dirty(self, reason: str) -> None:
+        """Run a pass soon; ``reason`` says why (an API change, a new snapshot)."""
+        self._dirty.set()
 
     async def run(self, interval: float = 1.0) -> None:
-        """Passes every ``interval`` seconds and on ``kick()``, until cancelled; an I/O error is logged and
+        """Passes every ``interval`` seconds and on ``mark_dirty()``, until cancelled; an I/O error is logged and
         the pass retried at the next tick."""
         while True:
             async with self.lock:
@@ -145,22 +147,22 @@ class EgressController:
                     log.warning("egress.pass_failed", error=str(exc))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
-                    await self._kicked.wait()
-            self._kicked.clear()
+                    await self._dirty.wait()
+            self._dirty.clear()
 
     # ----- operations (call with ``lock`` held) --------------------------------------------------
 
     def _answer(self, name: str) -> Answer:
         snapshot = self.fresh()
-        vip = snapshot.egress.vip(name)
+        vip = snapshot.egressgw.vip(name)
         if vip is None:  # the VIP's document went away between the write and the read: say so
             raise ops.EgressOpError(ops.ErrorKind.NOT_FOUND, f"no EgressVIP named {name!r}")
-        return Answer(vip=vip, status=snapshot.egress.status_of(name) or EgressVIPStatus())
+        return Answer(vip=vip, status=snapshot.egressgw.status_of(name) or EgressVIPStatus())
 
     def change_binding(self, action: str, vip_ref: str, namespace: str, service: str = "") -> Answer:
         """``action`` ``bind`` or ``unbind``: the new VIP is written to its file, then the statuses."""
         snapshot = self.fresh()
-        egress = snapshot.egress
+        egress = snapshot.egressgw
         if action == "bind":
             changed = ops.bind(egress, snapshot.globalnet, vip_ref, namespace, service)
         elif action == "unbind":
@@ -177,20 +179,20 @@ class EgressController:
             "egress.binding_changed", action=action, vip=name, namespace=namespace, service=service, file=path.name
         )
         snapshot = self.fresh()
-        self._write_statuses(snapshot.egress, snapshot)
+        self._write_statuses(snapshot.egressgw, snapshot)
         return self._answer(name)
 
     def notify(self, vip_ref: str) -> Answer:
         """The seed's notify-only: the VIP's status (its services) written now."""
         snapshot = self.fresh()
-        name = ops.find_vip(snapshot.egress, vip_ref).name
-        self._write_statuses(snapshot.egress, snapshot)
+        name = ops.find_vip(snapshot.egressgw, vip_ref).name
+        self._write_statuses(snapshot.egressgw, snapshot)
         return self._answer(name)
 
     def report(self, report: ops.HolderReport) -> Answer:
         """A holder report: the VIP's status with the new holder (and ``since`` = now when it changed)."""
         snapshot = self.fresh()
-        egress = snapshot.egress
+        egress = snapshot.egressgw
         ops.check_report(egress, report)
         name = ops.find_vip(egress, report.vip).name
         stamped = attrs.evolve(report, vip=name, at=report.at or rfc3339(self._clock()))
@@ -202,7 +204,7 @@ class EgressController:
             log.info("egress.holder", vip=name, node=report.node, state=report.state.value, holder=after.holder)
         wanted, _ = ops.statuses(egress, snapshot.globalnet)
         status = wanted[name]
-        if snapshot.egress.status_of(name) != status:
+        if snapshot.egressgw.status_of(name) != status:
             self._check_lease()
             self.store.write_status(name, status)
         return self._answer(name)

@@ -18,6 +18,8 @@ Here those calls become ``EgressBinding`` values on the ``EgressVIP``:
   join it. It beats a VIP that ``ns`` shares (the resolver's rule).
 - ``unbind(vip, ns, svc)`` removes that Service binding; ``unbind(vip, ns)`` removes the namespace's, and is
   refused while Services are still bound to the VIP (they are named).
+- Any bind is refused when it would make two Services claim the same port of a VIP (``ports.vip_ports``: the
+  planner would DNAT the port to the first by name and ignore the other's).
 
 Every refusal is an ``EgressOpError`` with one line and a kind (``invalid``, ``not_found``, ``conflict``:
 the HTTP API's 400, 404 and 409); nothing is changed, the functions return new values. Binding checks that
@@ -33,7 +35,8 @@ from ipaddress import AddressValueError, IPv4Address
 import attrs
 
 from magw.desired.egressgw.bindings import resolve
-from magw.model.egressgw import Egress, EgressBinding, EgressConfig, EgressVIP, EgressVIPStatus
+from magw.desired.egressgw.ports import PortClash, port_clashes
+from magw.model.egressgw import EgressBinding, EgressConfig, EgressGateway, EgressVIP, EgressVIPStatus
 from magw.model.globalnet import Globalnet
 
 
@@ -68,7 +71,7 @@ def _ranges(cfg: EgressConfig) -> str:
     return ", ".join(str(n) for n in cfg.vip_ranges) or "none configured"
 
 
-def find_vip(egress: Egress, ref: str) -> EgressVIP:
+def find_vip(egress: EgressGateway, ref: str) -> EgressVIP:
     """The VIP named ``ref``, or whose address is ``ref`` (the seed's requests name VIPs by address)."""
     if not ref:
         raise _invalid("vip: required: an EgressVIP name or address")
@@ -87,7 +90,7 @@ def find_vip(egress: Egress, ref: str) -> EgressVIP:
     raise _not_found(f"no EgressVIP has address {address}")
 
 
-def _check_range(egress: Egress, vip: EgressVIP) -> None:
+def _check_range(egress: EgressGateway, vip: EgressVIP) -> None:
     if not any(vip.vip in net for net in egress.config.vip_ranges):
         raise _invalid(f"VIP {vip.name} ({vip.vip}) is outside the egress VIP ranges ({_ranges(egress.config)})")
 
@@ -107,14 +110,14 @@ def _check_exists(workloads: Globalnet, namespace: str, service: str) -> None:
         raise _not_found(f"service {namespace}/{service} does not exist")
 
 
-def _holder_of(egress: Egress, key: EgressBinding) -> EgressVIP | None:
+def _holder_of(egress: EgressGateway, key: EgressBinding) -> EgressVIP | None:
     for v in egress.vips:
         if key in v.bindings:
             return v
     return None
 
 
-def _replace(egress: Egress, vip: EgressVIP, bindings: tuple[EgressBinding, ...]) -> Egress:
+def _replace(egress: EgressGateway, vip: EgressVIP, bindings: tuple[EgressBinding, ...]) -> EgressGateway:
     changed = attrs.evolve(vip, bindings=bindings)
     return attrs.evolve(egress, vips=[changed if v.name == vip.name else v for v in egress.vips])
 
@@ -123,12 +126,18 @@ def _describe(vip: EgressVIP) -> str:
     return ", ".join(str(b) for b in vip.bindings)
 
 
-def bind(egress: Egress, workloads: Globalnet, vip_ref: str, namespace: str, service: str = "") -> Egress:
+def bind(egress: EgressGateway, workloads: Globalnet, vip_ref: str, namespace: str, service: str = "") -> EgressGateway:
     """``egress`` with the binding added (rules: the module's docstring); ``EgressOpError`` when refused."""
     _check_names(namespace, service)
     vip = find_vip(egress, vip_ref)
     _check_range(egress, vip)
     _check_exists(workloads, namespace, service)
+    changed = _with_binding(egress, vip, namespace, service)
+    _check_ports(egress, changed, workloads)
+    return changed
+
+
+def _with_binding(egress: EgressGateway, vip: EgressVIP, namespace: str, service: str) -> EgressGateway:
     shared = EgressBinding(namespace)
     wanted = EgressBinding(namespace, service)
     already = _holder_of(egress, wanted)
@@ -149,7 +158,24 @@ def bind(egress: Egress, workloads: Globalnet, vip_ref: str, namespace: str, ser
     return _replace(egress, vip, (wanted,))
 
 
-def unbind(egress: Egress, vip_ref: str, namespace: str, service: str = "") -> Egress:
+def clashes(egress: EgressGateway, workloads: Globalnet) -> tuple[PortClash, ...]:
+    """Every VIP's port clashes (``magw.desired.egressgw.ports``: the planner's rule)."""
+    return port_clashes(egress, resolve(egress, workloads.services, workloads.pods), workloads.services)
+
+
+def _check_ports(before: EgressGateway, after: EgressGateway, workloads: Globalnet) -> None:
+    """Refuse a change that makes two Services claim one port of a VIP (one that was there before is no reason
+    to refuse an unrelated change)."""
+    known = set(clashes(before, workloads))
+    for clash in clashes(after, workloads):
+        if clash not in known:
+            raise _conflict(
+                f"port {clash.port}/{clash.protocol} of VIP {clash.vip} would lead to both {clash.owner} and "
+                f"{clash.service}: a VIP's port leads to one Service (give one of them a VIP of its own)"
+            )
+
+
+def unbind(egress: EgressGateway, vip_ref: str, namespace: str, service: str = "") -> EgressGateway:
     """``egress`` without the binding; refused when it is not there, or for a shared VIP still joined by
     Services (they must be unbound first, as in the seed)."""
     _check_names(namespace, service)
@@ -193,7 +219,7 @@ class HolderReport:
     at: str = ""
 
 
-def check_report(egress: Egress, report: HolderReport) -> None:
+def check_report(egress: EgressGateway, report: HolderReport) -> None:
     """Refuse a report about an unknown VIP or from a node that is not one of its candidates."""
     vip = find_vip(egress, report.vip)
     if report.node not in vip.candidates:
@@ -212,12 +238,14 @@ def apply_report(status: EgressVIPStatus, report: HolderReport) -> EgressVIPStat
     return status
 
 
-def statuses(egress: Egress, workloads: Globalnet) -> tuple[dict[str, EgressVIPStatus], tuple[str, ...]]:
-    """Every VIP's status (holder and since as they are, services from the resolver), and the resolver's
-    conflicts (one line each)."""
+def statuses(egress: EgressGateway, workloads: Globalnet) -> tuple[dict[str, EgressVIPStatus], tuple[str, ...]]:
+    """Every VIP's status (holder and since as they are, services from the resolver, conflicts: its port
+    clashes), and the resolver's conflicts (one line each)."""
     resolution = resolve(egress, workloads.services, workloads.pods)
+    found = port_clashes(egress, resolution, workloads.services)
     out: dict[str, EgressVIPStatus] = {}
     for v in egress.vips:
         current = egress.status_of(v.name) or EgressVIPStatus()
-        out[v.name] = attrs.evolve(current, services=resolution.of(v.name).services)
+        mine = [c.describe() for c in found if c.vip == v.name]
+        out[v.name] = attrs.evolve(current, services=resolution.of(v.name).services, conflicts=mine)
     return out, resolution.conflicts

@@ -1,17 +1,17 @@
-"""The Globalnet controller's pass: read the broker, plan, write what differs (docs/globalnet.md).
+"""The Globalnet controller's pass: read the source, plan, write what differs (docs/globalnet.md).
 
 One pass (``GlobalnetController.reconcile``), synchronous, run off the event loop by the daemon:
 
-1. scan the broker directory (``FileBroker.scan``): the read is fresh, it includes every write of the
-   previous pass;
-2. overlay what this process wrote and the broker does not show yet (``_Overlay``): an object seen again
+1. scan the source (``FileBroker.scan`` of the broker directory, or the Kubernetes source's): the read is
+   fresh, it includes every write of the previous pass;
+2. overlay what this process wrote and the source does not show yet (``_Overlay``): an object seen again
    before its own status is visible is not allocated twice (Submariner #4122);
 3. ``plan_globalnet`` with ``allocation_blocked`` while a status file of the cluster cannot be read: the
    controller never allocates past a status it could not read, and never re-allocates its object
    (Submariner #3336);
 4. write the statuses that differ, then the controller-made objects; delete what the plan dropped
    (statuses first, then objects). Each write is atomic (``GlobalnetStore``). An I/O error ends the pass;
-   the daemon retries it with backoff, and the next pass starts again from what the broker holds.
+   the daemon retries it with backoff, and the next pass starts again from what the source holds.
 
 Nothing here is fatal after the lease is won (Submariner #3337): errors are logged and retried.
 """
@@ -53,7 +53,7 @@ def _made_ref(obj: Made) -> ObjectRef:
 
 @attrs.define
 class _Overlay:
-    """What this process wrote (None: deleted) until a broker read shows the same."""
+    """What this process wrote (None: deleted) until a read of the source shows the same."""
 
     statuses: dict[ObjectRef, GlobalIPStatus | None] = attrs.Factory(dict)
     objects: dict[ObjectRef, Made | None] = attrs.Factory(dict)
@@ -84,7 +84,7 @@ class _Overlay:
 
 
 @attrs.frozen
-class PassResult:
+class GlobalnetPassResult:
     """What one pass did (the daemon logs it; tests read it)."""
 
     planned: bool
@@ -101,24 +101,24 @@ class GlobalnetController:
     def __init__(
         self,
         *,
-        broker: StateSource,
+        source: StateSource,
         store: GlobalnetWriter,
         grace: timedelta,
         clock: Callable[[], float] = time.time,
         may_write: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.broker = broker
+        self.source = source
         self.store = store
-        self.cluster = broker.local_cluster
+        self.cluster = source.local_cluster
         self.grace = grace
         self._clock = clock
         self._may_write = may_write  # the daemon's lease check, asked before every write
         self._overlay = _Overlay()
         self._idle_logged = ""
 
-    def reconcile(self) -> PassResult:
-        self.broker.scan()
-        snapshot = self.broker.snapshot
+    def reconcile(self) -> GlobalnetPassResult:
+        self.source.scan()
+        snapshot = self.source.snapshot
         if snapshot is None:
             return self._idle("no snapshot of the cluster yet")
         cidrs = snapshot.cluster(self.cluster).global_cidrs
@@ -127,15 +127,15 @@ class GlobalnetController:
         self._idle_logged = ""
         return self._pass(snapshot)
 
-    def _idle(self, why: str) -> PassResult:
+    def _idle(self, why: str) -> GlobalnetPassResult:
         if why != self._idle_logged:
             log.info("globalnet.idle", cluster=self.cluster, reason=why)
             self._idle_logged = why
-        return PassResult(planned=False)
+        return GlobalnetPassResult(planned=False)
 
-    def _pass(self, snapshot: Snapshot) -> PassResult:
+    def _pass(self, snapshot: Snapshot) -> GlobalnetPassResult:
         gn = self._overlay.apply(snapshot.globalnet)
-        unreadable = self.broker.problem_files(status_prefix(self.cluster))
+        unreadable = self.source.problem_files(status_prefix(self.cluster))
         now = datetime.fromtimestamp(self._clock(), tz=UTC)
         plan = plan_globalnet(
             global_cidrs=snapshot.cluster(self.cluster).global_cidrs,
@@ -153,7 +153,7 @@ class GlobalnetController:
                 waiting=len(plan.waiting),
             )
         written, deleted, allocated = self._write(gn, plan)
-        return PassResult(
+        return GlobalnetPassResult(
             planned=True,
             written=written,
             deleted=deleted,

@@ -37,7 +37,7 @@ _VIP_FIELDS = ("action", "vip", "namespace", "service")
 _NOTIFY_FIELDS = ("vip", "node", "node_ip", "mac", "state")
 
 
-class _Refused(Exception):
+class _RequestRefused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -57,19 +57,19 @@ async def _body(request: web.Request, allowed: tuple[str, ...]) -> dict[str, str
     try:
         raw = await request.json()
     except ValueError:
-        raise _Refused(400, "the body is not JSON") from None
+        raise _RequestRefused(400, "the body is not JSON") from None
     if not isinstance(raw, dict):
-        raise _Refused(400, f"the body must be a JSON object, got {type(raw).__name__}")
+        raise _RequestRefused(400, f"the body must be a JSON object, got {type(raw).__name__}")
     for key, value in raw.items():
         if key not in allowed:
-            raise _Refused(400, f"{key}: unknown field (known: {', '.join(allowed)})")
+            raise _RequestRefused(400, f"{key}: unknown field (known: {', '.join(allowed)})")
         if not isinstance(value, str):
-            raise _Refused(400, f"{key}: expected a string, got {type(value).__name__}")
+            raise _RequestRefused(400, f"{key}: expected a string, got {type(value).__name__}")
     return raw
 
 
 class EgressApi:
-    """The handlers; every request runs under the controller's lock, on a fresh read of the broker."""
+    """The handlers; every request runs under the controller's lock, on a fresh read of the source."""
 
     def __init__(self, controller: EgressController) -> None:
         self.controller = controller
@@ -89,7 +89,7 @@ class EgressApi:
             body = await _body(request, allowed)
             async with self.controller.lock:
                 result = act(body)
-        except _Refused as exc:
+        except _RequestRefused as exc:
             return _error(exc.status, str(exc))
         except ops.EgressOpError as exc:
             return _error(_STATUS[exc.kind], exc.message)
@@ -99,7 +99,7 @@ class EgressApi:
             return _error(503, str(exc))
         except OSError as exc:
             return _error(500, f"cannot write the broker: {exc}")
-        self.controller.kick()
+        self.controller.mark_dirty("api")
         return web.json_response(result)
 
     async def vip(self, request: web.Request) -> web.Response:
@@ -108,12 +108,12 @@ class EgressApi:
             vip = body.get("vip", "")
             if action == "notify":
                 if "namespace" in body or "service" in body:
-                    raise _Refused(400, "notify takes only vip")
+                    raise _RequestRefused(400, "notify takes only vip")
                 return _doc(self.controller.notify(vip))
             if not action:
-                raise _Refused(400, "action: required (bind, unbind or notify)")
+                raise _RequestRefused(400, "action: required (bind, unbind or notify)")
             if action not in ("bind", "unbind"):
-                raise _Refused(400, f"action: {action!r} is not bind, unbind or notify")
+                raise _RequestRefused(400, f"action: {action!r} is not bind, unbind or notify")
             return _doc(self.controller.change_binding(action, vip, body.get("namespace", ""), body.get("service", "")))
 
         return await self._guarded(request, _VIP_FIELDS, act)
@@ -124,7 +124,7 @@ class EgressApi:
             try:
                 state = ops.VrrpState(body.get("state", "MASTER"))
             except ValueError:
-                raise _Refused(400, f"state: {body['state']!r} is not MASTER, BACKUP, FAULT or STOP") from None
+                raise _RequestRefused(400, f"state: {body['state']!r} is not MASTER, BACKUP, FAULT or STOP") from None
             report = ops.HolderReport(vip=body.get("vip", ""), node=node, state=state)
             return _doc(self.controller.report(report))
 
@@ -132,23 +132,23 @@ class EgressApi:
 
     def _node(self, body: dict[str, str]) -> str:
         if ("node" in body) == ("node_ip" in body):
-            raise _Refused(400, "give exactly one of node and node_ip")
+            raise _RequestRefused(400, "give exactly one of node and node_ip")
         if "node" in body:
             return body["node"]
         try:
             address = IPv4Address(body["node_ip"])
         except (AddressValueError, ValueError):
-            raise _Refused(400, f"node_ip: {body['node_ip']!r} is not an IPv4 address") from None
+            raise _RequestRefused(400, f"node_ip: {body['node_ip']!r} is not an IPv4 address") from None
         for node in self.controller.fresh().nodes:
             if node.ip == address:
                 return node.name
-        raise _Refused(404, f"no node of cluster {self.controller.cluster} has address {address}")
+        raise _RequestRefused(404, f"no node of cluster {self.controller.cluster} has address {address}")
 
     async def list_vips(self, request: web.Request) -> web.Response:
         del request
         try:
             async with self.controller.lock:
-                egress = self.controller.fresh().egress
+                egress = self.controller.fresh().egressgw
         except NotReady as exc:
             return _error(503, str(exc))
         out = [_doc(Answer(vip=v, status=egress.status_of(v.name) or EgressVIPStatus())) for v in egress.vips]
@@ -157,7 +157,7 @@ class EgressApi:
     async def show_vip(self, request: web.Request) -> web.Response:
         try:
             async with self.controller.lock:
-                egress = self.controller.fresh().egress
+                egress = self.controller.fresh().egressgw
             vip = ops.find_vip(egress, request.match_info["name"])
         except NotReady as exc:
             return _error(503, str(exc))

@@ -30,7 +30,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
         return await run_kube(args, stop)
     broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
-    controller = EgressController(broker=broker, store=EgressStore(args.broker_dir, args.cluster))
+    controller = EgressController(source=broker, store=EgressStore(args.broker_dir, args.cluster))
     if args.socket is not None:
         runner, url = await serve(controller, socket_path=args.socket)
     else:

@@ -1,6 +1,6 @@
 """``magw-egress --source kube``: the egress controller and its HTTP API over the Kubernetes API.
 
-Reads come from ``KubeSource`` with ``egress=True`` (EgressConfig ``default`` and the EgressVIPs of
+Reads come from ``KubeSource`` with ``egressgw=True`` (EgressConfig ``default`` and the EgressVIPs of
 ``--namespace``, and the Namespaces, Pods, Services and EndpointSlices the bindings resolve against), seen
 through ``KubeEgressView`` (the controller's own writes until the watch brings them back). Writes go through
 ``KubeEgressStore``: statuses as merge patches of the status subresource, API bind/unbind as merge patches of
@@ -29,11 +29,11 @@ log = structlog.get_logger(__name__)
 
 def kube_controller(args: argparse.Namespace, api: ApiClient, thread: ApiThread) -> tuple[EgressController, KubeSource]:
     """The controller over ``api`` (reads) and ``thread`` (writes), and the source to run."""
-    source = KubeSource(api, local_cluster=args.cluster, namespace=args.namespace, globalnet=False, egress=True)
+    source = KubeSource(api, local_cluster=args.cluster, namespace=args.namespace, globalnet=False, egressgw=True)
     views: list[KubeEgressView] = []
     store = KubeEgressStore(thread, namespace=args.namespace, seen=lambda name: views[0].seen(name))
     views.append(KubeEgressView(source, store))
-    return EgressController(broker=views[0], store=store), source
+    return EgressController(source=views[0], store=store), source
 
 
 async def run_kube(args: argparse.Namespace, stop: asyncio.Event) -> int:
@@ -57,7 +57,7 @@ async def run_kube(args: argparse.Namespace, stop: asyncio.Event) -> int:
             runner, url = await serve(controller, host=host or "127.0.0.1", port=int(port))
         log.info("egress.serving", url=url, cluster=args.cluster, source="kube", namespace=args.namespace)
         tasks = [asyncio.create_task(source.run(), name="source"), asyncio.create_task(controller.run(args.interval))]
-        source.subscribe(lambda _snapshot: controller.kick())
+        source.subscribe(lambda _snapshot: controller.mark_dirty("snapshot"))
         try:
             await stop.wait()
         finally:

@@ -1,1 +1,2 @@
-"""magw.daemons.egressgw_agent."""
+"""``magw-egress-agent``: one node's egress gateway HA: keepalived and conntrackd kept running, VRRP events
+to master state, a status endpoint. docs/egress-ha.md."""

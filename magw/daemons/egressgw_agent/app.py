@@ -1,5 +1,5 @@
-"""``magw-egress-agent``: one node's egress gateway HA (issue 15), fed by the file broker (``--source file``) or
-the Kubernetes API (``--source kube``: read only, ``magw.sources.kube.egressgw_watch``).
+"""``magw-egress-agent``: one node's egress gateway HA (docs/egress-ha.md), fed by the file broker (``--source file``)
+or the Kubernetes API (``--source kube``: read only, ``magw.sources.kube.egressgw_watch``).
 
 On every node that may hold a VIP it keeps keepalived (one VRRPv3 instance per VIP the node is a candidate of)
 and conntrackd (FTFW with the other candidates) in line with the broker's ``EgressVIP``/``EgressConfig``
@@ -119,7 +119,7 @@ async def _follow(
                 runner = await serve(ha.agent, host=host or "0.0.0.0", port=int(port))
                 log.info("egress_agent.serving", node=args.node, status=args.status_listen)
             try:
-                await asyncio.to_thread(ha.apply, snap.egress, ips)
+                await asyncio.to_thread(ha.apply, snap.egressgw, ips)
             except Exception as exc:  # one bad apply must not end the agent; the next change retries
                 log.error("egress_agent.apply_failed", node=args.node, error=str(exc))
     finally:

@@ -1,4 +1,4 @@
-"""One node's egress HA: keepalived and conntrackd rendered from the Egress model and kept running, plus
+"""One node's egress HA: keepalived and conntrackd rendered from the EgressGateway model and kept running, plus
 the agent that listens to keepalived (magw.daemons.egressgw_agent.ha) and its lock.
 
 ``apply(egress, node_ips)`` is level-driven: it renders both configs from the whole model and makes the
@@ -28,7 +28,7 @@ from magw.drivers.conntrackd.process import Conntrackd
 from magw.drivers.keepalived.config import AgentCheck, KeepalivedNode
 from magw.drivers.keepalived.config import render as render_keepalived
 from magw.drivers.keepalived.process import Keepalived
-from magw.model.egressgw import Egress
+from magw.model.egressgw import EgressGateway
 
 log = structlog.get_logger(__name__)
 
@@ -57,7 +57,7 @@ class EgressHANode:
         self._ctd_text = ""
         self._task: asyncio.Task[None] | None = None
 
-    def _conntrackd_text(self, egress: Egress, node_ips: Mapping[str, IPv4Address]) -> str:
+    def _conntrackd_text(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address]) -> str:
         mine = [v for v in egress.vips if self.node in v.candidates]
         peers = sorted({node_ips[c] for v in mine for c in v.candidates if c != self.node and c in node_ips})
         if not egress.config.conntrack_sync or not peers:
@@ -67,7 +67,7 @@ class EgressHANode:
                               lock_file=str(ctd.lock_file), log_file=str(ctd.log))  # fmt: skip
         return render_conntrackd(node, ignore=[v.vip for v in egress.vips])
 
-    def apply(self, egress: Egress, node_ips: Mapping[str, IPv4Address]) -> None:
+    def apply(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address]) -> None:
         """Make keepalived and conntrackd match ``egress`` (blocking; call it from a worker thread)."""
         self.lock.acquire()
         ctd_text = self._conntrackd_text(egress, node_ips)

@@ -1,1 +1,2 @@
-"""magw.daemons.gateway."""
+"""``magw-gateway``: publishes this gateway node's Endpoint (file broker document or Kubernetes object).
+docs/daemons.md."""

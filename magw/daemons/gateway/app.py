@@ -88,7 +88,7 @@ class _Metrics:
 class Gateway:
     """Publishes one node's Endpoint document while it runs."""
 
-    broker: FileBroker
+    source: FileBroker
     node: str
     resync_period: float
     private_ip: IPv4Address | None = None
@@ -103,11 +103,11 @@ class Gateway:
 
     def __attrs_post_init__(self) -> None:
         self._metrics = _Metrics.create(self.registry)
-        self.broker.subscribe(lambda _snapshot: self.ensure("broker"))
+        self.source.subscribe(lambda _snapshot: self.ensure("broker"))
 
     @property
     def path(self) -> str:
-        return str(endpoint_path(self.broker.directory, self.broker.local_cluster, self.node))
+        return str(endpoint_path(self.source.directory, self.source.local_cluster, self.node))
 
     def _wait(self, reason: str) -> None:
         if reason != self.waiting:
@@ -116,7 +116,7 @@ class Gateway:
 
     def desired(self) -> Endpoint | None:
         """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
-        want = desired_endpoint(self.broker, self.node, self.private_ip, self.public_ip)
+        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip)
         if isinstance(want, str):
             self._wait(want)
             return None
@@ -139,7 +139,7 @@ class Gateway:
             return
         why = "missing" if current is None else "changed"
         try:
-            publish_endpoint(self.broker.directory, want)
+            publish_endpoint(self.source.directory, want)
         except OSError as exc:  # e.g. a full or read-only disk: retried at the next check
             log.error("gateway.publish_failed", node=self.node, path=self.path, error=str(exc))
             return
@@ -168,14 +168,14 @@ class Gateway:
             log.error("gateway.heartbeat_failed", node=self.node, path=self.path, error=str(exc))
 
     def withdraw(self) -> None:
-        existed = withdraw_endpoint(self.broker.directory, self.broker.local_cluster, self.node)
+        existed = withdraw_endpoint(self.source.directory, self.source.local_cluster, self.node)
         self._metrics.published.set(0)
         log.info("gateway.withdrawn", node=self.node, path=self.path, existed=existed)
 
     async def serve(self, stop: asyncio.Event) -> int:
         """Publish and keep publishing until ``stop``; then withdraw if ``withdraw_on_exit``."""
-        self.broker.scan()
-        broker_task = asyncio.create_task(self.broker.run(), name="broker")
+        self.source.scan()
+        broker_task = asyncio.create_task(self.source.run(), name="broker")
         loop = asyncio.get_running_loop()
         next_resync = loop.time() + self.resync_period
         next_beat = loop.time() + self.heartbeat
@@ -196,7 +196,7 @@ class Gateway:
                     next_beat = loop.time() + self.heartbeat
                     self.touch()
         finally:
-            self.broker.stop()
+            self.source.stop()
             await asyncio.gather(broker_task, return_exceptions=True)
             if self.withdraw_on_exit:
                 self.withdraw()

@@ -67,7 +67,7 @@ class KubeGateway:
     lease_duration: float = 10.0
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
-    broker: BrokerSync | None = None
+    broker_sync: BrokerSync | None = None
     health_status_file: str | None = None
     tidy_grace: float = 30.0
     withdraw_on_exit: bool = False
@@ -116,10 +116,10 @@ class KubeGateway:
         log.info("gateway.lease_wanted", node=self.node, lease=name)
 
     async def _on_lease(self, holding: bool) -> None:
-        if self.broker is not None:
-            self.broker.enabled = holding
+        if self.broker_sync is not None:
+            self.broker_sync.enabled = holding
             if holding:
-                self.broker.kick()
+                self.broker_sync.mark_dirty("lease")
         self._wake.set()
 
     async def _drop_lease(self) -> None:
@@ -227,9 +227,9 @@ class KubeGateway:
         tasks = [asyncio.create_task(self.source.run(), name="source")]
         status_stop = asyncio.Event()
         tasks.append(asyncio.create_task(self._status.run(status_stop), name="gateway-status"))
-        if self.broker is not None:
-            self.broker.enabled = False
-            tasks.append(asyncio.create_task(self.broker.run(), name="brokersync"))
+        if self.broker_sync is not None:
+            self.broker_sync.enabled = False
+            tasks.append(asyncio.create_task(self.broker_sync.run(), name="brokersync"))
         loop = asyncio.get_running_loop()
         next_tidy = next_status = loop.time()
         try:
@@ -260,8 +260,8 @@ class KubeGateway:
                 )
             status_stop.set()
             self.source.stop()
-            if self.broker is not None:
-                self.broker.stop()
+            if self.broker_sync is not None:
+                self.broker_sync.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
         log.info("gateway.stopped", node=self.node, publications=self.publications)
         return 0
@@ -277,11 +277,11 @@ async def run_kube(args: argparse.Namespace) -> int:
         try:
             api = await api_client(args.kubeconfig)
             stack.push_async_callback(api.close)
-            broker = None
+            broker_sync = None
             if args.broker_kubeconfig:
                 broker_api = await api_client(args.broker_kubeconfig)
                 stack.push_async_callback(broker_api.close)
-                broker = BrokerSync(
+                broker_sync = BrokerSync(
                     api,
                     broker_api,
                     local_cluster=args.cluster,
@@ -302,12 +302,12 @@ async def run_kube(args: argparse.Namespace) -> int:
             lease_duration=args.lease_duration,
             private_ip=args.private_ip,
             public_ip=args.public_ip,
-            broker=broker,
+            broker_sync=broker_sync,
             health_status_file=args.health_status_file,
             tidy_grace=args.tidy_grace,
             withdraw_on_exit=args.withdraw_on_exit,
         )
-        log.info("gateway.started", node=args.node, cluster=args.cluster, source="kube", broker=broker is not None)
+        log.info("gateway.started", node=args.node, cluster=args.cluster, source="kube", broker=broker_sync is not None)
         start_metrics(args.metrics_port, registry=REGISTRY)
         return await run_until_signalled("gateway", gateway.serve)
     return EXIT_FAILURE  # not reached: the stack does not swallow exceptions

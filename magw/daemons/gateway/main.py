@@ -73,7 +73,7 @@ async def _run(args: argparse.Namespace) -> int:
 
         return await run_kube(args)
     gateway = Gateway(
-        broker=FileBroker(args.broker_dir, local_cluster=args.cluster),
+        source=FileBroker(args.broker_dir, local_cluster=args.cluster),
         node=args.node,
         resync_period=args.resync_period,
         private_ip=args.private_ip,

@@ -1,1 +1,2 @@
-"""magw.daemons.globalnet."""
+"""``magw-globalnet``: the single-replica Globalnet controller's process (lease, passes, signals); the pass
+itself is ``magw.controllers.globalnet``. docs/globalnet.md."""

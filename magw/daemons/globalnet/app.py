@@ -21,7 +21,7 @@ from datetime import timedelta
 
 import structlog
 
-from magw.controllers.globalnet.controller import GlobalnetController, LeaseLost, PassResult
+from magw.controllers.globalnet.controller import GlobalnetController, GlobalnetPassResult, LeaseLost
 from magw.sources.file.broker import FileBroker
 from magw.sources.file.globalnet_store import GlobalnetStore
 from magw.sources.file.lease import FileLease
@@ -44,7 +44,7 @@ class Daemon:
     def _controller(self, args: argparse.Namespace) -> GlobalnetController:
         self.lease = FileLease(args.broker_dir, f"globalnet-{args.cluster}", args.identity, args.lease_duration)
         return GlobalnetController(
-            broker=FileBroker(args.broker_dir, local_cluster=args.cluster),
+            source=FileBroker(args.broker_dir, local_cluster=args.cluster),
             store=GlobalnetStore(args.broker_dir, args.cluster),
             grace=timedelta(seconds=args.gateway_grace),
             may_write=self.lease_valid,
@@ -84,7 +84,7 @@ class Daemon:
                 continue
             waiting_logged = False
             try:
-                result: PassResult = await loop.run_in_executor(self.executor, self.controller.reconcile)
+                result: GlobalnetPassResult = await loop.run_in_executor(self.executor, self.controller.reconcile)
             except LeaseLost as exc:
                 log.warning("globalnet.lease_lost", reason=str(exc))
                 self.holding = False

@@ -44,7 +44,7 @@ class KubeDaemon(Daemon):
     def _controller(self, args: argparse.Namespace) -> GlobalnetController:
         store = KubeGlobalnetStore(self.api, asyncio.get_running_loop(), cluster=args.cluster, namespace=args.namespace)
         return GlobalnetController(
-            broker=self.source,
+            source=self.source,
             store=store,
             grace=timedelta(seconds=args.gateway_grace),
             may_write=self.lease_valid,

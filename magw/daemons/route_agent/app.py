@@ -1,7 +1,7 @@
 """The route agent: keeps this node's whole plan in the kernel of the namespace it runs in.
 
-It runs on every node, inside the node's network namespace: it follows the file
-broker, plans the node (worker or gateway role) with the strategy the kernel
+It runs on every node, inside the node's network namespace: it follows its state
+source (the file broker or Kubernetes), plans the node (worker or gateway role) with the strategy the kernel
 supports, and reconciles links, addresses, neighbors, FDB entries, nexthops,
 groups, routes, rules and our nftables table through one Reconciler. It also
 sets ``net.ipv4.fib_multipath_hash_policy=1`` in that namespace. With ``cni: ovn``
@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from magw.daemons.common.flags import EXIT_FAILURE, EXIT_OK
 from magw.daemons.common.runner import write_json_atomic
-from magw.daemons.route_agent.egressgw_problems import EgressProblems
+from magw.daemons.route_agent.egressgw_problems import EgressGatewayProblems
 from magw.daemons.route_agent.ovn_syncer import OvnSyncer
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.planner import plan
@@ -48,7 +48,7 @@ StrategyPicker = Callable[[Strategy], Strategy]
 class RouteAgent:
     """One node's reconciler fed by a state source: the file broker or the Kubernetes API."""
 
-    broker: StateSource  # the file broker or the Kubernetes source
+    source: StateSource  # the file broker or the Kubernetes source
     node: str
     driver: Driver
     resync_period: float
@@ -68,28 +68,28 @@ class RouteAgent:
     not_ready: str | None = attrs.field(init=False, default=None)
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
     _last_sync: SyncResult | None = attrs.field(init=False, default=None)
-    egress_problems: EgressProblems = attrs.field(init=False)
-    # The last plan's pieces (magw.desired.node.memo): a broker change re-plans only what it touched. Used only in
+    egressgw_problems: EgressGatewayProblems = attrs.field(init=False)
+    # The last plan's pieces (magw.desired.node.memo): a source change re-plans only what it touched. Used only in
     # the reconciler's worker thread, one plan at a time.
     memo: PlanMemo = attrs.field(init=False, factory=PlanMemo)
 
     def __attrs_post_init__(self) -> None:
-        self.egress_problems = EgressProblems(self.node)
+        self.egressgw_problems = EgressGatewayProblems(self.node)
         self.reconciler = Reconciler(
             self.driver,
             self.plan,
             resync_period=self.resync_period,
             name="route_agent",
             registry=self.registry,
-            inputs_synced=lambda: self.broker.initial_sync_done,
+            inputs_synced=lambda: self.source.initial_sync_done,
             on_sync=self._on_sync,
             audit=self.audit,
         )
-        if self.health is not None:  # a health change replans at once: a partial sync, no broker round trip
+        if self.health is not None:  # a health change replans at once: a partial sync, no round trip through the source
             self.health.on_change = lambda _health: self.reconciler.mark_dirty("health")
             self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
-            self.broker.subscribe(self.health.update)
-        self.broker.subscribe(lambda _snapshot: self.reconciler.mark_dirty("broker"))
+            self.source.subscribe(self.health.update)
+        self.source.subscribe(lambda _snapshot: self.reconciler.mark_dirty("broker"))
 
     def _strategy(self, requested: Strategy) -> Strategy:
         if requested not in self._strategies:  # pick once per requested strategy: the fallback is logged once
@@ -102,10 +102,10 @@ class RouteAgent:
         self.not_ready = reason
 
     def plan(self) -> DesiredState | None:
-        """This node's desired state, or None while the broker has not given us our node."""
-        snapshot = self.broker.snapshot
-        if not self.broker.initial_sync_done or snapshot is None:
-            self._waiting(f"no snapshot of cluster {self.broker.local_cluster} in {self.broker.directory} yet")
+        """This node's desired state, or None while the source has not given us our node."""
+        snapshot = self.source.snapshot
+        if not self.source.initial_sync_done or snapshot is None:
+            self._waiting(f"no snapshot of cluster {self.source.local_cluster} in {self.source.directory} yet")
             return None
         if self.node not in {n.name for n in snapshot.nodes}:
             self._waiting(f"node {self.node} is not in cluster {snapshot.local_cluster}'s Node documents")
@@ -117,13 +117,13 @@ class RouteAgent:
         if strategy is not snapshot.config.strategy:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
         self.cni = snapshot.config.cni
-        self.egress_problems.check(snapshot)
+        self.egressgw_problems.check(snapshot)
         return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
 
     def _on_sync(self, result: SyncResult | None) -> None:
         self._last_sync = result if result is not None else self._last_sync
         if result is not None and result.planned and self.health is not None:
-            self.health.synced(result.ok)  # the lease waits until the kernel holds this node's role
+            self.health.synced(result.ok)  # the liveness set waits until the kernel holds this node's role
         if self.status_file is not None:
             try:
                 write_json_atomic(self.status_file, self.status_json(self._last_sync))
@@ -134,7 +134,7 @@ class RouteAgent:
         """The status file: a summary plus every object that is not done."""
         status = self.reconciler.status_json()  # the objects that are not done, cheaply
         status["node"] = self.node
-        status["cluster"] = self.broker.local_cluster
+        status["cluster"] = self.source.local_cluster
         status["waiting"] = self.not_ready
         if self.health is not None:
             status["health"] = self.health.status_json()
@@ -155,7 +155,7 @@ class RouteAgent:
 
     async def once(self) -> int:
         """One full sync; 0 when it ran and nothing failed."""
-        self.broker.scan()
+        self.source.scan()
         try:
             result = await self.reconciler.sync_once(full=True, reasons=("once",))
         finally:
@@ -180,10 +180,10 @@ class RouteAgent:
         return EXIT_OK if result.ok and ovn_ok else EXIT_FAILURE
 
     async def serve(self, stop: asyncio.Event) -> int:
-        """Follow the broker and reconcile until ``stop`` is set."""
-        self.broker.scan()
+        """Follow the source and reconcile until ``stop`` is set."""
+        self.source.scan()
         tasks = {
-            asyncio.create_task(self.broker.run(), name="broker"),
+            asyncio.create_task(self.source.run(), name="broker"),
             asyncio.create_task(self.reconciler.run(), name="reconciler"),
         }
         health_stop = asyncio.Event()
@@ -199,7 +199,7 @@ class RouteAgent:
             exc = None if task.cancelled() else task.exception()
             log.error("route_agent.crashed", task=task.get_name(), error=repr(exc))
         self.reconciler.stop()
-        self.broker.stop()
+        self.source.stop()
         health_stop.set()
         stopper.cancel()
         with contextlib.suppress(asyncio.CancelledError):

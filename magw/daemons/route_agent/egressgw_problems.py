@@ -1,6 +1,6 @@
-"""The route agent's report of what the egress gateway's plan could not honour (issue 15).
+"""The route agent's report of what the egress gateway's plan could not honour (docs/egress-datapath.md).
 
-``plan_egress`` carries on past an input it cannot honour (two VIPs claiming one namespace, a pod behind
+``plan_egressgw`` carries on past an input it cannot honour (two VIPs claiming one namespace, a pod behind
 Services of two VIPs, two Services of one VIP on the same port) and names each in one line; the pure planner
 has nowhere to say it. The route agent logs them here, once each time the set changes (a warning per problem,
 an info when none is left), and only when the egress objects or the workloads changed, so a failover's
@@ -12,25 +12,25 @@ from __future__ import annotations
 import attrs
 import structlog
 
-from magw.desired.egressgw.node import plan_node_egress
+from magw.desired.egressgw.node import plan_node_egressgw
 from magw.model import Snapshot
 
 log = structlog.get_logger(__name__)
 
 
 @attrs.define
-class EgressProblems:
+class EgressGatewayProblems:
     node: str
     problems: tuple[str, ...] = ()
     _seen: tuple[object, object] | None = attrs.field(default=None, init=False)
 
     def check(self, snapshot: Snapshot) -> tuple[str, ...]:
         """The problems of ``snapshot``'s egress plan for this node, logged when they changed."""
-        parts = (snapshot.egress, snapshot.globalnet)
+        parts = (snapshot.egressgw, snapshot.globalnet)
         if self._seen is not None and self._seen[0] is parts[0] and self._seen[1] is parts[1]:
             return self.problems
         self._seen = parts
-        plan = plan_node_egress(snapshot, self.node)
+        plan = plan_node_egressgw(snapshot, self.node)
         problems = () if plan is None else tuple(plan.problems)
         if problems != self.problems:
             for problem in problems:

@@ -21,4 +21,4 @@ def build_monitor(node: str, settings: HealthSettings | None, *, allow_initial: 
     except (PingSocketError, OSError) as exc:
         log.error("route_agent.health_unavailable", node=node, error=str(exc))
         return None
-    return HealthMonitor(node, probe=settings.probe, lease=settings.lease, require_sync=True)
+    return HealthMonitor(node, probe=settings.probe, liveness=settings.liveness, require_sync=True)

@@ -1,4 +1,4 @@
-"""Command-line flags of failure detection (docs/health.md): probes, lease, endpoint TTL, heartbeat."""
+"""Command-line flags of failure detection (docs/health.md): probes, liveness set, endpoint TTL, heartbeat."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import attrs
 from magw.daemons.common.flags import OneLineParser
 from magw.daemons.common.flags import positive_seconds as _seconds
 from magw.health import params as hp
-from magw.health.params import LeaseParams, ProbeParams
+from magw.health.params import LivenessParams, ProbeParams
 
 DEFAULT_ENDPOINT_TTL = 5.0
 DEFAULT_HEARTBEAT = 1.0
@@ -37,7 +37,7 @@ def _fraction(text: str) -> float:
 
 
 def add_health_arguments(p: argparse.ArgumentParser) -> None:
-    """The route agent's probe and lease flags, and the broker's endpoint TTL."""
+    """The route agent's probe and liveness flags (``--lease-*``), and the file broker's endpoint TTL."""
     g = p.add_argument_group("failure detection (docs/health.md)")
     flags: list[tuple[str, Callable[[str], float], float, str, str]] = [
         ("--probe-interval", _seconds, hp.DEFAULT_INTERVAL, "SECONDS", "seconds between two probes of one peer"),
@@ -47,9 +47,9 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
         ("--down-after", _count, hp.DEFAULT_DOWN_AFTER, "N", "consecutive misses that take a peer down"),
         ("--up-after", _count, hp.DEFAULT_UP_AFTER, "N", "consecutive replies that bring a down peer back"),
         ("--probe-jitter", _fraction, hp.DEFAULT_JITTER, "FRACTION", "each interval is shortened by up to FRACTION"),
-        ("--lease-timeout", _seconds, hp.DEFAULT_LEASE_TIMEOUT, "SECONDS", "lifetime of this gateway's lease"),
-        ("--lease-refresh", _seconds, hp.DEFAULT_LEASE_REFRESH, "SECONDS", "lease renewal period, <= timeout / 2"),
-        ("--lease-exit-hold", _seconds_or_off, hp.DEFAULT_LEASE_EXIT_HOLD, "SECONDS", "on SIGTERM/SIGINT the lease "
+        ("--lease-timeout", _seconds, hp.DEFAULT_LIVENESS_TIMEOUT, "SECONDS", "lifetime of this gateway's lease"),
+        ("--lease-refresh", _seconds, hp.DEFAULT_LIVENESS_REFRESH, "SECONDS", "lease renewal period, <= timeout / 2"),
+        ("--lease-exit-hold", _seconds_or_off, hp.DEFAULT_LIVENESS_EXIT_HOLD, "SECONDS", "on SIGTERM/SIGINT the lease "
          "is renewed once for SECONDS, so a restart moves no flow; 0: withdraw it at once (drain)"),
         ("--endpoint-ttl", _seconds_or_off, DEFAULT_ENDPOINT_TTL, "SECONDS", "Endpoint documents not touched for "
          "SECONDS are gone; 0: never"),
@@ -100,9 +100,9 @@ def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams
         raise  # not reached: parser.error exits
 
 
-def lease_params(parser: OneLineParser, args: argparse.Namespace) -> LeaseParams:
+def liveness_params(parser: OneLineParser, args: argparse.Namespace) -> LivenessParams:
     try:
-        return LeaseParams(timeout=args.lease_timeout, refresh=args.lease_refresh, exit_hold=args.lease_exit_hold)
+        return LivenessParams(timeout=args.lease_timeout, refresh=args.lease_refresh, exit_hold=args.lease_exit_hold)
     except ValueError as exc:
         _flag_error(parser, exc)
         raise  # not reached: parser.error exits
@@ -117,11 +117,11 @@ def endpoint_ttl(args: argparse.Namespace) -> float | None:
 @attrs.frozen(kw_only=True)
 class HealthSettings:
     probe: ProbeParams
-    lease: LeaseParams
+    liveness: LivenessParams
 
 
 def health_settings(parser: OneLineParser, args: argparse.Namespace) -> HealthSettings | None:
-    """The validated probe and lease parameters, or None when failure detection is off for this run."""
+    """The validated probe and liveness parameters, or None when failure detection is off for this run."""
     if args.no_health or getattr(args, "fake", False) or getattr(args, "once", False):
         return None
-    return HealthSettings(probe=probe_params(parser, args), lease=lease_params(parser, args))
+    return HealthSettings(probe=probe_params(parser, args), liveness=liveness_params(parser, args))

@@ -36,7 +36,7 @@ async def run_kube(args: argparse.Namespace, build: Callable[[KubeSource], Route
     try:
         # --egress: the egress gateway's objects and the workloads (opt-in: a CRD that is not installed would keep
         # the source from ever completing its first list)
-        source = KubeSource(api, local_cluster=args.cluster, namespace=args.namespace, egress=args.egress)
+        source = KubeSource(api, local_cluster=args.cluster, namespace=args.namespace, egressgw=args.egress)
         agent = build(source)
         annotator = CniAnnotator(source, api, args.node, interface=args.cni_interface)
         log.info("route_agent.started", node=args.node, cluster=args.cluster, source="kube", once=args.once)

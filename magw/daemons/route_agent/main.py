@@ -112,7 +112,7 @@ def _agent(
     made: list[RouteAgent] = []  # the OVN node driver asks the agent (made next) what its last plan was for
     wanted = lambda: bool(made) and made[0].cni is Cni.OVN  # noqa: E731
     agent = RouteAgent(
-        broker=source,
+        source=source,
         node=args.node,
         driver=ovn_node_driver(args, driver, wanted),
         audit=None if audit is None else ovn_node_driver(args, audit, wanted).observe,
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = None if args.fake else current_netns_refusal("program", allow=args.allow_init_netns)
     if refused is not None:  # the host's namespace, or one we cannot tell from it
         parser.error(refused)
-    # The loop waits for the GIL while the reconciler's or the broker's worker thread computes: at most the
+    # The loop waits for the GIL while the reconciler's or the source's worker thread computes: at most the
     # switch interval, 5 ms by default; 1 ms keeps probe replies on time (benchmarks/loop_lag.py, docs/health.md).
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:

@@ -113,7 +113,7 @@ def hosted_syncer(
         def on_change(view: Any) -> None:
             if agent_listener is not None:
                 agent_listener(view)
-            syncer.mark_dirty()
+            syncer.mark_dirty("health")
 
         health.on_change = on_change
     return syncer

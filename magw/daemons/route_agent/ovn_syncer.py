@@ -50,10 +50,10 @@ class OvnSyncer:
     _last_error: str | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
-        self.source.subscribe(lambda _snapshot: self.mark_dirty())
+        self.source.subscribe(lambda _snapshot: self.mark_dirty("snapshot"))
 
-    def mark_dirty(self) -> None:
-        """Sync soon (a new snapshot, or a health change)."""
+    def mark_dirty(self, reason: str) -> None:
+        """Sync soon; ``reason`` says why (a new snapshot, or a health change)."""
         self._dirty.set()
 
     def _snapshot(self) -> Snapshot | None:

@@ -1,1 +1,1 @@
-"""The centralized SNAT egress gateway's pure planners (issue 15): bindings, datapath, keepalived inputs."""
+"""The egress gateway's pure planners (docs/egress-datapath.md): bindings, datapath, keepalived inputs."""

@@ -18,7 +18,7 @@ from ipaddress import IPv4Address
 
 import attrs
 
-from magw.model.egressgw import Egress, EgressVIP
+from magw.model.egressgw import EgressGateway, EgressVIP
 from magw.model.globalnet import Pod, PodPhase, Service
 
 
@@ -70,7 +70,7 @@ def _claims(vips: Iterable[EgressVIP], conflicts: list[str]) -> tuple[dict[str, 
     return shared, exclusive
 
 
-def resolve(egress: Egress, services: Iterable[Service], pods: Iterable[Pod]) -> Resolution:
+def resolve(egress: EgressGateway, services: Iterable[Service], pods: Iterable[Pod]) -> Resolution:
     conflicts: list[str] = []
     shared, exclusive = _claims(egress.vips, conflicts)
     pod_list = list(pods)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from ipaddress import IPv4Address
 
-from magw.desired.egressgw.numbers import EGRESS_DEV, HAIRPIN, INGRESS, KIND_MASK, MARK_MASK
+from magw.desired.egressgw.numbers import EGRESSGW_DEV, HAIRPIN, INGRESS, KIND_MASK, MARK_MASK
 from magw.desired.nft import expr as x
 from magw.desired.nft.values import NftRule
 
@@ -72,7 +72,7 @@ def raw_rules(vrids: Sequence[tuple[int, int]]) -> list[NftRule]:
     """``prerouting-raw``; ``vrids``: (vrid, steer mark) of every VIP, in vrid order."""
     chain = "prerouting-raw"
     rules = [
-        x.rule(chain, x.iifname(EGRESS_DEV), x.return_(), comment="magw egress: decapsulated on the holder"),
+        x.rule(chain, x.iifname(EGRESSGW_DEV), x.return_(), comment="magw egress: decapsulated on the holder"),
         x.rule(chain, fib_daddr_local(), x.return_(), comment="magw egress: never steer to a local address"),
     ]
     for vrid, mark in vrids:
@@ -104,7 +104,7 @@ def dnat_classify_rules() -> list[NftRule]:
     return [
         x.rule(chain, x.match(x.ip_daddr(), x.set_ref(VIPS_SET), "!="), x.return_()),
         x.rule(chain, fib_daddr_local(negate=True), x.return_(), comment="magw egress: a VIP this node holds"),
-        x.rule(chain, x.iifname(EGRESS_DEV), set_mark(HAIRPIN), comment="magw egress: hairpin from a bound pod"),
+        x.rule(chain, x.iifname(EGRESSGW_DEV), set_mark(HAIRPIN), comment="magw egress: hairpin from a bound pod"),
         x.rule(
             chain,
             x.match(x.ip_saddr(), x.set_ref(EXCLUDED_SET)),
@@ -135,10 +135,10 @@ def dnat_rule(vip: IPv4Address, proto: str, port: int, backends: Sequence[IPv4Ad
 def forward_rules(ingress_mss: int | None) -> list[NftRule]:
     """``forward``; ``ingress_mss`` None on nodes that are no candidate (no ingress there)."""
     rules = [
-        x.rule("forward", x.oifname(EGRESS_DEV), clear_mark(), comment="magw egress: the tunnel must not see it"),
+        x.rule("forward", x.oifname(EGRESSGW_DEV), clear_mark(), comment="magw egress: the tunnel must not see it"),
         x.rule(
             "forward",
-            x.oifname(EGRESS_DEV),
+            x.oifname(EGRESSGW_DEV),
             x.tcp_flags("syn", ("syn", "rst")),
             x.mss_clamp_to_pmtu(),
             comment="magw egress: clamp TCP MSS into the tunnel",
@@ -177,7 +177,7 @@ def snat_rules(held: Sequence[tuple[int, IPv4Address]]) -> list[NftRule]:
     rules += [
         x.rule(
             chain,
-            x.iifname(EGRESS_DEV),
+            x.iifname(EGRESSGW_DEV),
             x.match(x.ip_saddr(), x.set_ref(pods_set(vrid))),
             x.match(x.ip_daddr(), x.set_ref(EXCLUDED_SET), "!="),
             x.snat(vip),
@@ -199,7 +199,7 @@ def commit_guard_rules() -> list[NftRule]:
     committed entry. Without conntrack sync nothing will be committed: no guard."""
     return [
         _guard_rule(x.match(x.ip_daddr(), x.set_ref(VIPS_SET)), "no RST before conntrackd's commit"),
-        _guard_rule(x.iifname(EGRESS_DEV), "no pickup of a pod's segment before conntrackd's commit"),
+        _guard_rule(x.iifname(EGRESSGW_DEV), "no pickup of a pod's segment before conntrackd's commit"),
     ]
 
 

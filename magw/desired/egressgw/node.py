@@ -1,4 +1,4 @@
-"""The egress gateway's part of a node's plan (pure): ``EgressInputs`` from the snapshot, then ``plan_egress``.
+"""The egress gateway's part of a node's plan (pure): ``EgressGatewayInputs`` from the snapshot, then ``plan_egressgw``.
 
 The route agent owns the node's datapath, so it plans the egress objects with the rest
 (``magw.desired.node.planner``): the GPE device, its address, the per-VIP tables and rules join the node's
@@ -11,31 +11,31 @@ Only with the generic CNI: on OVN-Kubernetes pods' packets do not cross the node
 from __future__ import annotations
 
 from magw.desired.egressgw.bindings import resolve
-from magw.desired.egressgw.plan import EgressInputs, EgressPlan, plan_egress
+from magw.desired.egressgw.plan import EgressGatewayInputs, EgressGatewayPlan, plan_egressgw
 from magw.model import Cni, Snapshot
 
 
-def egress_inputs(snapshot: Snapshot, node: str) -> EgressInputs | None:
+def egressgw_inputs(snapshot: Snapshot, node: str) -> EgressGatewayInputs | None:
     """The inputs of ``node``'s egress datapath; None when the cluster has no VIP (or is not generic CNI)."""
-    if not snapshot.egress.vips or snapshot.config.cni is not Cni.GENERIC:
+    if not snapshot.egressgw.vips or snapshot.config.cni is not Cni.GENERIC:
         return None
     local = snapshot.local_cluster
     own = [c for c in snapshot.clusters if c.id == local]
     remote = [net for c in snapshot.clusters if c.id != local for net in c.cidrs]
     workloads = snapshot.globalnet
-    return EgressInputs(
+    return EgressGatewayInputs(
         node=node,
         underlay_mtu=snapshot.config.underlay_mtu,
         cluster_cidrs=tuple(net for c in own for net in (*c.pod_cidrs, *c.service_cidrs)),
         remote_cidrs=tuple(remote),
         node_ips=tuple(n.ip for n in snapshot.nodes),
-        egress=snapshot.egress,
-        resolution=resolve(snapshot.egress, workloads.services, workloads.pods),
+        egressgw=snapshot.egressgw,
+        resolution=resolve(snapshot.egressgw, workloads.services, workloads.pods),
         services=workloads.services,
         pods=workloads.pods,
     )
 
 
-def plan_node_egress(snapshot: Snapshot, node: str) -> EgressPlan | None:
-    inputs = egress_inputs(snapshot, node)
-    return None if inputs is None else plan_egress(inputs)
+def plan_node_egressgw(snapshot: Snapshot, node: str) -> EgressGatewayPlan | None:
+    inputs = egressgw_inputs(snapshot, node)
+    return None if inputs is None else plan_egressgw(inputs)

@@ -19,8 +19,8 @@ can match our rule or our chains.
 
 from __future__ import annotations
 
-EGRESS_DEV = "magw-egress"
-EGRESS_PORT = 4801  # VXLAN-GPE; 4789/8472 are Calico's/Flannel's, 4500/4800 Submariner's, 4790 GPE's default
+EGRESSGW_DEV = "magw-egress"
+EGRESSGW_PORT = 4801  # VXLAN-GPE; 4789/8472 are Calico's/Flannel's, 4500/4800 Submariner's, 4790 GPE's default
 GPE_OVERHEAD = 36  # outer IPv4 20 + UDP 8 + VXLAN-GPE 8; no inner Ethernet header
 DEVICE_ADDRESS = "169.254.240.1/32"  # loose rp_filter refuses a device without any IPv4 address
 
@@ -36,8 +36,8 @@ TABLE_BASE = 12000
 RULE_BASE = 12000
 MIN_VRID = 1
 MAX_VRID = 255
-EGRESS_TABLES: frozenset[int] = frozenset(range(TABLE_BASE + MIN_VRID, TABLE_BASE + MAX_VRID + 1))
-EGRESS_RULE_PRIORITIES: frozenset[int] = frozenset(range(RULE_BASE + MIN_VRID, RULE_BASE + MAX_VRID + 1))
+EGRESSGW_TABLES: frozenset[int] = frozenset(range(TABLE_BASE + MIN_VRID, TABLE_BASE + MAX_VRID + 1))
+EGRESSGW_RULE_PRIORITIES: frozenset[int] = frozenset(range(RULE_BASE + MIN_VRID, RULE_BASE + MAX_VRID + 1))
 
 
 def steer_mark(vrid: int) -> int:

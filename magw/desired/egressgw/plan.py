@@ -1,4 +1,4 @@
-"""The egress gateway's datapath of one node (pure): ``plan_egress(EgressInputs) -> EgressPlan``.
+"""The egress gateway's datapath of one node (pure): ``plan_egressgw(EgressGatewayInputs) -> EgressGatewayPlan``.
 
 Every node, whatever it holds (docs/egress-datapath.md):
 
@@ -28,18 +28,19 @@ from magw.desired.egressgw import nftables as n
 from magw.desired.egressgw.bindings import Resolution, service_backends
 from magw.desired.egressgw.numbers import (
     DEVICE_ADDRESS,
-    EGRESS_DEV,
-    EGRESS_PORT,
+    EGRESSGW_DEV,
+    EGRESSGW_PORT,
     GPE_OVERHEAD,
     MARK_MASK,
     RULE_BASE,
     TABLE_BASE,
     steer_mark,
 )
+from magw.desired.egressgw.ports import services_by_name, vip_ports
 from magw.desired.nft.plan import set_elements
 from magw.desired.nft.values import NftChain, NftRule, NftSet, NftTable
 from magw.desired.state import Address, DesiredState, Link, Route, RouteEncap, RouteNexthop, Rule
-from magw.model.egressgw import Egress, EgressVIP
+from magw.model.egressgw import EgressGateway, EgressVIP
 from magw.model.globalnet import Pod, Service
 
 TABLE_NAME = "magw-egress"
@@ -50,7 +51,7 @@ NO_GATEWAY = IPv4Address(0)
 
 
 @attrs.frozen(kw_only=True)
-class EgressInputs:
+class EgressGatewayInputs:
     """What one node's egress datapath depends on. ``cluster_cidrs``: the local pod and service CIDRs;
     ``remote_cidrs``: every remote cluster's CIDRs (and global CIDRs); ``node_ips``: every node's underlay IP."""
 
@@ -59,33 +60,33 @@ class EgressInputs:
     cluster_cidrs: tuple[IPv4Network, ...] = ()
     remote_cidrs: tuple[IPv4Network, ...] = ()
     node_ips: tuple[IPv4Address, ...] = ()
-    egress: Egress
+    egressgw: EgressGateway
     resolution: Resolution
     services: tuple[Service, ...] = ()
     pods: tuple[Pod, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
-class EgressPlan:
+class EgressGatewayPlan:
     """The node's egress objects (merge them into its DesiredState) and one line per input problem."""
 
     state: DesiredState
     problems: tuple[str, ...] = ()
 
 
-def excluded(inputs: EgressInputs) -> tuple[str, ...]:
+def excluded(inputs: EgressGatewayInputs) -> tuple[str, ...]:
     """The ``excluded`` set's elements: destinations never steered (see the module doc)."""
     nets: list[IPv4Network] = [*inputs.cluster_cidrs, *inputs.remote_cidrs, *ALWAYS_EXCLUDED]
     nets += [IPv4Network(ip) for ip in inputs.node_ips]
     return set_elements(nets)
 
 
-def _vips(egress: Egress) -> tuple[EgressVIP, ...]:
+def _vips(egress: EgressGateway) -> tuple[EgressVIP, ...]:
     return tuple(sorted(egress.vips, key=lambda v: v.vrid))
 
 
 def _routing(vips: Iterable[EgressVIP]) -> tuple[tuple[Route, ...], tuple[Rule, ...]]:
-    hop = (RouteNexthop(via=NO_GATEWAY, dev=EGRESS_DEV),)
+    hop = (RouteNexthop(via=NO_GATEWAY, dev=EGRESSGW_DEV),)
     routes = tuple(
         Route(
             table=TABLE_BASE + v.vrid, dst=DEFAULT_ROUTE, metric=0, nexthops=hop, encap=RouteEncap(id=v.vrid, dst=v.vip)
@@ -99,34 +100,24 @@ def _routing(vips: Iterable[EgressVIP]) -> tuple[tuple[Route, ...], tuple[Rule, 
     return routes, rules
 
 
-def _dnat_rules(inputs: EgressInputs, held: Iterable[EgressVIP], problems: list[str]) -> list[NftRule]:
+def _dnat_rules(inputs: EgressGatewayInputs, held: Iterable[EgressVIP], problems: list[str]) -> list[NftRule]:
     """One DNAT rule per (VIP, protocol, port) of the Services using a VIP this node may hold."""
-    services = {f"{s.namespace}/{s.name}": s for s in inputs.services}
+    services = services_by_name(inputs.services)
+    backends: dict[str, tuple[IPv4Address, ...]] = {}
     rules = []
     for vip in held:
-        claimed: dict[tuple[str, int], str] = {}
-        for name in inputs.resolution.of(vip.name).services:
-            svc = services.get(name)
-            if svc is None:
-                continue
-            backends = service_backends(svc, inputs.pods)
-            for port in sorted(svc.ports, key=lambda p: (p.protocol, p.port)):
-                proto = port.protocol.lower()
-                if proto not in ("tcp", "udp"):
-                    problems.append(f"VIP {vip.name}: {name} port {port.port}/{port.protocol} is not TCP or UDP")
-                    continue
-                first = claimed.setdefault((proto, port.port), name)
-                if first != name:
-                    problems.append(f"VIP {vip.name}: {port.port}/{proto} of {name} is already {first}'s; ignored")
-                    continue
-                if backends:
-                    target = port.target_port or port.port
-                    rules.append(n.dnat_rule(vip.vip, proto, port.port, backends, target))
+        used = vip_ports(vip.name, inputs.resolution.of(vip.name).services, services)
+        problems.extend(used.problems)
+        for port in used.ports:
+            if port.service not in backends:
+                backends[port.service] = service_backends(services[port.service], inputs.pods)
+            if backends[port.service]:
+                rules.append(n.dnat_rule(vip.vip, port.protocol, port.port, backends[port.service], port.target_port))
     return rules
 
 
-def plan_nft(inputs: EgressInputs, problems: list[str]) -> NftTable:
-    vips = _vips(inputs.egress)
+def plan_nft(inputs: EgressGatewayInputs, problems: list[str]) -> NftTable:
+    vips = _vips(inputs.egressgw)
     held = [v for v in vips if inputs.node in v.candidates]
     sets = [
         NftSet(name=n.EXCLUDED_SET, type="ipv4_addr", flags=("interval",), elements=excluded(inputs)),
@@ -154,7 +145,7 @@ def plan_nft(inputs: EgressInputs, problems: list[str]) -> NftTable:
         ]
         rules += [*n.dnat_classify_rules(), *_dnat_rules(inputs, held, problems)]
         rules += n.snat_rules([(v.vrid, v.vip) for v in held])
-        if inputs.egress.config.conntrack_sync:
+        if inputs.egressgw.config.conntrack_sync:
             guard = NftChain(
                 name="prerouting-guard", type="filter", hook="prerouting", priority=n.MANGLE_PRIORITY, policy="accept"
             )
@@ -163,17 +154,17 @@ def plan_nft(inputs: EgressInputs, problems: list[str]) -> NftTable:
     return NftTable(family="ip", name=TABLE_NAME, sets=sets, chains=chains, rules=rules)
 
 
-def plan_egress(inputs: EgressInputs) -> EgressPlan:
-    """The node's egress datapath; an Egress without VIPs plans nothing at all (no device, no table)."""
-    vips = _vips(inputs.egress)
+def plan_egressgw(inputs: EgressGatewayInputs) -> EgressGatewayPlan:
+    """The node's egress datapath; an EgressGateway without VIPs plans nothing at all (no device, no table)."""
+    vips = _vips(inputs.egressgw)
     if not vips:
-        return EgressPlan(state=DesiredState())
+        return EgressGatewayPlan(state=DesiredState())
     problems: list[str] = list(inputs.resolution.conflicts)
     routes, rules = _routing(vips)
     link = Link(
-        name=EGRESS_DEV,
+        name=EGRESSGW_DEV,
         vni=0,
-        port=EGRESS_PORT,
+        port=EGRESSGW_PORT,
         mtu=inputs.underlay_mtu - GPE_OVERHEAD,
         mac="",
         external=True,
@@ -181,9 +172,9 @@ def plan_egress(inputs: EgressInputs) -> EgressPlan:
     )
     state = DesiredState(
         links=(link,),
-        addresses=(Address(dev=EGRESS_DEV, address=IPv4Interface(DEVICE_ADDRESS)),),
+        addresses=(Address(dev=EGRESSGW_DEV, address=IPv4Interface(DEVICE_ADDRESS)),),
         routes=routes,
         rules=rules,
         nft=plan_nft(inputs, problems),
     )
-    return EgressPlan(state=state, problems=tuple(problems))
+    return EgressGatewayPlan(state=state, problems=tuple(problems))

@@ -35,7 +35,7 @@ from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet
 
 GLOBALNET_MARK = 0xC0000
 MARK_MASK = 0xC0000
-EGRESS_MAP = "gn_egress"
+GLOBAL_EGRESS_MAP = "gn_egress"
 IN_MAP = "gn_in"
 OUT_MAP = "gn_out"
 STATIC_SET = "gn_static"
@@ -101,7 +101,7 @@ def gateway_nat_rules(tr: GatewayTranslations) -> list[NftRule]:
         x.rule(
             "postrouting",
             _marked(),
-            x.snat(x.map_lookup(x.ip_saddr(), EGRESS_MAP)),
+            x.snat(x.map_lookup(x.ip_saddr(), GLOBAL_EGRESS_MAP)),
             comment="magw globalnet: pods of a GlobalEgressIP leave as this gateway's address of it",
         ),
         _cluster_rule(tr),
@@ -145,7 +145,7 @@ def gateway_sets(tr: GatewayTranslations) -> list[NftSet]:
 
 def gateway_maps(tr: GatewayTranslations) -> list[NftMap]:
     return [
-        NftMap(name=EGRESS_MAP, type="ipv4_addr", map="ipv4_addr", elements=tr.egress),
+        NftMap(name=GLOBAL_EGRESS_MAP, type="ipv4_addr", map="ipv4_addr", elements=tr.egress),
         NftMap(name=IN_MAP, type="ipv4_addr", map="ipv4_addr", elements=tuple((g, lo) for lo, g in tr.one_to_one)),
         NftMap(name=OUT_MAP, type="ipv4_addr", map="ipv4_addr", elements=tr.one_to_one),
     ]

@@ -1,6 +1,6 @@
 """Globalnet on one node: which addresses its datapath translates, from the controller's statuses (pure).
 
-The Globalnet controller (``magw-globalnet``, issue 11) decides every address and writes it into statuses;
+The Globalnet controller (``magw-globalnet``, docs/globalnet.md) decides every address and writes it into statuses;
 this module only reads them. For a gateway node it gives:
 
 - ``cluster_egress``: the node's own cluster egress IPs (its ``<node>-cluster-egress.submariner.io``
@@ -87,7 +87,7 @@ def published_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
 def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, str]]:
     """(pod IP as int, pod IP, global IP) for pods at precedence levels 1 and 3 that have addresses here.
 
-    Shaped for speed (issue 12, 100k pods): one status lookup per egress object, not per pod, and addresses
+    Shaped for speed (docs/performance.md, 100k pods): one status lookup per egress object, not per pod, and addresses
     formatted from ints (``str(IPv4Address)`` was a third of the plan).
     """
     entries = resolve_egress(globalnet, globalnet.ingress_ips).egress

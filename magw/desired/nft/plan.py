@@ -53,7 +53,7 @@ def set_elements(nets: Iterable[IPv4Network]) -> tuple[str, ...]:
     One sweep: sorted by start address, a wider prefix comes before the narrower
     ones it holds, and two prefixes overlap only when one holds the other.
     The sweep runs on ``(start, prefixlen)`` integers and formats the text from them
-    (issue 10: ``IPv4Network`` comparisons and ``str()`` were a profile hot spot at 100k CIDRs).
+    (docs/performance.md: ``IPv4Network`` comparisons and ``str()`` were a profile hot spot at 100k CIDRs).
     """
     kept: list[tuple[int, int]] = []
     kept_last = -1

@@ -1,6 +1,6 @@
 """The planner's memo: the last plan's pieces, handed back when their inputs are the very same objects.
 
-Issue 10: one Endpoint change under 100k routes must reach the kernel in under a second, and a plan of
+One Endpoint change under 100k routes must reach the kernel in under a second (docs/performance.md), and a plan of
 100k routes from scratch costs about 0.7 s on this machine (profile of ``plan(snapshot, "e-w1")`` on
 ``benchmarks/event_latency.py``'s broker: the overlap check 0.43 s, the two CIDR sets 0.44 s, the
 routes and their sort 0.4 s, under cProfile). The file broker keeps the parsed ``Cluster`` object of every
@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 
 @attrs.frozen
-class _Entry:
+class _MemoEntry:
     same: tuple[object, ...]
     values: Hashable
     value: Any
@@ -44,8 +44,8 @@ class PlanMemo:
     """Pieces of the last plan of one node, reused by the next plan when their inputs did not change."""
 
     def __init__(self) -> None:
-        self._last: dict[Hashable, _Entry] = {}
-        self._this: dict[Hashable, _Entry] = {}
+        self._last: dict[Hashable, _MemoEntry] = {}
+        self._this: dict[Hashable, _MemoEntry] = {}
 
     @contextlib.contextmanager
     def round(self) -> Iterator[PlanMemo]:
@@ -70,7 +70,7 @@ class PlanMemo:
             value: T = entry.value
         else:
             value = compute()
-        self._this[slot] = _Entry(same=same, values=values, value=value)
+        self._this[slot] = _MemoEntry(same=same, values=values, value=value)
         return value
 
     def carried(self, slot: Hashable) -> dict[Any, Any]:
@@ -83,7 +83,7 @@ class PlanMemo:
 
     def carry(self, slot: Hashable, table: dict[Any, Any]) -> None:
         """Keep ``table`` in ``slot`` for the next plan (see ``carried``)."""
-        self._this[slot] = _Entry(same=(), values=None, value=table)
+        self._this[slot] = _MemoEntry(same=(), values=None, value=table)
 
     def __len__(self) -> int:
         return len(self._last)

@@ -13,7 +13,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
-from magw.desired.egressgw.node import plan_node_egress
+from magw.desired.egressgw.node import plan_node_egressgw
 from magw.desired.globalnet.plan import globalnet_mode
 from magw.desired.nft.plan import plan_nft
 from magw.desired.node.memo import PlanMemo
@@ -37,7 +37,7 @@ def check_cidrs(snapshot: Snapshot) -> None:
 
     One sweep over the prefixes sorted by start: two CIDRs overlap only when one
     contains the other, so each prefix need only be checked against the widest
-    one still open. The sweep runs on ``(start, prefixlen, end)`` integers (issue 10:
+    one still open. The sweep runs on ``(start, prefixlen, end)`` integers (docs/performance.md:
     sorting ``IPv4Network`` objects was a profile hot spot); the order is the one
     ``IPv4Network`` objects sort in.
     """
@@ -120,8 +120,8 @@ def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None, m
         rules=routing.rules,
         nft=plan_nft(snapshot, role, memo),
     )
-    egress = plan_node_egress(snapshot, node)
-    return state if egress is None else _with_egress(state, egress.state, memo)
+    egressgw = plan_node_egressgw(snapshot, node)
+    return state if egressgw is None else _with_egressgw(state, egressgw.state, memo)
 
 
 def _joined(memo: PlanMemo, slot: str, base: tuple[Route, ...], extra: tuple[Route, ...]) -> tuple[Route, ...]:
@@ -132,14 +132,14 @@ def _joined(memo: PlanMemo, slot: str, base: tuple[Route, ...], extra: tuple[Rou
     return memo.get(slot, (base,), lambda: sorted_objects((*base, *extra)), values=extra)
 
 
-def _with_egress(state: DesiredState, egress: DesiredState, memo: PlanMemo) -> DesiredState:
+def _with_egressgw(state: DesiredState, egressgw: DesiredState, memo: PlanMemo) -> DesiredState:
     """``state`` plus the egress gateway's objects (magw.desired.egressgw): its own device, tables 12001-12255,
     rules at those priorities and its own nft table, so nothing of it can collide with the rest."""
     return attrs.evolve(
         state,
-        links=(*state.links, *egress.links),
-        addresses=(*state.addresses, *egress.addresses),
-        routes=_joined(memo, "egress_routes", state.routes, egress.routes),
-        rules=(*state.rules, *egress.rules),
-        extra_nft=(*state.extra_nft, *((egress.nft,) if egress.nft is not None else ())),
+        links=(*state.links, *egressgw.links),
+        addresses=(*state.addresses, *egressgw.addresses),
+        routes=_joined(memo, "egress_routes", state.routes, egressgw.routes),
+        rules=(*state.rules, *egressgw.rules),
+        extra_nft=(*state.extra_nft, *((egressgw.nft,) if egressgw.nft is not None else ())),
     )

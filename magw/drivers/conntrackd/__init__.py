@@ -1,1 +1,1 @@
-"""conntrackd for the egress VIPs (issue 15): FTFW sync between a node's VIP candidates; config and process."""
+"""conntrackd for the egress VIPs (docs/egress-ha.md): FTFW sync between a node's VIP candidates; config and process."""

@@ -1,1 +1,1 @@
-"""keepalived for the egress VIPs (issue 15): the config we render (pure), the process, its notify FIFO."""
+"""keepalived for the egress VIPs (docs/egress-ha.md): the config we render (pure), the process, its notify FIFO."""

@@ -95,7 +95,7 @@ class NeighborIO:
     """Static (``nud permanent``) IPv4 neighbors on our links.
 
     Observed with a raw RTM_GETNEIGH dump per owned device (``neighdump``): pyroute2's dump cost about
-    0.26 ms per entry, 1.3 s for a 5,000-node cluster's gateway (issue 10).
+    0.26 ms per entry, 1.3 s for a 5,000-node cluster's gateway (docs/performance.md).
     """
 
     ipr: Any

@@ -134,13 +134,13 @@ def _release_at_least(release: str, wanted: tuple[int, int]) -> bool:
 
 
 @attrs.frozen(kw_only=True)
-class ProbeResult:
+class CapabilityProbeResult:
     nexthops: bool
     resilient: bool
     notes: tuple[str, ...] = ()
 
 
-def _probe(sock: RawNetlink, created: list[int]) -> ProbeResult:
+def _probe(sock: RawNetlink, created: list[int]) -> CapabilityProbeResult:
     blackhole = NexthopSpec(id=PROBE_NEXTHOP_ID, family=socket.AF_INET, blackhole=True)
     err = sock.transact([encode_nexthop(blackhole, flags=_CREATE_EXCL)])[0]
     if err == 0:
@@ -150,19 +150,19 @@ def _probe(sock: RawNetlink, created: list[int]) -> ProbeResult:
         # understood, so nexthop objects exist; resilient groups cannot be probed without a member.
         resilient = _release_at_least(kernel_release(), _RESILIENT_SINCE)
         note = f"lo is down: resilient groups not probed, assumed {resilient} from kernel {kernel_release()}"
-        return ProbeResult(nexthops=True, resilient=resilient, notes=(note,))
+        return CapabilityProbeResult(nexthops=True, resilient=resilient, notes=(note,))
     elif err != _EEXIST:
-        return ProbeResult(nexthops=False, resilient=False, notes=(f"nexthop probe: {errno_name(err)}",))
+        return CapabilityProbeResult(nexthops=False, resilient=False, notes=(f"nexthop probe: {errno_name(err)}",))
     group = GroupSpec(id=PROBE_GROUP_ID, members=((PROBE_NEXTHOP_ID, 1),), resilient=True, buckets=8)
     err = sock.transact([encode_group(group, flags=_CREATE_EXCL)])[0]
     if err == 0:
         created.append(PROBE_GROUP_ID)
     # EEXIST comes after the kernel validated the request: the group type is known.
     notes = () if err in (0, _EEXIST) else (f"resilient group probe: {errno_name(err)}",)
-    return ProbeResult(nexthops=True, resilient=err in (0, _EEXIST), notes=notes)
+    return CapabilityProbeResult(nexthops=True, resilient=err in (0, _EEXIST), notes=notes)
 
 
-def probe_nexthops(netns: str | None) -> ProbeResult:
+def probe_nexthops(netns: str | None) -> CapabilityProbeResult:
     """Create and delete throwaway nexthop objects in ``netns`` to learn what the kernel supports."""
     check_netns(netns)
     with RawNetlink(netns) as sock:
@@ -196,23 +196,24 @@ def _refusal(sock: Dumper, request: bytes) -> str | None:
     return None
 
 
-def inspect_with(sock: Dumper) -> ProbeResult:
+def inspect_with(sock: Dumper) -> CapabilityProbeResult:
     """Nexthop and resilient-group support from the kernel's answers to two dumps; the note says it was inferred."""
     refused = _refusal(sock, encode_dump())
     if refused:
-        return ProbeResult(nexthops=False, resilient=False, notes=(f"dry run: nexthop dump: {refused}, not probed",))
+        note = f"dry run: nexthop dump: {refused}, not probed"
+        return CapabilityProbeResult(nexthops=False, resilient=False, notes=(note,))
     refused = _refusal(sock, encode_bucket_dump())
     if refused:
         note = f"dry run: nexthop bucket dump: {refused}, so no resilient groups assumed, not probed"
-        return ProbeResult(nexthops=True, resilient=False, notes=(note,))
+        return CapabilityProbeResult(nexthops=True, resilient=False, notes=(note,))
     note = (
         f"dry run: resilient groups inferred from the nexthop bucket dump (kernel {kernel_release()}),"
         " not probed by creating one"
     )
-    return ProbeResult(nexthops=True, resilient=True, notes=(note,))
+    return CapabilityProbeResult(nexthops=True, resilient=True, notes=(note,))
 
 
-def inspect_nexthops(netns: str | None) -> ProbeResult:
+def inspect_nexthops(netns: str | None) -> CapabilityProbeResult:
     """What ``probe_nexthops`` learns, from two read-only dumps in ``netns``: nothing is created."""
     check_netns(netns)
     with RawNetlink(netns) as sock:

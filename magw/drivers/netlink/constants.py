@@ -7,7 +7,7 @@ them); rules are ours by priority.
 
 from __future__ import annotations
 
-from magw.desired.egressgw.numbers import EGRESS_DEV, EGRESS_RULE_PRIORITIES, EGRESS_TABLES
+from magw.desired.egressgw.numbers import EGRESSGW_DEV, EGRESSGW_RULE_PRIORITIES, EGRESSGW_TABLES
 from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
 
 # RTPROT value written on every route we install ("proto 157" in `ip route`).
@@ -16,15 +16,15 @@ RTPROT_MAGW = 157
 
 # Tables whose magw-protocol routes we own: main, gateway (100), OVN ingress (149), host network (150), and the
 # egress gateway's one table per VIP (12001..12255, magw.desired.egressgw.numbers).
-OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150}) | EGRESS_TABLES
+OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150}) | EGRESSGW_TABLES
 
 # ip rule priorities we own: the gateway table (100); OVN: remote ingress (149, ``iif vxlan-tunnel``) and the
 # host network of workers (150), Submariner's priorities for those tables.
 # The egress gateway: one ``fwmark`` rule per VIP at 12001..12255.
-OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100, 149, 150}) | EGRESS_RULE_PRIORITIES
+OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100, 149, 150}) | EGRESSGW_RULE_PRIORITIES
 
 # Link names we create (magw-egress: the egress gateway's VXLAN-GPE device).
-OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel", EGRESS_DEV})
+OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel", EGRESSGW_DEV})
 
 # Devices whose IPv4 addresses are all ours: our links, and OVN's ``ovn-k8s-sub0`` (the internal port of
 # ``br-submariner``, made by magw.drivers.ovs; the netlink driver never creates or deletes that device).

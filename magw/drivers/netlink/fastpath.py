@@ -103,13 +103,13 @@ def describe_error(op: Op, ack: Ack) -> str:
     return text + (f" (kernel: {ack.message})" if ack.message else "")
 
 
-def _refusal(op: Op, exc: _Refused) -> Failure:
+def _refusal(op: Op, exc: _OpRefused) -> Failure:
     """Our own refusal of ``op`` (never sent): ``"EPERM: <reason>: <object>"``."""
     name = errno.errorcode.get(exc.errno, f"errno {exc.errno}")
     return Failure(op=op, error=f"{name}: {exc}: {describe_object(op.obj)}")
 
 
-class _Refused(Exception):
+class _OpRefused(Exception):
     """An op we refuse to send: ``errno`` and the reason."""
 
     def __init__(self, err: int, reason: str) -> None:
@@ -184,14 +184,14 @@ class RouteNexthopIO:
         failures: dict[int, Failure] = {}
         adopt: list[int] = []
         # Packed and sent CHUNK ops at a time, in order (the kernel takes them in order either way): all 100k
-        # messages of an initial sync at once were 12 MB more at the peak of a `magw apply` (issue 10: RSS).
+        # messages of an initial sync at once were 12 MB more at the peak of a `magw apply` (docs/performance.md: RSS).
         for first in range(0, len(ops), CHUNK):
             sent: list[int] = []
             msgs: list[bytes] = []
             for i in range(first, min(first + CHUNK, len(ops))):
                 try:
                     msgs.append(self._pack(ops[i]))
-                except _Refused as exc:
+                except _OpRefused as exc:
                     failures[i] = _refusal(ops[i], exc)
                     continue
                 sent.append(i)
@@ -220,13 +220,13 @@ class RouteNexthopIO:
             _check_id(nexthop.id)
             return encode_delete(nexthop.id) if op.verb == "delete" else pack_nexthop(nexthop, self._ifindex)
         except NoDevice as exc:
-            raise _Refused(errno.ENODEV, f"no device {exc.name}") from None
+            raise _OpRefused(errno.ENODEV, f"no device {exc.name}") from None
         except ValueError as exc:
-            raise _Refused(errno.EINVAL, str(exc)) from None
+            raise _OpRefused(errno.EINVAL, str(exc)) from None
 
     def _pack_route(self, verb: str, route: Route) -> bytes:
         if route.table not in OWNED_TABLES:
-            raise _Refused(errno.EPERM, f"table {route.table} is not one of magw's tables {sorted(OWNED_TABLES)}")
+            raise _OpRefused(errno.EPERM, f"table {route.table} is not one of magw's tables {sorted(OWNED_TABLES)}")
         if verb == "delete":
             return pack_route_delete(route)
         return pack_route(route, self._ifindex, flags=FLAGS_CREATE if verb == "create" else FLAGS_REPLACE)
@@ -252,12 +252,12 @@ class RouteNexthopIO:
         for i in indexes:
             if i not in mine:
                 reason = "a foreign route (another protocol) holds this table/dst/metric, left alone"
-                failures[i] = _refusal(ops[i], _Refused(errno.EEXIST, reason))
+                failures[i] = _refusal(ops[i], _OpRefused(errno.EEXIST, reason))
         msgs = []
         for i in mine:
             try:
                 msgs.append(self._pack(attrs.evolve(ops[i], verb="replace")))
-            except _Refused as exc:
+            except _OpRefused as exc:
                 failures[i] = _refusal(ops[i], exc)
         replaced = [i for i in mine if i not in failures]
         for i, ack in zip(replaced, self._sock.transact_errors(msgs), strict=True):
@@ -273,4 +273,4 @@ def _expect(obj: NetObject, cls: type[_T], kind: str) -> _T:
 
 def _check_id(nh_id: int) -> None:
     if not owns_nexthop(nh_id):
-        raise _Refused(errno.EPERM, f"id {nh_id} is outside magw's nexthop id range")
+        raise _OpRefused(errno.EPERM, f"id {nh_id} is outside magw's nexthop id range")

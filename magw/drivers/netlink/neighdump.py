@@ -1,6 +1,6 @@
 """Neighbor and VXLAN FDB dumps on the raw socket: RTM_GETNEIGH, decoded by hand.
 
-Shaped for speed (issue 10): read through pyroute2, each neighbor or FDB entry cost about 0.26 ms (its
+Shaped for speed (docs/performance.md): read through pyroute2, each neighbor or FDB entry cost about 0.26 ms (its
 asyncio-driven dump and attribute decoding), so observing a gateway of a 5,000-node cluster (5,000
 neighbors and 5,000 FDB entries on ``vx-submariner``) took about 3 s. Here a dump is one request on the
 driver's ``RawNetlink`` socket and each reply is an ``ndmsg`` header plus two attributes, read with one

@@ -1,6 +1,6 @@
 """Static neighbors and VXLAN FDB entries applied in netlink batches on the raw socket.
 
-Shaped for speed (issue 10): one pyroute2 request per neighbor or FDB entry cost about 0.5 ms, so a gateway
+Shaped for speed (docs/performance.md): one pyroute2 request per neighbor or FDB entry cost about 0.5 ms, so a gateway
 of a 5,000-node cluster took seconds to install its 5,000 neighbors and 5,000 FDB entries. Here every op is
 packed by hand and the run goes out in large batches (``RawNetlink.transact_errors``): the kernel answers each
 failure by its sequence number, so each failure still names its object, and one barrier ack per batch says the

@@ -120,14 +120,14 @@ def _keyed_head(route: Route, scope: int, rtm_type: int) -> list[bytes]:
 # The whole RTM_NEWROUTE of the common route (unicast via nhid, a dst prefix, with or without src) in ONE
 # struct: nlmsghdr, rtmsg, RTA_TABLE, RTA_DST, RTA_PRIORITY, [RTA_PREFSRC], RTA_NH_ID. Byte-identical to
 # the general path (tests/test_netlink_routes.py); at 100k routes, building each message from six ``attr``
-# calls and joins was most of the route driver's Python time (issue 10).
+# calls and joins was most of the route driver's Python time (docs/performance.md).
 _NHID_ROUTE = struct.Struct("=IHHII BBBBBBBBI HHI HH4s HHI HHI")
 _NHID_ROUTE_SRC = struct.Struct("=IHHII BBBBBBBBI HHI HH4s HHI HH4s HHI")
 
 
 def _pack_nhid_route(route: Route, nhid: int, flags: int) -> bytes:
     # One pack call with every field spelled out: building the fields as a tuple in three parts and unpacking it
-    # into the call took about twice as long (issue 10: 270 -> 155 ms for 100k routes).
+    # into the call took about twice as long (docs/performance.md: 270 -> 155 ms for 100k routes).
     dst = route.dst
     table = route.table
     table_byte = table if table < 256 else RT_TABLE_UNSPEC
@@ -270,7 +270,7 @@ def parse_route(msg: bytes, ifname: IfName) -> Route | None:
 
 # The layout the kernel dumps our route via nhid with src in: (len, type) of RTA_TABLE, RTA_DST, RTA_PRIORITY,
 # RTA_PREFSRC and RTA_NH_ID, at fixed offsets (RTA_MULTIPATH of nexthop_compat_mode follows and is not needed).
-# Read with one struct instead of an attribute dict: most of a 100k-route observe was that (issue 10).
+# Read with one struct instead of an attribute dict: most of a 100k-route observe was that (docs/performance.md).
 _NHID_SRC_LENGTHS = (8, 8, 8, 8, 8)
 _NHID_SRC_TYPES = (RTA_TABLE, RTA_DST, RTA_PRIORITY, RTA_PREFSRC, RTA_NH_ID)
 

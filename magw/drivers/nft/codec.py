@@ -73,7 +73,7 @@ def _set_text(table: NftTable, s: NftSet, *, checked: bool) -> str:
 def _map_text(table: NftTable, m: NftMap, *, checked: bool) -> str:
     """``json.dumps(_map_json(table, m))``; a checked ``ipv4_addr : ipv4_addr`` map's elements written as text.
 
-    Shaped for speed (issue 12): a Globalnet gateway's maps hold an element per pod, and converting 100k
+    Shaped for speed (docs/performance.md): a Globalnet gateway's maps hold an element per pod, and converting 100k
     pairs one by one through ``elements.to_json`` was most of the apply. Canonical plain addresses (the
     preflight checked them) are their own JSON strings.
     """

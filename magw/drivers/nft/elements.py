@@ -89,8 +89,8 @@ _V4_TEXT = re.compile(rf"({_V4_OCTET}\.{_V4_OCTET}\.{_V4_OCTET}\.{_V4_OCTET})(?:
 def _v4_bounds(text: str, interval: bool) -> tuple[int, int] | None:
     """The span of a canonical IPv4 address or aligned prefix on ints; None sends it to the careful path.
 
-    Shaped for speed (issue 10): ``ipaddress`` parsing was most of ``magw apply``'s time at 100k set elements,
-    and then the per-octet ``int`` calls were: the regex bounds the octets, ``inet_aton`` packs them in C.
+    Shaped for speed (docs/performance.md): ``ipaddress`` parsing was most of ``magw apply``'s time at 100k set
+    elements, and then the per-octet ``int`` calls were: the regex bounds the octets, ``inet_aton`` packs them in C.
     """
     match = _V4_TEXT.fullmatch(text)
     if match is None:
@@ -108,7 +108,7 @@ def _v4_bounds(text: str, interval: bool) -> tuple[int, int] | None:
 def _v4_prefix_len(text: str, interval: bool) -> int | None:
     """The prefix length of ``text`` when it is already canonical IPv4 (-1: a plain address), else None.
 
-    The one check per set element on the hot path (issue 10): 100k elements went through five calls each.
+    The one check per set element on the hot path (docs/performance.md): 100k elements went through five calls each.
     """
     match = _V4_TEXT.fullmatch(text)
     if match is None:
@@ -130,7 +130,7 @@ def all_canonical_v4(texts: tuple[str, ...], interval: bool) -> bool:
     """True when every ``ipv4_addr`` element in ``texts`` is already canonical (``canonical(t) == t`` for each).
 
     False says only "look closer": the caller checks element by element and words the errors. Shaped for speed
-    (issue 10): a few C calls per element (``inet_aton`` and ``inet_ntoa`` give back the very text only for a
+    (docs/performance.md): a few C calls per element (``inet_aton`` and ``inet_ntoa`` give back the very text only for a
     canonical dotted quad), where the element-by-element check of a 100k-element set was 0.4 s of the nft
     thread of ``magw apply``, and a regex over the joined text still 0.13 s.
     """
@@ -329,7 +329,7 @@ def many_to_json(texts: Iterable[str], type_: str, *, interval: bool = False) ->
 def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = False, checked: bool = False) -> str:
     """``json.dumps(many_to_json(...))`` without the 100k dicts: a set's elements as JSON text.
 
-    At 100k elements the dicts were about 45 MB of the peak of ``magw apply`` (issue 10), alive
+    At 100k elements the dicts were about 45 MB of the peak of ``magw apply`` (docs/performance.md), alive
     while libnftables parsed the text made from them. ``checked``: every element is already known
     to be canonical (the driver's preflight said so), so IPv4 elements are only split, not read again.
     """
@@ -337,7 +337,8 @@ def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = Fals
         return json.dumps(many_to_json(texts, type_, interval=interval))
     if checked:
         # In address order, not our text order (11.0.10.0 before 11.0.2.0): libnftables 1.0.6 takes about 0.1 s
-        # less on 100k prefixes given in order (1.28-1.33 s against 1.38-1.49 s, issue 10); sorting costs 40 ms.
+        # less on 100k prefixes given in order (1.28-1.33 s against 1.38-1.49 s, docs/performance.md);
+        # sorting costs 40 ms.
         return "[" + ", ".join(map(_checked_v4_json, checked_v4_in_address_order(texts))) + "]"
     out: list[str] = []
     for text in texts:
@@ -353,7 +354,7 @@ def many_to_json_text(texts: Iterable[str], type_: str, *, interval: bool = Fals
 
 def checked_v4_in_address_order(texts: Iterable[str]) -> list[str]:
     """Canonical IPv4 elements (prefixes, ranges, addresses) sorted by their first address: how libnftables takes
-    a large interval set fastest, in JSON and in nft syntax alike (issue 10)."""
+    a large interval set fastest, in JSON and in nft syntax alike (docs/performance.md)."""
     return sorted(texts, key=_checked_v4_start)
 
 

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from magw.desired.egressgw.plan import TABLE_NAME as EGRESS_TABLE
+from magw.desired.egressgw.plan import TABLE_NAME as EGRESSGW_TABLE
 from magw.desired.nft.plan import TABLE_FAMILY, TABLE_NAME
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import elements
@@ -34,7 +34,7 @@ TableKey = tuple[str, str]
 # The tables a node's drivers own: the route agent's ``ip magw`` (first: DesiredState.nft) and the egress
 # gateway's ``ip magw-egress`` (DesiredState.extra_nft, magw.desired.egressgw). Owned means observed, replaced
 # and, by ``magw cleanup``, deleted; nothing else is ever touched.
-NODE_TABLES: tuple[TableKey, ...] = ((TABLE_FAMILY, TABLE_NAME), (TABLE_FAMILY, EGRESS_TABLE))
+NODE_TABLES: tuple[TableKey, ...] = ((TABLE_FAMILY, TABLE_NAME), (TABLE_FAMILY, EGRESSGW_TABLE))
 
 FAMILIES = ("ip", "ip6", "inet")
 SET_FLAGS = ("constant", "dynamic", "interval", "timeout")
@@ -53,7 +53,7 @@ def _name_errors(what: str, name: str) -> list[str]:
 
 def _element_errors(what: str, items: tuple[str, ...], type_: str, interval: bool) -> list[str]:
     if type_ == "ipv4_addr" and elements.all_canonical_v4(items, interval):
-        return []  # the usual case, checked in one pass (issue 10); else each element is read and its error worded
+        return []  # the usual case, checked in one pass; else each element is read and its error worded
     errors = []
     for item in items:
         try:

@@ -3,8 +3,9 @@
 ``up`` records every namespace (and a random token) in the state file before
 creating any, marks every namespace it creates with ``naming.marker(lab, token)``
 on its ``lo``, and on any failure (including Ctrl-C) calls ``down`` before
-re-raising, so a failed ``up`` leaves nothing behind. ``down`` removes only the
-namespaces that carry the lab's marker (see ``ownership``), whether the state
+re-raising, so a failed ``up`` leaves nothing behind but a copy of its files
+(logs, status files) under the temp dir, which it names (``kept``). ``down``
+removes only the namespaces that carry the lab's marker (see ``ownership``), whether the state
 file records them or not (a crash may have lost it), and stops only the recorded
 processes and those inside its own namespaces. A namespace that merely has the
 lab's prefix is left alone, and reported.
@@ -17,16 +18,17 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import attrs
 import structlog
 
-from magw.lab.build import netns, ownership, procs, services, state, wiring
+from magw.lab.build import kept, netns, ownership, procs, services, state, wiring
 from magw.lab.build.ready import wait_local
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError, LabInputError
 from magw.lab.planes import daemons as lab_daemons
-from magw.lab.planes import egressgw as lab_egress
+from magw.lab.planes import egressgw as lab_egressgw
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
@@ -50,6 +52,7 @@ class DownReport:
     processes: dict[int, str]
     state_removed: bool
     left_alone: tuple[tuple[str, str], ...] = ()  # (namespace with the lab's prefix, why it is not ours)
+    kept: Path | None = None  # where the lab's files were copied before they were removed (``keep``)
 
 
 def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) -> None:
@@ -95,7 +98,7 @@ def up(
     must have published and allocated is still waited for): for labs whose inter-cluster datapath is under test.
     """
     lab = layout(name, topology)
-    if topology.egress is not None and (control_plane != "file" or cni != "generic"):
+    if topology.egressgw is not None and (control_plane != "file" or cni != "generic"):
         raise LabInputError(
             "egress: only with --control-plane file and --cni generic (the egress controller and "
             "agents follow the file broker)"
@@ -140,9 +143,22 @@ def up(
         return st
     except BaseException as exc:
         log.info("lab.up_failed", name=name, error=str(exc), error_type=type(exc).__name__)
-        progress(f"up failed ({type(exc).__name__}: {exc}); removing lab {name}")
-        down(name)
+        progress(f"{failed_line(exc)}; removing lab {name}")
+        report = down(name, keep=kept.kept_dir(name))
+        if report.kept is None:
+            raise
+        progress(f"lab {name}'s logs and status files are kept in {report.kept}")
+        if isinstance(exc, LabError):  # its paths ("see .../logs") point into the state directory, gone now
+            raise LabError(kept.repoint(str(exc), naming.state_dir(name), report.kept)) from exc
         raise
+
+
+def failed_line(exc: BaseException) -> str:
+    """How an ``up`` ended, in words: a KeyboardInterrupt (SIGINT: Ctrl-C, or a wrapper's time limit) has no
+    message of its own, so it says "interrupted" rather than "(KeyboardInterrupt: )"."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "up interrupted (SIGINT)"
+    return f"up failed ({type(exc).__name__}: {exc})" if str(exc) else f"up failed ({type(exc).__name__})"
 
 
 def _claim_state_dir(name: str) -> None:
@@ -165,10 +181,10 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str) -> None:
     netns.ip_batch(lab.wan_ns, wiring.port_commands(wiring.wan_ports(lab)))
     for c in lab.clusters:
         netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c)))
-    outside = lab_egress.outside_ns(lab)
+    outside = lab_egressgw.outside_ns(lab)
     if outside is not None:
-        netns.ip_batch(outside, lab_egress.outside_commands(lab))
-        netns.ip_batch(lab_egress.cluster_of(lab).underlay_ns, wiring.port_commands([lab_egress.OUTSIDE_PORT]))
+        netns.ip_batch(outside, lab_egressgw.outside_commands(lab))
+        netns.ip_batch(lab_egressgw.cluster_of(lab).underlay_ns, wiring.port_commands([lab_egressgw.OUTSIDE_PORT]))
     pods = ((p.namespace, wiring.pod_commands(p, lab.node(p.node))) for p in lab.pods)
     _parallel(netns.ip_batch, pods)
     step(f"network: {len(lab.clusters)} underlays, {len(lab.gateways)} gateways on the WAN, {len(lab.pods)} pods")
@@ -193,20 +209,21 @@ def start_echo_servers(lab: LabLayout, st: LabState) -> tuple[procs.ProcRecord, 
         argv = traffic_argv("serve", "--name", pod.name, "--port", str(ECHO_PORT))
         log_path = st.logs_dir / f"echo-{pod.name}.log"
         records.append(procs.start(kind="echo", owner=pod.name, namespace=pod.namespace, argv=argv, log_path=log_path))
-    outside = lab_egress.outside_ns(lab)
+    outside = lab_egressgw.outside_ns(lab)
     if outside is not None:  # the egress lab's server outside the cluster (magw.lab.planes.egressgw)
-        name = lab_egress.OUTSIDE_NAME
+        name = lab_egressgw.OUTSIDE_NAME
         argv = traffic_argv("serve", "--name", name, "--port", str(ECHO_PORT))
         log_path = st.logs_dir / f"echo-{name}.log"
         records.append(procs.start(kind="echo", owner=name, namespace=outside, argv=argv, log_path=log_path))
     return tuple(records)
 
 
-def down(name: str, *, grace: float = procs.STOP_GRACE) -> DownReport:
+def down(name: str, *, grace: float = procs.STOP_GRACE, keep: Path | None = None) -> DownReport:
     """Remove the processes, namespaces and files of lab ``name`` that it made, and nothing else. Idempotent.
 
     Namespaces go only if they carry the lab's marker; a namespace that merely has
-    the lab's prefix, and every process in it, is left alone and reported.
+    the lab's prefix, and every process in it, is left alone and reported. ``keep``: copy the lab's files
+    there (``kept.keep_files``) once its processes are stopped, before they are removed.
     """
     naming.check_lab_name(name)
     try:
@@ -222,12 +239,18 @@ def down(name: str, *, grace: float = procs.STOP_GRACE) -> DownReport:
     deleted = tuple(ns for ns in found.ours if netns.delete_namespace(ns))
     state_dir = naming.state_dir(name)
     removed = state_dir.exists()
+    copied = kept.keep_files(state_dir, keep) if keep is not None and removed else 0
     shutil.rmtree(state_dir, ignore_errors=True)
     log.info(
         "lab.down_done", name=name, namespaces=len(deleted), processes=len(stopped), left_alone=len(found.bystanders)
     )
     return DownReport(
-        name=name, namespaces=deleted, processes=stopped, state_removed=removed, left_alone=found.bystanders
+        name=name,
+        namespaces=deleted,
+        processes=stopped,
+        state_removed=removed,
+        left_alone=found.bystanders,
+        kept=keep if copied else None,
     )
 
 

@@ -13,30 +13,32 @@ from collections.abc import Callable, Mapping
 from magw.lab.errors import LabError
 from magw.lab.observe.globalview import ClusterView
 from magw.lab.spec.layout import ECHO_PORT, LabLayout
-from magw.lab.verify.connectivity import Target, probe_many
+from magw.lab.verify.connectivity import TrafficTarget, probe_many
 
 ROUND_PAUSE = 0.3
 Progress = Callable[[str], None]
 
 
-def local_plan(lab: LabLayout) -> dict[str, list[Target]]:
+def local_plan(lab: LabLayout) -> dict[str, list[TrafficTarget]]:
     """From the first pod of each cluster: every pod and every service of that cluster."""
-    plan: dict[str, list[Target]] = {}
+    plan: dict[str, list[TrafficTarget]] = {}
     for c in lab.clusters:
-        targets = [Target(proto="tcp", ip=p.ip, port=ECHO_PORT) for p in c.pods]
-        targets += [Target(proto="tcp", ip=s.ip, port=s.port) for s in c.services if s.backends and not s.headless]
+        targets = [TrafficTarget(proto="tcp", ip=p.ip, port=ECHO_PORT) for p in c.pods]
+        targets += [
+            TrafficTarget(proto="tcp", ip=s.ip, port=s.port) for s in c.services if s.backends and not s.headless
+        ]
         plan[c.pods[0].namespace] = targets
     return plan
 
 
-def remote_plan(lab: LabLayout, views: Mapping[str, ClusterView] | None = None) -> dict[str, list[Target]]:
+def remote_plan(lab: LabLayout, views: Mapping[str, ClusterView] | None = None) -> dict[str, list[TrafficTarget]]:
     """From the first pod of every node: the first pod of every other cluster; with Globalnet (``views``: the
     controllers' allocations) every exported ClusterIP service of every other cluster by its global IP, over
     TCP and UDP (pod IPs overlap between clusters and mean nothing outside their own)."""
-    plan: dict[str, list[Target]] = {}
+    plan: dict[str, list[TrafficTarget]] = {}
     for c in lab.clusters:
         if views is None:
-            remote = [Target(proto="tcp", ip=o.pods[0].ip, port=ECHO_PORT) for o in lab.clusters if o.id != c.id]
+            remote = [TrafficTarget(proto="tcp", ip=o.pods[0].ip, port=ECHO_PORT) for o in lab.clusters if o.id != c.id]
         else:
             remote = _global_targets(lab, views, c.id)
         for node in c.nodes:
@@ -45,7 +47,7 @@ def remote_plan(lab: LabLayout, views: Mapping[str, ClusterView] | None = None) 
     return plan
 
 
-def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str) -> list[Target]:
+def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str) -> list[TrafficTarget]:
     out = []
     for o in lab.clusters:
         if o.id == local:
@@ -53,11 +55,11 @@ def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str
         for s in o.services:
             gip = views[o.id].service_ip(s.namespace, s.name) if s.export and s.cluster_ip is not None else None
             if gip is not None and s.backends:
-                out += [Target(proto=proto, ip=gip, port=s.port) for proto in ("tcp", "udp")]
+                out += [TrafficTarget(proto=proto, ip=gip, port=s.port) for proto in ("tcp", "udp")]
     return out
 
 
-def wait_for(what: str, plan: dict[str, list[Target]], step: Progress, *, timeout: float) -> None:
+def wait_for(what: str, plan: dict[str, list[TrafficTarget]], step: Progress, *, timeout: float) -> None:
     """Probe ``plan`` until every probe answers; LabError naming the failures after ``timeout`` seconds."""
     total = sum(len(t) for t in plan.values())
     if total == 0:

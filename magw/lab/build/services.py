@@ -18,7 +18,7 @@ Both are plain nft scripts, loaded once per node when the lab comes up:
 
 from __future__ import annotations
 
-from magw.lab.spec.globalnet import DEFAULT_NAMESPACE
+from magw.lab.spec.cluster import DEFAULT_NAMESPACE
 from magw.lab.spec.layout import ClusterLayout, ServiceLayout
 from magw.lab.spec.naming import CNI_BRIDGE
 

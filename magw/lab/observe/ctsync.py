@@ -15,7 +15,7 @@ from pathlib import Path
 from magw.lab.spec import naming
 
 
-def egress_nodes(lab_name: str) -> list[Path]:
+def egressgw_nodes(lab_name: str) -> list[Path]:
     """The directories of the lab's nodes that run a conntrackd, in name order."""
     root = naming.state_dir(lab_name) / "egress"
     return [d for d in sorted(root.iterdir()) if (d / "conntrackd").is_dir()] if root.is_dir() else []
@@ -58,7 +58,7 @@ def wait_synced(
 ) -> dict[str, int]:
     """Until every candidate but ``holder`` holds ``want`` flows to ``targets``, and at least ``least`` s after
     ``started`` (a monotonic time); what each held. Raises NotSynced ``limit`` s after ``started``."""
-    backups = [d for d in egress_nodes(lab_name) if d.name != holder]
+    backups = [d for d in egressgw_nodes(lab_name) if d.name != holder]
     if not backups:
         raise NotSynced(f"lab {lab_name}: no conntrackd on a node other than {holder}")
     while True:

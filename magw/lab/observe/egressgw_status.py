@@ -4,8 +4,9 @@ Two views, side by side, because they can disagree for a moment and that is wort
 
 - ``kernel``: the candidates whose underlay interface carries the VIP right now (``ip -j addr``), the truth of
   the datapath. Exactly one is the healthy state; none is a VIP down; two is a split brain.
-- ``status``: what the ``EgressVIPStatus`` document in the broker says (holder and since), written by the
-  controller from the agents' reports; empty while nothing reported.
+- ``status``: what the ``EgressVIPStatus`` document in the broker says (holder and since, and its port
+  ``conflicts``, each shown as a ``CONFLICT:`` line), written by the controller from the agents' reports;
+  empty while nothing reported.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from magw.lab.planes.egressgw import cluster_of, egress_model
+from magw.lab.planes.egressgw import cluster_of, egressgw_model
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout
 
@@ -58,7 +59,7 @@ def _statuses(broker_dir: Path) -> dict[str, dict[str, Any]]:
 def kernel_holders(lab: LabLayout) -> dict[str, list[str]]:
     """VIP name -> the candidates whose underlay interface has the VIP now."""
     c = cluster_of(lab)
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     candidates = {n for v in model.vips for n in v.candidates}
     by_name = {n.name: n for n in c.nodes}
     addrs = {n: _addresses(by_name[n].namespace) for n in sorted(candidates)}
@@ -66,7 +67,7 @@ def kernel_holders(lab: LabLayout) -> dict[str, list[str]]:
 
 
 def status_doc(lab: LabLayout, broker_dir: Path) -> dict[str, Any]:
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     held = kernel_holders(lab)
     reported = _statuses(broker_dir)
     vips = []
@@ -80,7 +81,7 @@ def status_doc(lab: LabLayout, broker_dir: Path) -> dict[str, Any]:
                 "candidates": list(v.candidates),
                 "bindings": [str(b) for b in v.bindings],
                 "kernel": held[v.name],
-                "status": {k: rep.get(k) for k in ("holder", "since", "services") if k in rep},
+                "status": {k: rep.get(k) for k in ("holder", "since", "services", "conflicts") if k in rep},
             }
         )
     return {"cluster": cluster_of(lab).id, "advert_int": model.config.advert_int, "vips": vips}
@@ -102,4 +103,5 @@ def status_text(doc: dict[str, Any] | None) -> list[str]:
             reported = "no holder reported"
         lines.append(f"  VIP {v['name']} {v['vip']} (vrid {v['vrid']}): held by {kernel}; status: {reported}")
         lines.append(f"    candidates {', '.join(v['candidates'])}; bound: {', '.join(v['bindings']) or 'nothing'}")
+        lines += [f"    CONFLICT: {c}" for c in st.get("conflicts") or ()]
     return lines

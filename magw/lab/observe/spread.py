@@ -135,18 +135,26 @@ def run_spread(
     )
 
 
+def shares(counts: Sequence[int]) -> list[float]:
+    """Each count's part of their sum (0.0 each when the sum is 0)."""
+    total = sum(counts)
+    return [c / total if total else 0.0 for c in counts]
+
+
 def spread_text(result: SpreadResult) -> str:
-    """A table of per-gateway tunnel packets and shares, and the wire amplification."""
+    """A table of per-gateway tunnel packets, each count with its share of that column within the gateway's
+    cluster (tx: what the cluster's gateways sent into the tunnels, rx: what they received), and the wire
+    amplification."""
     lines = [
         f"{result.flows} UDP flows {result.client.name} ({result.client.ip}) -> {result.server.name} "
         f"({result.server.ip}): {result.sent} requests sent, {result.received} replies received",
-        f"{'gateway':<14} {'tunnel tx':>10} {'tunnel rx':>10} {'share':>6}",
+        f"{'gateway':<14} {'tunnel tx':>10} {'share':>6} {'tunnel rx':>10} {'share':>6}",
     ]
-    for cluster, direction in ((result.client.cluster, "tx"), (result.server.cluster, "rx")):
+    for cluster in dict.fromkeys((result.client.cluster, result.server.cluster)):
         gws = result.of(cluster)
-        total = sum(getattr(g, f"tunnel_{direction}") for g in gws) or 1
-        for g in gws:
-            share = getattr(g, f"tunnel_{direction}") / total
-            lines.append(f"{g.gateway:<14} {g.tunnel_tx:>10} {g.tunnel_rx:>10} {share:>6.0%}")
+        tx_shares = shares([g.tunnel_tx for g in gws])
+        rx_shares = shares([g.tunnel_rx for g in gws])
+        for g, tx, rx in zip(gws, tx_shares, rx_shares, strict=True):
+            lines.append(f"{g.gateway:<14} {g.tunnel_tx:>10} {tx:>6.0%} {g.tunnel_rx:>10} {rx:>6.0%}")
     lines.append(f"wire amplification: {result.amplification:.2f} (1.00 = each request crossed one gateway)")
     return "\n".join(lines)

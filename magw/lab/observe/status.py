@@ -15,14 +15,17 @@ and syncer's PIDs, and the syncer's last sync (``magw.lab.planes.ovn``); those p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from ipaddress import IPv4Address
+from pathlib import Path
 from typing import Any
 
 from magw.lab.build import netns, procs
 from magw.lab.build.state import LabState
-from magw.lab.observe import egressgw_status as egress_status
-from magw.lab.observe import kube_view
+from magw.lab.observe import egressgw_status, kube_view
 from magw.lab.observe.globalview import ClusterView
 from magw.lab.observe.healthview import health_doc, health_text
 from magw.lab.planes import kube
@@ -101,12 +104,60 @@ def _opt(ip: IPv4Address | None) -> str | None:
     return None if ip is None else str(ip)
 
 
-def _daemon_doc(st: LabState, lab: LabLayout, rec: procs.ProcRecord) -> dict[str, Any]:
+SYNC_STATES = ("converged", "not converged", "no status yet", "stale", "dead")
+
+
+def agent_sync(*, alive: bool, status: Mapping[str, Any] | None, started_at: float | None) -> str:
+    """What a route agent's status file says of it, one of ``SYNC_STATES``: ``dead`` when its process is gone
+    (the file is a dead process's last word), ``stale`` when the file was written before this process started
+    (``started_at``, seconds since the epoch; its ``updated_at`` missing or older), else what the file says."""
+    if not alive:
+        return "dead"
+    if status is None:
+        return "no status yet"
+    if started_at is not None:
+        try:
+            updated = datetime.fromisoformat(str(status.get("updated_at"))).timestamp()
+        except ValueError:
+            return "stale"
+        if updated < started_at:
+            return "stale"
+    return "converged" if status.get("converged") is True else "not converged"
+
+
+def _started_at(rec: procs.ProcRecord) -> float | None:
+    """When ``rec``'s process started, seconds since the epoch (from its start ticks and the uptime)."""
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - (uptime - rec.start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def _agents(st: LabState, lab: LabLayout) -> dict[str, tuple[str, dict[str, Any] | None]]:
+    """Node -> (its route agent's ``agent_sync``, its status document when that is current, else None)."""
+    out: dict[str, tuple[str, dict[str, Any] | None]] = {}
+    for rec in st.processes:
+        if rec.kind == "route-agent":
+            doc = agent_status(st, lab.node(rec.owner))
+            sync = agent_sync(alive=procs.alive(rec), status=doc, started_at=_started_at(rec))
+            out[rec.owner] = (sync, current_status(sync, doc))
+    return out
+
+
+def current_status(sync: str, status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``status`` when it is the running process's own (``sync`` from ``agent_sync``), else None: a dead or
+    stale file says nothing of now, neither its convergence nor its health probes."""
+    return status if sync in ("converged", "not converged") else None
+
+
+def _daemon_doc(rec: procs.ProcRecord, agents: Mapping[str, tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
     doc: dict[str, Any] = {"node": rec.owner, "kind": rec.kind, "pid": rec.pid, "alive": procs.alive(rec)}
     if rec.kind == "route-agent":
-        agent = agent_status(st, lab.node(rec.owner)) or {}
-        doc["converged"] = agent.get("converged") is True
-        doc["waiting"] = agent.get("waiting")
+        sync, agent = agents.get(rec.owner, ("no status yet", None))
+        doc["sync"] = sync
+        doc["converged"] = sync == "converged"
+        doc["waiting"] = (agent or {}).get("waiting")
     return doc
 
 
@@ -124,6 +175,7 @@ def status_doc(st: LabState) -> dict[str, Any]:
     lab = layout(st.name, st.topology)
     views = read_views(lab, st) if st.topology.globalnet and views_readable(st) else {}
     present = set(netns.list_namespaces())
+    agents = _agents(st, lab)
     return {
         "name": st.name,
         "phase": st.phase,
@@ -137,10 +189,10 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "control_plane": _control_plane_doc(st),
         "cni": st.cni,
         **({"ovn": lab_ovn.status_doc(lab, st)} if st.ovn else {}),
-        **({"egress": egress_status.status_doc(lab, st.broker_dir)} if st.topology.egress is not None else {}),
-        "daemons": [_daemon_doc(st, lab, p) for p in st.processes if p.kind not in _NOT_DAEMONS],
+        **({"egress": egressgw_status.status_doc(lab, st.broker_dir)} if st.topology.egressgw is not None else {}),
+        "daemons": [_daemon_doc(p, agents) for p in st.processes if p.kind not in _NOT_DAEMONS],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
-        "health": health_doc(lab, st),
+        "health": health_doc(lab, st, {node: doc for node, (_sync, doc) in agents.items()}),
     }
 
 
@@ -184,24 +236,36 @@ def status_text(doc: dict[str, Any]) -> str:
             lines.append(f"  {n['role']:<7} {n['name']:<14} node {n['node_ip']:<14} cni {n['cni_ip']:<12}{wan}")
         for s in c["services"]:
             name = s["name"] if s.get("namespace", "default") == "default" else f"{s['namespace']}/{s['name']}"
-            lines.append(f"  service {name} {s['ip']}:{s['port']} -> {', '.join(s['backends']) or 'no backends'}")
+            where = f"{s['ip']}:{s['port']}" if s["ip"] is not None else f"headless, port {s['port']}"
+            lines.append(f"  service {name} {where} -> {', '.join(s['backends']) or 'no backends'}")
             if "global_ip" in s or "global_ips" in s:
                 gips = s.get("global_ip") or ", ".join(f"{g} -> {b}" for b, g in s["global_ips"].items())
                 lines.append(f"    exported: global {gips or 'not allocated yet'}")
         lines += _globalnet_text(c)
     lines += _control_plane_text(doc["control_plane"])
     lines += _ovn_text(doc.get("ovn"))
-    lines += egress_status.status_text(doc.get("egress"))
+    lines += egressgw_status.status_text(doc.get("egress"))
     alive = sum(1 for s in doc["servers"] if s["alive"])
     lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
     for d in doc["daemons"]:
-        sync = ""
-        if d["kind"] == "route-agent":
-            sync = "  converged" if d["converged"] else f"  not converged{': ' + d['waiting'] if d['waiting'] else ''}"
+        sync = f"  {_sync_text(d)}" if d["kind"] == "route-agent" else ""
         lines.append(f"  {d['kind']:<11} {d['node']:<14} pid {d['pid']:<8} {'alive' if d['alive'] else 'DEAD'}{sync}")
     if doc["daemons"]:
         lines += health_text(doc["health"])
     return "\n".join(lines)
+
+
+_SYNC_TEXT = {
+    "dead": "no current status (its last one is a dead process's)",
+    "stale": "status stale (not written since this process started)",
+}
+
+
+def _sync_text(d: Mapping[str, Any]) -> str:
+    sync = str(d.get("sync", "converged" if d.get("converged") else "not converged"))
+    if sync == "not converged" and d.get("waiting"):
+        return f"not converged: {d['waiting']}"
+    return _SYNC_TEXT.get(sync, sync)
 
 
 def _control_plane_text(cp: dict[str, Any]) -> list[str]:

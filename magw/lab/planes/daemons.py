@@ -35,10 +35,9 @@ from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.observe import kube_view
 from magw.lab.observe.globalview import ClusterView, Reader
-from magw.lab.planes import egressgw_daemons as egress_daemons
-from magw.lab.planes import kube, ovn_nodes
+from magw.lab.planes import egressgw_daemons, kube, ovn_nodes
 from magw.lab.planes import ovn as lab_ovn
-from magw.lab.planes.egressgw import egress_documents
+from magw.lab.planes.egressgw import egressgw_documents
 from magw.lab.planes.globalnet_docs import globalnet_documents
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
@@ -94,7 +93,7 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
             docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
         for n in c.nodes:
             docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n)
-    return docs | globalnet_documents(lab) | egress_documents(lab)
+    return docs | globalnet_documents(lab) | egressgw_documents(lab)
 
 
 def _node_doc(node: NodeLayout) -> dict[str, Any]:
@@ -193,11 +192,12 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
                 procs.start(kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path)
             )
         step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
-    if lab.topology.egress is not None:
-        records.append(egress_daemons.start_controller(lab, st, script))
-        agents = egress_daemons.start_agents(lab, st, script)
+    if lab.topology.egressgw is not None:
+        records.append(egressgw_daemons.start_controller(lab, st, script))
+        agents = egressgw_daemons.start_agents(lab, st, script)
         records += agents
-        step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {lab.topology.egress.cluster}")
+        cluster = lab.topology.egressgw.cluster
+        step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {cluster}")
     for node in lab.nodes:
         records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
         if node.gateway:

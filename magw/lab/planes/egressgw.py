@@ -1,4 +1,4 @@
-"""The egress gateway lab (issue 15): the outside network, the VIPs as broker documents, the egress cluster's
+"""The egress gateway lab (docs/lab.md): the outside network, the VIPs as broker documents, the egress cluster's
 workloads.
 
 A topology with an ``egress:`` key (``magw.lab.spec.egressgw``) gets, besides the usual lab:
@@ -21,9 +21,9 @@ from typing import Any
 
 from magw.lab.planes.globalnet_docs import cluster_documents
 from magw.lab.spec import naming
-from magw.lab.spec.egressgw import EgressLabSpec, vip_range
+from magw.lab.spec.egressgw import EgressGatewayLabSpec, vip_range
 from magw.lab.spec.layout import ClusterLayout, LabLayout
-from magw.model.egressgw import Egress, EgressConfig, EgressVIP
+from magw.model.egressgw import EgressConfig, EgressGateway, EgressVIP
 from magw.snapshot.egressgw import config_to_doc, vip_to_doc
 
 OUTSIDE_HOST = 250
@@ -32,30 +32,30 @@ OUTSIDE_NAME = "outside"  # the echo server's name in its replies
 WORKLOAD_KINDS = ("Namespace", "Pod", "Service")
 
 
-def spec_of(lab: LabLayout) -> EgressLabSpec | None:
-    return lab.topology.egress
+def spec_of(lab: LabLayout) -> EgressGatewayLabSpec | None:
+    return lab.topology.egressgw
 
 
 def cluster_of(lab: LabLayout) -> ClusterLayout:
-    spec = lab.topology.egress
+    spec = lab.topology.egressgw
     if spec is None:
         raise ValueError(f"lab {lab.name} has no egress gateway")
     return lab.cluster(spec.cluster)
 
 
 def outside_ns(lab: LabLayout) -> str | None:
-    return None if lab.topology.egress is None else naming.outside_ns(lab.name)
+    return None if lab.topology.egressgw is None else naming.outside_ns(lab.name)
 
 
 def outside_ip(lab: LabLayout) -> IPv4Address:
     return cluster_of(lab).underlay.network_address + OUTSIDE_HOST
 
 
-def egress_model(lab: LabLayout) -> Egress:
+def egressgw_model(lab: LabLayout) -> EgressGateway:
     """The VIPs as the model has them: candidates with full node names (``east-gw1``)."""
-    spec = lab.topology.egress
+    spec = lab.topology.egressgw
     if spec is None:
-        return Egress()
+        return EgressGateway()
     c = cluster_of(lab)
     vips = [
         EgressVIP(
@@ -70,7 +70,7 @@ def egress_model(lab: LabLayout) -> Egress:
     config = EgressConfig(
         vip_ranges=(vip_range(c.index),), advert_int=spec.advert_int, conntrack_sync=spec.conntrack_sync
     )
-    return Egress(config=config, vips=vips)
+    return EgressGateway(config=config, vips=vips)
 
 
 def outside_commands(lab: LabLayout) -> list[str]:
@@ -84,13 +84,13 @@ def outside_commands(lab: LabLayout) -> list[str]:
     ]
 
 
-def egress_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
+def egressgw_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
     """File name -> broker document: the egress cluster's workloads, its EgressConfig and its EgressVIPs."""
-    if lab.topology.egress is None:
+    if lab.topology.egressgw is None:
         return {}
     c = cluster_of(lab)
     docs = {name: d for name, d in cluster_documents(c).items() if d["kind"] in WORKLOAD_KINDS}
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     docs[f"egress@{c.id}@config.yaml"] = {"kind": "EgressConfig", "cluster": c.id, **config_to_doc(model.config)}
     for v in model.vips:
         docs[f"egress@{c.id}@vip@{v.name}.yaml"] = {"kind": "EgressVIP", "cluster": c.id, **vip_to_doc(v)}

@@ -1,4 +1,4 @@
-"""The egress gateway's daemons in the lab (issue 15): the controller per egress cluster, the HA agent per VIP
+"""The egress gateway's daemons in the lab (docs/lab.md): the controller per egress cluster, the HA agent per VIP
 candidate.
 
 - ``magw-egress`` (kind ``egress``, owner the cluster) in the cluster's underlay namespace: it needs no network,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from magw.lab.spec.globalnet import DEFAULT_NAMESPACE, GlobalEgressSpec
+from magw.lab.spec.cluster import DEFAULT_NAMESPACE, GlobalEgressSpec
 from magw.lab.spec.layout import ClusterLayout, LabLayout, ServiceLayout
 
 # The template the controller copies into one ClusterGlobalEgressIP per gateway (docs/globalnet.md).

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from magw.lab.planes.globalnet_docs import CLUSTER_EGRESS_TEMPLATE
-from magw.lab.spec.globalnet import DEFAULT_NAMESPACE, GlobalEgressSpec
+from magw.lab.spec.cluster import DEFAULT_NAMESPACE, GlobalEgressSpec
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout, ServiceLayout
 from magw.sources.kube import mapping
 
@@ -111,7 +111,7 @@ def _service(s: ServiceLayout) -> list[Obj]:
     return out
 
 
-def _egress(e: GlobalEgressSpec) -> Obj:
+def _global_egress(e: GlobalEgressSpec) -> Obj:
     spec: dict[str, Any] = {"numberOfIPs": e.number_of_ips}
     if e.pod_selector is not None:
         spec["podSelector"] = {"matchLabels": dict(e.pod_selector)}
@@ -128,7 +128,7 @@ def globalnet_objects(c: ClusterLayout) -> list[Obj]:
         out += _service(s)
     template = {"numberOfIPs": c.cluster_egress_ips}
     out.append(_obj("ClusterGlobalEgressIP", "submariner.io/v1", CLUSTER_EGRESS_TEMPLATE, NAMESPACE, spec=template))
-    out += [_egress(e) for e in c.global_egress_ips]
+    out += [_global_egress(e) for e in c.global_egress_ips]
     return out
 
 

@@ -27,12 +27,12 @@ from typing import Any
 from magw.desired.egressgw.bindings import resolve
 from magw.lab.build import lifecycle as build
 from magw.lab.observe.egressgw_status import kernel_holders
-from magw.lab.planes.egressgw import cluster_of, egress_model, outside_ip, outside_ns
+from magw.lab.planes.egressgw import cluster_of, egressgw_model, outside_ip, outside_ns
 from magw.lab.scenarios import failure
 from magw.lab.scenarios.demo import finish
 from magw.lab.spec.layout import LabLayout, PodLayout, ServiceLayout, layout
 from magw.lab.spec.topology import Topology, load_topology
-from magw.lab.verify.connectivity import Target, probe
+from magw.lab.verify.connectivity import TrafficTarget, probe
 from magw.model.globalnet import Pod, Service, ServicePort
 
 Output = Callable[[str], None]
@@ -65,7 +65,7 @@ def _workloads(lab: LabLayout) -> tuple[list[Service], list[Pod]]:
 def expected_sources(lab: LabLayout) -> dict[str, tuple[PodLayout, str, str]]:
     """Pod name -> (pod, the address the outside must see, why)."""
     c = cluster_of(lab)
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     services, pods = _workloads(lab)
     res = resolve(model, services, pods)
     vip_of = {ip: v for v in model.vips for ip in res.of(v.name).pods}
@@ -82,7 +82,7 @@ def expected_sources(lab: LabLayout) -> dict[str, tuple[PodLayout, str, str]]:
 
 def _bound_services(lab: LabLayout) -> list[tuple[str, ServiceLayout, IPv4Address]]:
     """(VIP name, Service, VIP) of every Service that uses a VIP, with backends."""
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     services, pods = _workloads(lab)
     res = resolve(model, services, pods)
     out = []
@@ -99,13 +99,11 @@ def _line(ok: bool, text: str) -> str:
     return f"{'OK  ' if ok else 'FAIL'} {text}"
 
 
-def show_egress(lab: LabLayout, out: Output) -> bool:
+def show_egressgw(lab: LabLayout, out: Output) -> bool:
     server = outside_ip(lab)
     ok = True
     for name, (pod, want, why) in expected_sources(lab).items():
-        results = probe(
-            pod.namespace, [Target(proto="tcp", ip=server, port=8080), Target(proto="udp", ip=server, port=8080)]
-        )
+        results = probe(pod.namespace, [TrafficTarget(proto=p, ip=server, port=8080) for p in ("tcp", "udp")])
         for r in results:
             good = r.ok and r.seen_ip == want
             ok &= good
@@ -120,7 +118,7 @@ def show_ingress(lab: LabLayout, out: Output) -> bool:
     client = str(outside_ip(lab))
     ok = True
     for vip_name, svc, vip in _bound_services(lab):
-        for r in probe(ns, [Target(proto="tcp", ip=vip, port=svc.port), Target(proto="udp", ip=vip, port=svc.port)]):
+        for r in probe(ns, [TrafficTarget(proto=p, ip=vip, port=svc.port) for p in ("tcp", "udp")]):
             good = r.ok and r.seen_ip == client
             ok &= good
             what = f"outside {r.target.proto} -> VIP {vip_name} {vip}:{svc.port} ({svc.namespace}/{svc.name})"
@@ -139,7 +137,7 @@ def show_hairpin(lab: LabLayout, out: Output) -> bool:
         if src is None:
             continue
         pod, want = src
-        for r in probe(pod.namespace, [Target(proto="tcp", ip=vip, port=svc.port)]):
+        for r in probe(pod.namespace, [TrafficTarget(proto="tcp", ip=vip, port=svc.port)]):
             good = r.ok and r.seen_ip == want
             ok &= good
             out(_line(good, f"{pod.name} -> VIP {vip_name} {vip}:{svc.port}: answered by {r.server or r.error}, "
@@ -154,7 +152,7 @@ def _spawn(ns: str, module: str, *args: str) -> subprocess.Popen[str]:
 
 
 def show_failover(lab: LabLayout, out: Output) -> bool:
-    model = egress_model(lab)
+    model = egressgw_model(lab)
     vip = model.vips[0]
     bound = [(p, want) for p, want, why in expected_sources(lab).values() if want == str(vip.vip)]
     holder = kernel_holders(lab)[vip.name]
@@ -191,7 +189,7 @@ def show_failover(lab: LabLayout, out: Output) -> bool:
     return moved and (survived or not model.config.conntrack_sync)
 
 
-def run_egress_demo(topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0) -> int:
+def run_egressgw_demo(topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0) -> int:
     lab = layout(name, topology)
     out(f"== bringing up the egress gateway lab {name}")
     build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out)
@@ -200,7 +198,7 @@ def run_egress_demo(topology: Topology, *, name: str, keep: bool, out: Output, w
         held = kernel_holders(lab)
         out("\n== VIPs: " + "; ".join(f"{v} held by {', '.join(h) or 'nobody'}" for v, h in held.items()))
         out("\n== egress: the source address the outside server sees")
-        ok = show_egress(lab, out)
+        ok = show_egressgw(lab, out)
         out("\n== ingress: the outside client through each VIP; the backend sees the client")
         ok &= show_ingress(lab, out)
         out("\n== hairpin: a bound pod to another VIP's Service")

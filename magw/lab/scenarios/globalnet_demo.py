@@ -26,7 +26,7 @@ from magw.lab.observe.globalview import ingress_addresses
 from magw.lab.scenarios.demo import finish
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.spec.topology import Topology, parse_topology
-from magw.lab.verify.connectivity import Target, probe_many
+from magw.lab.verify.connectivity import TrafficTarget, probe_many
 from magw.model.globalnet import Globalnet, ObjectRef, TargetType
 from magw.sources.file.broker import FileBroker
 
@@ -147,14 +147,14 @@ def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
     gns = globalnets(lab, st)
     all_clients = clients(lab, gns)
     wanted = targets(gns)
-    plan: dict[str, list[Target]] = {}
+    plan: dict[str, list[TrafficTarget]] = {}
     labels: dict[str, list[str]] = {}
     for c in all_clients:
         for cid, items in wanted.items():
             if cid == c.cluster:
                 continue
             for label, ip in items:
-                plan.setdefault(c.netns, []).append(Target(proto="tcp", ip=ip, port=ECHO_PORT))
+                plan.setdefault(c.netns, []).append(TrafficTarget(proto="tcp", ip=ip, port=ECHO_PORT))
                 labels.setdefault(c.netns, []).append(f"{cid} {label} {ip}")
     results = probe_many(plan, timeout=2.0)
     own = {cid: owners(gn) for cid, gn in gns.items()}

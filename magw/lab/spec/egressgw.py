@@ -1,4 +1,4 @@
-"""The egress gateway part of the lab's topology (issue 15): the ``egress:`` key.
+"""The egress gateway part of the lab's topology (docs/lab.md): the ``egress:`` key.
 
     egress:
       cluster: east            # the cluster whose pods leave through VIPs (default: the first)
@@ -25,14 +25,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Address, IPv4Network
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
+from magw.lab.spec.cluster import ClusterSpec
+from magw.lab.spec.parser import Parser
 from magw.model.egressgw import DEFAULT_ADVERT_INT, MAX_ADVERT_INT, MAX_VRID, MIN_ADVERT_INT, EgressBinding
-
-if TYPE_CHECKING:
-    from magw.lab.spec.topology import ClusterSpec, _Parser
 
 MAX_VIPS = 16
 FIRST_VIP_HOST = 200  # a VIP's default address: the egress cluster's underlay + 200 + its index
@@ -53,7 +52,7 @@ class EgressVipSpec:
 
 
 @attrs.frozen(kw_only=True)
-class EgressLabSpec:
+class EgressGatewayLabSpec:
     cluster: str
     advert_int: float = DEFAULT_ADVERT_INT
     conntrack_sync: bool = True
@@ -69,7 +68,7 @@ def vip_range(index: int) -> IPv4Network:
     return IPv4Network(f"{underlay_of(index).network_address + VIP_RANGE_HOST}/{VIP_RANGE_PREFIX}")
 
 
-def parse_egress(p: _Parser, value: object, clusters: Sequence[ClusterSpec]) -> EgressLabSpec:
+def parse_egressgw(p: Parser, value: object, clusters: Sequence[ClusterSpec]) -> EgressGatewayLabSpec:
     doc = p.mapping(value, "egress", {"cluster", "advert_int", "conntrack_sync", "vips"})
     ids = [c.id for c in clusters]
     cluster_id = doc.get("cluster", ids[0])
@@ -89,7 +88,7 @@ def parse_egress(p: _Parser, value: object, clusters: Sequence[ClusterSpec]) -> 
     items = p_sequence(p, doc.get("vips", []), "egress.vips")
     vips = tuple(_vip(p, item, f"egress.vips[{i}]", i, index, spec) for i, item in enumerate(items))
     _check_unique(p, vips)
-    return EgressLabSpec(
+    return EgressGatewayLabSpec(
         cluster=cluster_id,
         advert_int=float(advert),
         conntrack_sync=p.boolean(doc.get("conntrack_sync", True), "egress.conntrack_sync"),
@@ -97,11 +96,11 @@ def parse_egress(p: _Parser, value: object, clusters: Sequence[ClusterSpec]) -> 
     )
 
 
-def p_sequence(p: _Parser, value: object, path: str) -> list[Any]:
+def p_sequence(p: Parser, value: object, path: str) -> list[Any]:
     return p.sequence(value, path, min_len=0, max_len=MAX_VIPS)
 
 
-def _vip(p: _Parser, value: object, path: str, i: int, index: int, spec: ClusterSpec) -> EgressVipSpec:
+def _vip(p: Parser, value: object, path: str, i: int, index: int, spec: ClusterSpec) -> EgressVipSpec:
     doc = p.mapping(value, path, {"name", "vip", "vrid", "candidates", "bindings"})
     name = p.string(doc.get("name"), f"{path}.name", NAME_RE, "a DNS label of at most 40 characters")
     allowed = vip_range(index)
@@ -127,7 +126,7 @@ def _vip(p: _Parser, value: object, path: str, i: int, index: int, spec: Cluster
     )
 
 
-def _bindings(p: _Parser, value: object, path: str) -> tuple[EgressBinding, ...]:
+def _bindings(p: Parser, value: object, path: str) -> tuple[EgressBinding, ...]:
     out = []
     for j, item in enumerate(p.sequence(value, f"{path}.bindings", min_len=0, max_len=64)):
         bpath = f"{path}.bindings[{j}]"
@@ -142,7 +141,7 @@ def _bindings(p: _Parser, value: object, path: str) -> tuple[EgressBinding, ...]
     return tuple(out)
 
 
-def _check_unique(p: _Parser, vips: Sequence[EgressVipSpec]) -> None:
+def _check_unique(p: Parser, vips: Sequence[EgressVipSpec]) -> None:
     for what in ("name", "vip", "vrid"):
         seen: set[object] = set()
         for i, v in enumerate(vips):
@@ -152,8 +151,8 @@ def _check_unique(p: _Parser, vips: Sequence[EgressVipSpec]) -> None:
             seen.add(key)
 
 
-def egress_doc(spec: EgressLabSpec) -> dict[str, Any]:
-    """The ``egress:`` key as ``parse_egress`` reads it back to an equal value."""
+def egressgw_doc(spec: EgressGatewayLabSpec) -> dict[str, Any]:
+    """The ``egress:`` key as ``parse_egressgw`` reads it back to an equal value."""
     return {
         "cluster": spec.cluster,
         "advert_int": spec.advert_int,

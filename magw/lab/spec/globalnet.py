@@ -1,9 +1,10 @@
-"""The Globalnet part of the lab's topology (issue 12): extra pods, service selectors, global CIDRs, egress objects.
+"""The Globalnet part of the lab's topology (docs/lab.md): extra pods, service selectors, global CIDRs, egress objects.
 
 Kept apart from ``magw.lab.spec.topology`` so that file stays about one concern (the clusterset's shape); this one
-holds the workload keys a Globalnet lab needs: ``pods``, a service's ``namespace``/``selector``/``headless``/
-``export``, and per cluster ``global_cidr``, ``cluster_egress_ips`` and ``global_egress_ips``. The key names are
-those of issue 12 (scripts are written against them). Errors are one line, like every topology error.
+reads the workload keys a Globalnet lab needs (into the values of ``magw.lab.spec.cluster``): ``pods``, a service's
+``namespace``/``selector``/``headless``/``export``, and per cluster ``global_cidr``, ``cluster_egress_ips`` and
+``global_egress_ips``. The key names are those of docs/lab.md (scripts are written against them). Errors are one
+line, like every topology error.
 """
 
 from __future__ import annotations
@@ -11,20 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import attrs
+from magw.lab.spec.cluster import DEFAULT_NAMESPACE, ClusterSpec, GlobalEgressSpec, Labels, PodSpec, ServiceSpec
+from magw.lab.spec.parser import Parser
 
-if TYPE_CHECKING:
-    from magw.lab.spec.topology import ClusterSpec, ServiceSpec, Topology, _Parser
-
-DEFAULT_NAMESPACE = "default"
 MAX_EXTRA_PODS = 64
 MAX_EGRESS_OBJECTS = 16
 # numberOfIPs of the lab's objects: the controller accepts 0..20 and reports anything else in a status; a lab
 # object that can never get an address is a typo, so the lab asks for 1..20.
 MAX_IPS = 20
-DEFAULT_CLUSTER_EGRESS_IPS = 8
 # A Kubernetes name (DNS-1123 label), kept short: ``pod-<name>`` must stay a 63-character object name.
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 # Label keys and values, simplified from Kubernetes' syntax: letters, digits and ``._/-``.
@@ -36,35 +33,13 @@ GLOBALNET_CLUSTER_KEYS = ("global_cidr", "cluster_egress_ips", "global_egress_ip
 GLOBALNET_TOP_KEYS = frozenset({"globalnet"})
 GLOBALNET_LISTED_CLUSTER_KEYS = frozenset({*GLOBALNET_CLUSTER_KEYS, "pods"})
 
-Labels = tuple[tuple[str, str], ...]
-
-
-@attrs.frozen(kw_only=True)
-class PodSpec:
-    """A pod besides the ``pods_per_node`` ones: ``node`` is a node short name (``gw1``, ``w2``)."""
-
-    name: str
-    node: str
-    namespace: str = DEFAULT_NAMESPACE
-    labels: Labels = ()
-
-
-@attrs.frozen(kw_only=True)
-class GlobalEgressSpec:
-    """A GlobalEgressIP. ``pod_selector`` is its ``matchLabels``: None = no selector (namespace-wide)."""
-
-    name: str
-    namespace: str = DEFAULT_NAMESPACE
-    number_of_ips: int = 1
-    pod_selector: Labels | None = None
-
 
 def default_global_cidr(index: int) -> str:
     """Cluster ``index`` (0-based)'s global CIDR when the topology names none."""
     return f"242.{index + 1}.0.0/16"
 
 
-def labels(p: _Parser, value: object, path: str) -> Labels:
+def labels(p: Parser, value: object, path: str) -> Labels:
     """A str -> str label mapping, sorted (values are compared as sets of pairs)."""
     if not isinstance(value, Mapping):
         raise p.fail(path, f"must be a mapping, got {type(value).__name__}")
@@ -78,11 +53,11 @@ def labels(p: _Parser, value: object, path: str) -> Labels:
     return tuple(sorted(out))
 
 
-def name(p: _Parser, value: object, path: str, what: str) -> str:
+def name(p: Parser, value: object, path: str, what: str) -> str:
     return p.string(value, path, NAME_RE, f"a {what} (a-z0-9 and '-', 1-40 chars, not starting or ending with '-')")
 
 
-def pods(p: _Parser, value: object, path: str, nodes: Sequence[str], default_pods: set[str]) -> tuple[PodSpec, ...]:
+def pods(p: Parser, value: object, path: str, nodes: Sequence[str], default_pods: set[str]) -> tuple[PodSpec, ...]:
     """The cluster's ``pods:``; names are unique in the cluster and are not those of the default pods."""
     out: list[PodSpec] = []
     for i, item in enumerate(p.sequence(value, path, min_len=0, max_len=MAX_EXTRA_PODS)):
@@ -110,7 +85,7 @@ def pods(p: _Parser, value: object, path: str, nodes: Sequence[str], default_pod
     return tuple(out)
 
 
-def service_extras(p: _Parser, doc: Mapping[str, Any], path: str, globalnet: bool) -> dict[str, Any]:
+def service_extras(p: Parser, doc: Mapping[str, Any], path: str, globalnet: bool) -> dict[str, Any]:
     """A service's ``namespace``, ``selector``, ``headless`` and ``export`` (as ServiceSpec keyword arguments)."""
     selector = None
     if "selector" in doc:
@@ -128,7 +103,7 @@ def service_extras(p: _Parser, doc: Mapping[str, Any], path: str, globalnet: boo
     }
 
 
-def global_egress_ips(p: _Parser, value: object, path: str) -> tuple[GlobalEgressSpec, ...]:
+def global_egress_ips(p: Parser, value: object, path: str) -> tuple[GlobalEgressSpec, ...]:
     out: list[GlobalEgressSpec] = []
     for i, item in enumerate(p.sequence(value, path, min_len=0, max_len=MAX_EGRESS_OBJECTS)):
         ipath = f"{path}[{i}]"
@@ -147,14 +122,14 @@ def global_egress_ips(p: _Parser, value: object, path: str) -> tuple[GlobalEgres
     return tuple(out)
 
 
-def _pod_selector(p: _Parser, doc: Mapping[str, Any], path: str) -> Labels | None:
+def _pod_selector(p: Parser, doc: Mapping[str, Any], path: str) -> Labels | None:
     if "pod_selector" not in doc:
         return None
     sel = p.mapping(doc["pod_selector"], path, {"matchLabels"})
     return labels(p, sel.get("matchLabels", {}), f"{path}.matchLabels")
 
 
-def check_globalnet_keys(p: _Parser, doc: Mapping[str, Any], path: str, globalnet: bool) -> None:
+def check_globalnet_keys(p: Parser, doc: Mapping[str, Any], path: str, globalnet: bool) -> None:
     """Refuse a Globalnet-only key in a topology without ``globalnet: true`` (it would be silently unused)."""
     if globalnet:
         return
@@ -172,9 +147,11 @@ def addresses_needed(spec: ClusterSpec) -> int:
     return spec.gateways * per_gateway + one_to_one
 
 
-def check_global_cidrs(p: _Parser, topo: Topology, reserved: Sequence[tuple[str, IPv4Network]]) -> None:
+def check_global_cidrs(
+    p: Parser, clusters: Sequence[ClusterSpec], reserved: Sequence[tuple[str, IPv4Network]]
+) -> None:
     """Global CIDRs overlap nothing: each other, any cluster's pod or service CIDR, the lab's own ranges."""
-    for i, c in enumerate(topo.clusters):
+    for i, c in enumerate(clusters):
         gpath = f"clusters[{i}].global_cidr"
         net = c.global_cidr
         if net is None:  # never: parse_topology sets it on every cluster of a Globalnet topology
@@ -182,14 +159,14 @@ def check_global_cidrs(p: _Parser, topo: Topology, reserved: Sequence[tuple[str,
         for what, rnet in reserved:
             if net.overlaps(rnet):
                 raise p.fail(gpath, f"{net} overlaps {what} ({rnet})")
-        for other in topo.clusters:
+        for other in clusters:
             for field, onet in (("pod_cidr", other.pod_cidr), ("service_cidr", other.service_cidr)):
                 if net.overlaps(onet):
                     raise p.fail(gpath, f"{net} overlaps {field} {onet} of cluster {other.id}")
         for j in range(i):
-            gnet = topo.clusters[j].global_cidr
+            gnet = clusters[j].global_cidr
             if gnet is not None and net.overlaps(gnet):
-                raise p.fail(gpath, f"{net} overlaps global_cidr {gnet} of cluster {topo.clusters[j].id}")
+                raise p.fail(gpath, f"{net} overlaps global_cidr {gnet} of cluster {clusters[j].id}")
         needed = addresses_needed(c)
         if net.num_addresses - 2 < needed:
             raise p.fail(gpath, f"{net} has fewer than the {needed} addresses this cluster's objects may need")

@@ -22,8 +22,8 @@ from typing import Literal
 import attrs
 
 from magw.lab.spec import naming
-from magw.lab.spec.globalnet import DEFAULT_NAMESPACE, GlobalEgressSpec, Labels, PodSpec
-from magw.lab.spec.topology import ClusterSpec, ServiceSpec, Topology
+from magw.lab.spec.cluster import DEFAULT_NAMESPACE, ClusterSpec, GlobalEgressSpec, Labels, PodSpec, ServiceSpec
+from magw.lab.spec.topology import Topology
 
 WAN_SUBNET = IPv4Network("198.18.0.0/24")
 ECHO_PORT = 8080
@@ -138,7 +138,7 @@ class LabLayout:
     def namespaces(self) -> tuple[str, ...]:
         """Every namespace of the lab, infrastructure first, in creation order."""
         infra = (self.wan_ns, *(c.underlay_ns for c in self.clusters))
-        if self.topology.egress is not None:
+        if self.topology.egressgw is not None:
             infra = (*infra, naming.outside_ns(self.name))
         return (*infra, *(n.namespace for n in self.nodes), *(p.namespace for p in self.pods))
 

@@ -20,9 +20,16 @@ import yaml
 from magw.lab.errors import LabInputError
 from magw.lab.spec import egressgw as eg
 from magw.lab.spec import globalnet as gn
-from magw.lab.spec.egressgw import EgressLabSpec, egress_doc
-from magw.lab.spec.globalnet import GlobalEgressSpec, Labels, PodSpec
+from magw.lab.spec.cluster import (
+    DEFAULT_CLUSTER_EGRESS_IPS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_SERVICE_PORT,
+    ClusterSpec,
+    ServiceSpec,
+)
+from magw.lab.spec.egressgw import EgressGatewayLabSpec, egressgw_doc
 from magw.lab.spec.naming import CLUSTER_ID_RE
+from magw.lab.spec.parser import Parser
 from magw.model import Strategy
 from magw.snapshot.yamlstrict import StrictLoader
 
@@ -30,8 +37,6 @@ MAX_CLUSTERS = 8
 MAX_GATEWAYS = 8
 MAX_WORKERS = 32
 MAX_PODS_PER_NODE = 16
-DEFAULT_SERVICE_PORT = 8080
-RATE_RE = re.compile(r"^[1-9][0-9]*(kbit|mbit|gbit)$")
 
 # Ranges the lab uses itself (underlays, WAN, VTEPs): cluster CIDRs must stay clear of them.
 RESERVED: tuple[tuple[str, IPv4Network], ...] = (
@@ -46,47 +51,6 @@ RESERVED: tuple[tuple[str, IPv4Network], ...] = (
 
 
 @attrs.frozen(kw_only=True)
-class ServiceSpec:
-    """A service. Its backends are the pods its ``selector`` picks (labels, in its namespace) or, without one,
-    ``backends`` (pod short names like ``w1-p1``, or extra pod names); neither means p1 of every node.
-    ``headless``: no ClusterIP (and no kube-proxy rule); ``export``: a ServiceExport (Globalnet)."""
-
-    name: str
-    port: int = DEFAULT_SERVICE_PORT
-    backends: tuple[str, ...] = ()
-    namespace: str = gn.DEFAULT_NAMESPACE
-    selector: Labels | None = None
-    headless: bool = False
-    export: bool = False
-
-
-@attrs.frozen(kw_only=True)
-class ClusterSpec:
-    id: str
-    pod_cidr: IPv4Network
-    service_cidr: IPv4Network
-    gateways: int = 2
-    workers: int = 2
-    pods_per_node: int = 2
-    services: tuple[ServiceSpec, ...] = (ServiceSpec(name="echo"),)
-    pods: tuple[PodSpec, ...] = ()
-    # Globalnet only (None / defaults otherwise):
-    global_cidr: IPv4Network | None = None
-    cluster_egress_ips: int = gn.DEFAULT_CLUSTER_EGRESS_IPS
-    global_egress_ips: tuple[GlobalEgressSpec, ...] = ()
-
-    @property
-    def node_shorts(self) -> tuple[str, ...]:
-        """The nodes' short names, gateways first: ``gw1``, ``gw2``, ``w1``."""
-        return (*(f"gw{k}" for k in range(1, self.gateways + 1)), *(f"w{k}" for k in range(1, self.workers + 1)))
-
-    @property
-    def default_pods(self) -> tuple[str, ...]:
-        """The short names of the ``pods_per_node`` pods: ``gw1-p1``, ..."""
-        return tuple(f"{n}-p{i}" for n in self.node_shorts for i in range(1, self.pods_per_node + 1))
-
-
-@attrs.frozen(kw_only=True)
 class Topology:
     clusters: tuple[ClusterSpec, ...]
     multi_active: bool = True
@@ -94,7 +58,7 @@ class Topology:
     underlay_mtu: int = 1500
     wan_rate: str | None = None
     globalnet: bool = False
-    egress: EgressLabSpec | None = None  # the egress gateway's VIPs (magw.lab.spec.egressgw)
+    egressgw: EgressGatewayLabSpec | None = None  # the egress gateway's VIPs (magw.lab.spec.egressgw)
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
@@ -122,8 +86,8 @@ class Topology:
         }
         if self.globalnet:
             doc["globalnet"] = True
-        if self.egress is not None:
-            doc["egress"] = egress_doc(self.egress)
+        if self.egressgw is not None:
+            doc["egress"] = egressgw_doc(self.egressgw)
         return doc
 
 
@@ -170,83 +134,14 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
         underlay_mtu=p.integer(top.get("underlay_mtu", 1500), "underlay_mtu", 1280, 9000),
         wan_rate=p.rate(top.get("wan_rate"), "wan_rate"),
         globalnet=globalnet,
-        egress=eg.parse_egress(p, top["egress"], clusters) if top.get("egress") is not None else None,
+        egressgw=eg.parse_egressgw(p, top["egress"], clusters) if top.get("egress") is not None else None,
     )
     _check_clusterset(p, topo)
     return topo
 
 
-class _Parser:
-    """Field checks that raise ``LabInputError`` with the source and the field path."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, path: str, reason: str) -> LabInputError:
-        where = f"{path}: " if path else ""
-        return LabInputError(f"{self.source}: {where}{reason}")
-
-    def mapping(
-        self, value: object, path: str, allowed: set[str], unlisted: frozenset[str] = frozenset()
-    ) -> Mapping[str, Any]:
-        """``value`` as a mapping of ``allowed`` keys; the error for an unknown key lists them but ``unlisted``."""
-        if not isinstance(value, Mapping):
-            raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
-        for key in value:
-            if key not in allowed:
-                prefix = f"{path}." if path else ""
-                listed = ", ".join(sorted(allowed - unlisted))
-                raise self.fail(f"{prefix}{key}", f"unknown key (expected one of: {listed})")
-        return value
-
-    def sequence(self, value: object, path: str, *, min_len: int, max_len: int) -> list[Any]:
-        if value is None and min_len > 0:
-            raise self.fail(path, "is required")
-        if not isinstance(value, list):
-            raise self.fail(path, f"must be a list, got {type(value).__name__}")
-        if not min_len <= len(value) <= max_len:
-            raise self.fail(path, f"must have {min_len} to {max_len} items, got {len(value)}")
-        return value
-
-    def integer(self, value: object, path: str, low: int, high: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(path, f"must be an integer, got {value!r}")
-        if not low <= value <= high:
-            raise self.fail(path, f"must be from {low} to {high}, got {value}")
-        return value
-
-    def boolean(self, value: object, path: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(path, f"must be true or false, got {value!r}")
-        return value
-
-    def string(self, value: object, path: str, pattern: re.Pattern[str], what: str) -> str:
-        if not isinstance(value, str) or not pattern.match(value):
-            raise self.fail(path, f"{value!r} is not {what}")
-        return value
-
-    def strategy(self, value: object, path: str) -> Strategy:
-        names = [s.value for s in Strategy]
-        if value not in names:
-            raise self.fail(path, f"{value!r} is not one of {', '.join(names)}")
-        return Strategy(value)
-
-    def rate(self, value: object, path: str) -> str | None:
-        if value is None:
-            return None
-        return self.string(value, path, RATE_RE, "a rate like 50mbit (kbit, mbit or gbit)")
-
-    def cidr(self, value: object, path: str) -> IPv4Network:
-        if not isinstance(value, str):
-            raise self.fail(path, f"{value!r} is not an IPv4 CIDR")
-        try:
-            loose = IPv4Network(value, strict=False)
-        except ValueError:
-            raise self.fail(path, f"{value!r} is not an IPv4 CIDR") from None
-        try:
-            return IPv4Network(value)
-        except ValueError:
-            raise self.fail(path, f"{value!r} has host bits set (did you mean {loose}?)") from None
+class _Parser(Parser):
+    """The generic field checks (``magw.lab.spec.parser``) and those of a cluster and its services."""
 
     def cluster(self, value: object, path: str, index: int, globalnet: bool) -> ClusterSpec:
         keys = {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", "pods"}
@@ -272,10 +167,10 @@ class _Parser:
         if globalnet:
             gcidr = doc.get("global_cidr", gn.default_global_cidr(index))
             extras["global_cidr"] = self.cidr(gcidr, f"{path}.global_cidr")
-            ips = doc.get("cluster_egress_ips", gn.DEFAULT_CLUSTER_EGRESS_IPS)
+            ips = doc.get("cluster_egress_ips", DEFAULT_CLUSTER_EGRESS_IPS)
             extras["cluster_egress_ips"] = self.integer(ips, f"{path}.cluster_egress_ips", 1, gn.MAX_IPS)
-            egress = doc.get("global_egress_ips", [])
-            extras["global_egress_ips"] = gn.global_egress_ips(self, egress, f"{path}.global_egress_ips")
+            global_egress = doc.get("global_egress_ips", [])
+            extras["global_egress_ips"] = gn.global_egress_ips(self, global_egress, f"{path}.global_egress_ips")
         spec = attrs.evolve(spec, **extras)
         self.check_cluster_ranges(spec, path)
         self.check_pods_per_node(spec, path)
@@ -294,7 +189,7 @@ class _Parser:
             name = self.string(doc["name"], f"{spath}.name", re.compile(r"^[a-z][a-z0-9-]{0,30}$"), "a service name")
             extras = gn.service_extras(self, doc, spath, globalnet)
             if any((s.namespace, s.name) == (extras["namespace"], name) for s in out):
-                what = name if extras["namespace"] == gn.DEFAULT_NAMESPACE else f"{extras['namespace']}/{name}"
+                what = name if extras["namespace"] == DEFAULT_NAMESPACE else f"{extras['namespace']}/{name}"
                 raise self.fail(f"{spath}.name", f"duplicate service {what!r}")
             backends = self.sequence(doc.get("backends", []), f"{spath}.backends", min_len=0, max_len=256)
             for j, b in enumerate(backends):
@@ -340,7 +235,7 @@ def _check_clusterset(p: _Parser, topo: Topology) -> None:
             raise p.fail(f"clusters[{i}].id", f"duplicate cluster id {c.id!r} (also clusters[{seen[c.id]}])")
         seen[c.id] = i
     if topo.globalnet:  # clusters may share pod and service CIDRs: their traffic uses the global CIDRs
-        gn.check_global_cidrs(p, topo, RESERVED)
+        gn.check_global_cidrs(p, topo.clusters, RESERVED)
         return
     for i, c in enumerate(topo.clusters):
         for j in range(i):

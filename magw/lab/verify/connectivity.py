@@ -23,7 +23,7 @@ PARALLEL = 8
 
 
 @attrs.frozen(kw_only=True)
-class Target:
+class TrafficTarget:
     proto: str  # "tcp" or "udp"
     ip: IPv4Address
     port: int
@@ -33,8 +33,8 @@ class Target:
 
 
 @attrs.frozen(kw_only=True)
-class ProbeResult:
-    target: Target
+class ConnectivityResult:
+    target: TrafficTarget
     ok: bool
     seen_ip: str | None
     server: str | None
@@ -58,7 +58,9 @@ def _run_in(namespace: str, argv: Sequence[str], timeout: float) -> str:
     return proc.stdout
 
 
-def probe(namespace: str, targets: Sequence[Target], *, timeout: float = 2.0, attempts: int = 3) -> list[ProbeResult]:
+def probe(
+    namespace: str, targets: Sequence[TrafficTarget], *, timeout: float = 2.0, attempts: int = 3
+) -> list[ConnectivityResult]:
     """Probe every target from ``namespace`` (one process); results in target order."""
     if not targets:
         return []
@@ -70,14 +72,16 @@ def probe(namespace: str, targets: Sequence[Target], *, timeout: float = 2.0, at
     if len(docs) != len(targets):
         raise LabError(f"traffic in {namespace}: {len(docs)} results for {len(targets)} targets")
     return [
-        ProbeResult(target=t, ok=bool(d["ok"]), seen_ip=d.get("seen_ip"), server=d.get("server"), error=d.get("error"))
+        ConnectivityResult(
+            target=t, ok=bool(d["ok"]), seen_ip=d.get("seen_ip"), server=d.get("server"), error=d.get("error")
+        )
         for t, d in zip(targets, docs, strict=True)
     ]
 
 
 def probe_many(
-    plan: Mapping[str, Sequence[Target]], *, timeout: float = 2.0, attempts: int = 3
-) -> dict[str, list[ProbeResult]]:
+    plan: Mapping[str, Sequence[TrafficTarget]], *, timeout: float = 2.0, attempts: int = 3
+) -> dict[str, list[ConnectivityResult]]:
     """Probe from several namespaces at once: namespace -> its targets; results keyed the same way."""
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
         futures = {

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from magw.lab.spec.layout import ECHO_PORT, ClusterLayout, LabLayout, PodLayout
-from magw.lab.verify.connectivity import Target, probe_many
+from magw.lab.verify.connectivity import TrafficTarget, probe_many
 
 
 @attrs.frozen(kw_only=True)
@@ -17,7 +17,7 @@ class Cell:
     client: PodLayout
     kind: str  # "pod" or "service"
     target_name: str
-    target: Target
+    target: TrafficTarget
     ok: bool
     seen_ip: str | None
     server: str | None
@@ -34,23 +34,23 @@ class Cell:
         return self.ok and (self.source_kept or self.kind == "service")
 
 
-def _targets(client_index: int, remote: ClusterLayout) -> list[tuple[str, str, Target]]:
+def _targets(client_index: int, remote: ClusterLayout) -> list[tuple[str, str, TrafficTarget]]:
     """A remote pod (rotating with the client, so every remote node is hit) and the first remote service."""
     out = []
     pod = remote.pods[client_index % len(remote.pods)]
     for proto in ("tcp", "udp"):
-        out.append(("pod", pod.name, Target(proto=proto, ip=pod.ip, port=ECHO_PORT)))
+        out.append(("pod", pod.name, TrafficTarget(proto=proto, ip=pod.ip, port=ECHO_PORT)))
     for svc in remote.services[:1]:
         if svc.backends:
             for proto in ("tcp", "udp"):
-                out.append(("service", f"{remote.id}/{svc.name}", Target(proto=proto, ip=svc.ip, port=svc.port)))
+                out.append(("service", f"{remote.id}/{svc.name}", TrafficTarget(proto=proto, ip=svc.ip, port=svc.port)))
     return out
 
 
 def run_matrix(lab: LabLayout, *, clients: Sequence[PodLayout] | None = None, timeout: float = 2.0) -> list[Cell]:
     """Probe from ``clients`` (default: every pod) to every other cluster; one Cell per probe."""
     chosen = list(lab.pods if clients is None else clients)
-    plan: dict[str, list[tuple[PodLayout, str, str, Target]]] = {}
+    plan: dict[str, list[tuple[PodLayout, str, str, TrafficTarget]]] = {}
     for i, pod in enumerate(chosen):
         for remote in lab.clusters:
             if remote.id != pod.cluster:

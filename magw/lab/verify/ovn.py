@@ -34,6 +34,8 @@ from magw.lab.planes.ovn import ovn_dir, pod_port
 from magw.lab.planes.ovn_servers import OvnDir
 from magw.lab.planes.ovn_topology import nbctl, sbctl, wait_sb
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
+from magw.lab.verify.check import Check
+from magw.lab.verify.ovn_node import node_checks
 from magw.lab.verify.ovn_trace import Trace, l3gateway_chassis, microflow, ovn_trace
 from magw.sources.file.broker import endpoint_path
 
@@ -41,16 +43,6 @@ HOST_IP = "169.254.254.10"  # ovn-k8s-sub0 on every gateway host
 GATEWAY_ROUTER = "submariner_router"  # and submariner_router_<k>
 UPLINK_SWITCH = "submariner_gateway"  # and submariner_gateway_<k>
 REMOTE_MAC = "02:00:a9:fe:fe:0a"  # any host-side MAC: the uplink switch has no port security
-
-
-@attrs.frozen
-class Check:
-    ok: bool
-    what: str  # egress | ecmp | ingress
-    text: str
-
-    def line(self) -> str:
-        return f"{'OK  ' if self.ok else 'FAIL'} {self.what:<7} {self.text}"
 
 
 @attrs.frozen
@@ -230,8 +222,6 @@ def _ingress_checks(cl: _Cluster, lab: LabLayout) -> Iterator[Check]:
 
 def verify(lab: LabLayout, st: LabState) -> Verification:
     """Every check of every cluster (see the module docstring); a failing tool is a failed check, not a crash."""
-    from magw.lab.verify.ovn_node import node_checks  # it imports Check from here
-
     checks: list[Check] = []
     carriers: dict[tuple[str, str], tuple[str, ...]] = {}
     for c in lab.clusters:

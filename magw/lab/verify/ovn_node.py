@@ -22,7 +22,7 @@ from magw.desired.ovn.node import MGMT_DEV, SUB_DEV
 from magw.lab.build.state import LabState
 from magw.lab.planes.ovn_nodes import MGMT_NEXTHOP, ovs_db, ovs_dir
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
-from magw.lab.verify.ovn import Check
+from magw.lab.verify.check import Check
 from magw.model.vtep import VXLAN_TUNNEL
 
 UP_LRP_IP = "169.254.254.9"  # the seed's submariner_up_lrp: the gateway host's next hop into OVN

@@ -27,8 +27,8 @@ from magw.snapshot.cache import SnapshotParser
 from magw.snapshot.fields import FieldError
 from magw.snapshot.globalnet import item_parser
 from magw.snapshot.load import SnapshotError, parse_snapshot
-from magw.sources.file.documents import EGRESS_SECTIONS, GLOBALNET_SECTIONS, NODE_EXTRA_KEYS, Document
-from magw.sources.file.egressgw_docs import check_egress_docs, egress_section
+from magw.sources.file.documents import EGRESSGW_SECTIONS, GLOBALNET_SECTIONS, NODE_EXTRA_KEYS, Document
+from magw.sources.file.egressgw_docs import check_egressgw_docs, egressgw_section
 
 Ident = tuple[str, ...]
 Parse = Callable[..., Snapshot]
@@ -72,7 +72,7 @@ class Assembly:
 def _in_snapshot(doc: Document, local: str) -> bool:
     if doc.kind == "Lease":
         return False
-    if doc.kind == "Node" or doc.kind in GLOBALNET_SECTIONS or doc.kind in EGRESS_SECTIONS:
+    if doc.kind == "Node" or doc.kind in GLOBALNET_SECTIONS or doc.kind in EGRESSGW_SECTIONS:
         return doc.fields.get("cluster") == local
     return True
 
@@ -93,7 +93,7 @@ def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
             if doc.fields.get("cluster") == local:
                 section = out.setdefault("globalnet", {}).setdefault(GLOBALNET_SECTIONS[doc.kind], [])
                 section.append({k: v for k, v in doc.fields.items() if k != "cluster"})
-        elif doc.kind in EGRESS_SECTIONS:
+        elif doc.kind in EGRESSGW_SECTIONS:
             if doc.fields.get("cluster") == local:
                 egress.append(doc)
         elif doc.kind == "Lease":
@@ -101,7 +101,7 @@ def snapshot_dict(local: str, docs: Sequence[Document]) -> dict[str, Any]:
         else:
             out[_SECTION[doc.kind]].append(dict(doc.fields))
     if egress:
-        out["egress"] = egress_section(egress)
+        out["egress"] = egressgw_section(egress)
     return out
 
 
@@ -118,9 +118,9 @@ def _reason(exc: SnapshotError, doc: Document, accepted: Sequence[Document], loc
         prefix = f"globalnet.{GLOBALNET_SECTIONS[doc.kind]}[{position}]"
     elif doc.kind == "EgressConfig":
         prefix = "egress.config"
-    elif doc.kind in EGRESS_SECTIONS:
+    elif doc.kind in EGRESSGW_SECTIONS:
         position = sum(1 for d in accepted if d.kind == doc.kind and _in_snapshot(d, local))
-        prefix = f"egress.{EGRESS_SECTIONS[doc.kind]}[{position}]"
+        prefix = f"egress.{EGRESSGW_SECTIONS[doc.kind]}[{position}]"
     path = exc.path
     if prefix and (path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")):
         path = path[len(prefix) :].lstrip(".")
@@ -155,7 +155,7 @@ class _Walk:
     def add_run(self, run: Sequence[Document], last_good: Mapping[Ident, Document]) -> None:
         """``add`` each document of ``run`` (all of kinds up to Health), in O(log n) parses per bad document.
 
-        Shaped for speed (issue 10): adding documents one at a time parses the snapshot once per document;
+        Shaped for speed (docs/performance.md): adding documents one at a time parses the snapshot once per document;
         with one bad Endpoint among 100 Clusters of 100k CIDRs that took minutes (with the parse cache of
         ``magw.snapshot.cache`` still 0.15 s and quadratic in the number of documents). Since the prefixes
         of a valid run are valid (``_HEREDITARY``), the documents ``add`` would accept before the first one
@@ -227,7 +227,7 @@ def assemble(
     """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot.
 
     A ``SnapshotParser`` given as ``parse`` keeps afterwards only what this pass used (its ``collect``):
-    memory stays that of one snapshot, whichever broker assembles.
+    memory stays that of one snapshot, whichever source assembles.
     """
     assembly = _assemble(local, docs, last_good, parse)
     if isinstance(parse, SnapshotParser):
@@ -249,7 +249,7 @@ def _assemble(local: str, docs: Sequence[Document], last_good: Mapping[Ident, Do
         else:
             return Assembly(snapshot=snap, accepted=tuple(ordered))
     docs, bad = _check_globalnet_items(local, ordered, last_good)
-    docs, bad_egress = check_egress_docs(local, docs, last_good)
+    docs, bad_egress = check_egressgw_docs(local, docs, last_good)
     bad = [*bad, *(Problem(file=f, error=e, kept_last_good=k) for f, e, k in bad_egress)]
     ordered = _order(local, docs, last_good)
     if unique and bad:  # the bad Globalnet documents were all that was wrong: still no walk

@@ -18,7 +18,7 @@ import yaml
 
 from magw.snapshot.yamlstrict import FastStrictLoader, StrictLoader
 
-# Globalnet kinds (issue 11): objects of one cluster, assembled into Snapshot.globalnet of that cluster.
+# Globalnet kinds (docs/globalnet.md): objects of one cluster, assembled into Snapshot.globalnet of that cluster.
 # Their fields are those of the snapshot's globalnet section (magw.snapshot.globalnet) plus ``cluster``.
 GLOBALNET_SECTIONS: dict[str, str] = {
     "Namespace": "namespaces",
@@ -30,9 +30,9 @@ GLOBALNET_SECTIONS: dict[str, str] = {
     "GlobalIngressIP": "global_ingress_ips",
     "GlobalnetStatus": "statuses",
 }
-# Egress gateway kinds (issue 15): objects of one cluster, assembled into Snapshot.egress of that cluster.
+# Egress gateway kinds (docs/egress-gateway.md): objects of one cluster, assembled into its Snapshot.egressgw.
 # Their fields are those of the snapshot's egress section (magw.snapshot.egressgw) plus ``cluster``.
-EGRESS_SECTIONS: dict[str, str] = {"EgressConfig": "config", "EgressVIP": "vips", "EgressVIPStatus": "statuses"}
+EGRESSGW_SECTIONS: dict[str, str] = {"EgressConfig": "config", "EgressVIP": "vips", "EgressVIPStatus": "statuses"}
 # A Lease document (magw.sources.file.lease) lives in the directory too; it is not part of any snapshot.
 KINDS: tuple[str, ...] = (
     "Cluster",
@@ -41,7 +41,7 @@ KINDS: tuple[str, ...] = (
     "Endpoint",
     "Health",
     *GLOBALNET_SECTIONS,
-    *EGRESS_SECTIONS,
+    *EGRESSGW_SECTIONS,
     "Lease",
 )
 

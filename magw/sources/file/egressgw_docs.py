@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from magw.snapshot.egressgw import parse_egress
+from magw.snapshot.egressgw import parse_egressgw
 from magw.snapshot.fields import FieldError
-from magw.sources.file.documents import EGRESS_SECTIONS, Document
+from magw.sources.file.documents import EGRESSGW_SECTIONS, Document
 
 Ident = tuple[str, ...]
 # (file, "where: reason", kept_last_good): assemble makes its Problem of it.
 EgressProblem = tuple[str, str, bool]
 
 
-def egress_section(docs: Sequence[Document]) -> dict[str, Any]:
+def egressgw_section(docs: Sequence[Document]) -> dict[str, Any]:
     """The snapshot's ``egress:`` section made of broker documents (their ``cluster`` field left out)."""
     out: dict[str, Any] = {}
     for doc in docs:
@@ -33,7 +33,7 @@ def egress_section(docs: Sequence[Document]) -> dict[str, Any]:
         if doc.kind == "EgressConfig":
             out["config"] = body
         else:
-            out.setdefault(EGRESS_SECTIONS[doc.kind], []).append(body)
+            out.setdefault(EGRESSGW_SECTIONS[doc.kind], []).append(body)
     return out
 
 
@@ -43,12 +43,12 @@ def _error(accepted: Sequence[Document], doc: Document) -> str | None:
         if other.ident == doc.ident:
             return f"duplicate {doc.kind} document (also {other.where})"
     try:
-        parse_egress(egress_section([*accepted, doc]), "")
+        parse_egressgw(egressgw_section([*accepted, doc]), "")
     except FieldError as exc:
         prefix = "config"
         if doc.kind != "EgressConfig":
             position = sum(1 for d in accepted if d.kind == doc.kind)
-            prefix = f"{EGRESS_SECTIONS[doc.kind]}[{position}]"
+            prefix = f"{EGRESSGW_SECTIONS[doc.kind]}[{position}]"
         path = exc.path
         if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
             path = path[len(prefix) :].lstrip(".")
@@ -56,14 +56,14 @@ def _error(accepted: Sequence[Document], doc: Document) -> str | None:
     return None
 
 
-def check_egress_docs(
+def check_egressgw_docs(
     local: str, docs: Sequence[Document], last_good: Mapping[Ident, Document]
 ) -> tuple[list[Document], list[EgressProblem]]:
     """``docs`` without the egress documents of ``local`` that do not fit (each reported once)."""
-    mine = [d for d in docs if d.kind in EGRESS_SECTIONS and d.fields.get("cluster") == local]
+    mine = [d for d in docs if d.kind in EGRESSGW_SECTIONS and d.fields.get("cluster") == local]
     if not mine:
         return list(docs), []
-    others = [d for d in docs if not (d.kind in EGRESS_SECTIONS and d.fields.get("cluster") == local)]
+    others = [d for d in docs if not (d.kind in EGRESSGW_SECTIONS and d.fields.get("cluster") == local)]
 
     def key(doc: Document) -> tuple[int, int, str, int]:
         good = last_good.get(doc.ident)

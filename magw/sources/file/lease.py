@@ -14,7 +14,7 @@ The lease is a ``Lease`` document, ``lease-<name>.yaml``::
 already ours (a renewal), and otherwise answers False. The read-modify-write runs under ``flock`` on a
 sidecar file ``.lease-<name>.lock`` (the broker ignores names starting with ``.``), so two processes of this
 host never both take it; the document is replaced atomically. The file broker is a directory of one host, so
-that is the scope a lock must cover; a Kubernetes deployment uses a coordination Lease instead (issue 13).
+that is the scope a lock must cover; a Kubernetes deployment uses a coordination Lease instead (docs/kubernetes.md).
 
 A holder that stops renewing loses the lease once it expires; ``release()`` gives it up at once. The clock
 is the wall clock (``time.time``): holders on one host share it.

@@ -1,5 +1,5 @@
 """Each route agent finds its node's CNI interface address and publishes it as the Node annotation
-``submariner.io/cniIfaceIp``; every agent reads the other nodes' addresses from there (issue 13).
+``submariner.io/cniIfaceIp``; every agent reads the other nodes' addresses from there (docs/kubernetes.md).
 
 The address is found locally: the first IPv4 address of this network namespace inside the local cluster's
 pod CIDRs (the CNI bridge or interface the node routes its pods through), or the first IPv4 address of

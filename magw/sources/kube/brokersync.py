@@ -1,4 +1,4 @@
-"""Endpoints and Clusters between a cluster's API server and the broker's (issue 13, "Two API servers").
+"""Endpoints and Clusters between a cluster's API server and the broker's (docs/kubernetes.md, "Two API servers").
 
 Level-driven, both ways, for the two kinds every cluster shares:
 
@@ -34,11 +34,11 @@ from magw.sources.kube.crd import Crd
 from magw.sources.kube.reflector import (
     API_ERRORS,
     DEFAULT_TIMING,
-    Event,
     Key,
     Obj,
     Reflector,
     Timing,
+    WatchEvent,
     stop_all,
 )
 from magw.sources.kube.resources import GROUP, VERSION
@@ -130,7 +130,7 @@ class BrokerSync:
                     timing=timing,
                 )
 
-    def _changed(self, _events: list[Event]) -> None:
+    def _changed(self, _events: list[WatchEvent]) -> None:
         self._dirty.set()
 
     @property
@@ -194,6 +194,6 @@ class BrokerSync:
     def stop(self) -> None:
         self._stop.set()
 
-    def kick(self) -> None:
-        """Run a pass soon (the gateway calls it when it wins its lease)."""
+    def mark_dirty(self, reason: str) -> None:
+        """Run a pass soon; ``reason`` says why (the gateway calls it when it wins its lease)."""
         self._dirty.set()

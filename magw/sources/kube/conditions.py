@@ -48,8 +48,10 @@ def _clip(message: str) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class Condition:
-    """One condition as a value; ``to_dict`` gives the wire form with a given transition time."""
+class KubeCondition:
+    """One condition to write, validated as the API server does; ``to_dict`` gives the wire form with a given
+    transition time (``set_condition`` decides it). Not ``GlobalnetCondition`` (``magw.model.globalnet``), a
+    stored condition that carries its time."""
 
     type: str = attrs.field(validator=_check_type)
     status: Status = attrs.field(validator=attrs.validators.in_(STATUSES))
@@ -58,7 +60,7 @@ class Condition:
     observed_generation: int | None = None
 
     @classmethod
-    def from_dict(cls, cond: Mapping[str, Any]) -> Condition:
+    def from_dict(cls, cond: Mapping[str, Any]) -> KubeCondition:
         """A condition read back (its lastTransitionTime is for ``merge_conditions`` to decide)."""
         return cls(
             type=cond["type"],
@@ -83,7 +85,7 @@ class Condition:
 
 
 def set_condition(
-    existing: Iterable[Mapping[str, Any]], new: Condition, now: datetime | str | None = None
+    existing: Iterable[Mapping[str, Any]], new: KubeCondition, now: datetime | str | None = None
 ) -> list[dict[str, Any]]:
     """``existing`` with ``new`` in place of any condition of its type, in the original order (new types last).
 
@@ -119,7 +121,7 @@ def merge_conditions(
     out = [dict(c) for c in existing]
     for cond in new:
         stamp = cond.get("lastTransitionTime")
-        out = set_condition(out, Condition.from_dict(cond), stamp if isinstance(stamp, str) and stamp else now)
+        out = set_condition(out, KubeCondition.from_dict(cond), stamp if isinstance(stamp, str) and stamp else now)
     return out
 
 

@@ -9,8 +9,9 @@ seconds (as the file store blocks on fsync). An API error is raised as ``OSError
 pass is retried); a 409 on a binding change (the VIP was changed since the controller read it) is
 ``StoreRefused`` (the API answers 409: ask again).
 
-- ``write_status``: a **merge patch** of ``.status`` (``holder``, ``since``, ``services``; an empty ``since``
-  is removed: the CRD's ``date-time`` refuses ""). A VIP that is gone has no status to write: nothing happens.
+- ``write_status``: a **merge patch** of ``.status`` (``holder``, ``since``, ``services``, ``conflicts``; an
+  empty ``since`` is removed: the CRD's ``date-time`` refuses "", and so are empty ``conflicts``). A VIP that
+  is gone has no status to write: nothing happens.
 - ``delete_status``: the keys set to null; True if the object was there.
 - ``write_vip``: a merge patch of ``spec.bindings`` (the only field the API changes), with the resourceVersion
   the source last saw as a precondition.
@@ -39,7 +40,7 @@ from magw.model.egressgw import EgressVIP, EgressVIPStatus
 from magw.snapshot.egressgw import vip_to_doc
 from magw.sources.file.egressgw_store import StoreRefused
 from magw.sources.kube.client import api_client
-from magw.sources.kube.resources import EGRESS_VERSION, GROUP
+from magw.sources.kube.resources import EGRESSGW_VERSION, GROUP
 from magw.sources.kube.status import MERGE_PATCH, patch_status
 
 _T = TypeVar("_T")
@@ -99,8 +100,13 @@ def _rv(obj: Any) -> str:
 
 
 def status_body(status: EgressVIPStatus) -> dict[str, Any]:
-    """The CR's status of ``status``: ``since`` null (removed) when empty."""
-    return {"holder": status.holder, "since": status.since or None, "services": list(status.services)}
+    """The CR's status of ``status``: ``since`` and ``conflicts`` null (removed) when empty."""
+    return {
+        "holder": status.holder,
+        "since": status.since or None,
+        "services": list(status.services),
+        "conflicts": list(status.conflicts) or None,
+    }
 
 
 class KubeEgressStore:
@@ -138,7 +144,7 @@ class KubeEgressStore:
 
     async def _patch_status(self, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
         try:
-            return await patch_status(self.thread.api, GROUP, EGRESS_VERSION, self.namespace, PLURAL, name, body)
+            return await patch_status(self.thread.api, GROUP, EGRESSGW_VERSION, self.namespace, PLURAL, name, body)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -150,7 +156,7 @@ class KubeEgressStore:
             self._remember(name, obj, status=status, status_deleted=False)
 
     def delete_status(self, name: str) -> bool:
-        obj = self._call(self._patch_status(name, dict.fromkeys(("holder", "since", "services"))))
+        obj = self._call(self._patch_status(name, dict.fromkeys(("holder", "since", "services", "conflicts"))))
         if obj is None:
             return False
         self._remember(name, obj, status=None, status_deleted=True)
@@ -162,7 +168,7 @@ class KubeEgressStore:
 
     async def _patch_vip(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = await self._custom().patch_namespaced_custom_object(
-            GROUP, EGRESS_VERSION, self.namespace, PLURAL, name, body, _content_type=MERGE_PATCH
+            GROUP, EGRESSGW_VERSION, self.namespace, PLURAL, name, body, _content_type=MERGE_PATCH
         )
         return result
 

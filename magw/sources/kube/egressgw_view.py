@@ -34,7 +34,7 @@ def overlay(snapshot: Snapshot, written: Mapping[str, Written]) -> Snapshot:
     """``snapshot`` with the written VIPs and statuses in place of the source's."""
     if not written:
         return snapshot
-    egress = snapshot.egress
+    egress = snapshot.egressgw
     vips = [w.vip if (w := written.get(v.name)) is not None and w.vip is not None else v for v in egress.vips]
     statuses = dict(egress.statuses)
     for name, w in written.items():
@@ -42,7 +42,7 @@ def overlay(snapshot: Snapshot, written: Mapping[str, Written]) -> Snapshot:
             statuses[name] = w.status
         elif w.status_deleted:
             statuses.pop(name, None)
-    return attrs.evolve(snapshot, egress=attrs.evolve(egress, vips=vips, statuses=tuple(statuses.items())))
+    return attrs.evolve(snapshot, egressgw=attrs.evolve(egress, vips=vips, statuses=tuple(statuses.items())))
 
 
 class KubeEgressView:

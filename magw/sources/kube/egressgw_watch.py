@@ -23,7 +23,7 @@ from magw.sources.kube.source import KubeSource
 
 def agent_source(api: ApiClient, *, cluster: str, namespace: str) -> KubeSource:
     """The agent's source: egress kinds and nodes, neither Globalnet nor workloads."""
-    return KubeSource(api, local_cluster=cluster, namespace=namespace, globalnet=False, workloads=False, egress=True)
+    return KubeSource(api, local_cluster=cluster, namespace=namespace, globalnet=False, workloads=False, egressgw=True)
 
 
 async def snapshots(source: KubeSource) -> AsyncIterator[Snapshot | None]:

@@ -25,7 +25,7 @@ The rules (those of client-go's resource lock, with the API server's optimistic 
   gives it back if the server holds us as holder whatever the cancelled request did.
 
 Expiry compares the API server's stored ``renewTime`` with the local wall clock, so nodes must keep their
-clocks in step (NTP), as for any Kubernetes node. The data plane never waits for a lease (issue 13): the
+clocks in step (NTP), as for any Kubernetes node. The data plane never waits for a lease (docs/kubernetes.md): the
 probes move traffic; a lease only decides who publishes an Endpoint, runs Globalnet, or tidies up.
 """
 

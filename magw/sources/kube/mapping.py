@@ -360,14 +360,14 @@ def egress_vip_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     """An EgressVIP CR (deploy/crds/submariner.io_egressvips.yaml) -> its EgressVIP document, plus its
     EgressVIPStatus document once the controller has written a status (``holder`` or ``services`` present, even
     empty: a VIP nobody holds and nobody uses has a status too, else the controller would write it again at
-    every pass). The fields are the CRD's (issue 15)."""
+    every pass). The fields are the CRD's (docs/egress-gateway.md)."""
     spec = _spec(obj)
     raw: dict[str, Any] = {"kind": "EgressVIP", "cluster": cluster, "name": _name(obj)}
     raw.update({k: spec[k] for k in ("vip", "vrid", "candidates", "bindings") if k in spec})
     docs = [_doc(raw, origin("EgressVIP", obj))]
     status = _status(obj)
     if "holder" in status or "services" in status:
-        body = {k: status[k] for k in ("holder", "since", "services") if k in status}
+        body = {k: status[k] for k in ("holder", "since", "services", "conflicts") if k in status}
         docs.append(
             _doc(
                 {"kind": "EgressVIPStatus", "cluster": cluster, "name": _name(obj), **body}, origin("EgressVIP", obj), 1

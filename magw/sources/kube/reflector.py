@@ -1,6 +1,6 @@
 """List, then watch: one resource's objects kept in memory, as client-go's reflector does.
 
-The rules (issue 13; the API's "Efficient detection of changes"):
+The rules (docs/kubernetes.md; the API's "Efficient detection of changes"):
 
 - **List, then watch from the list's resourceVersion**, with ``allowWatchBookmarks``. A BOOKMARK only moves
   our resourceVersion on; nothing else is done with it.
@@ -53,7 +53,7 @@ class Gone(Exception):
 
 
 @attrs.frozen(kw_only=True)
-class Event:
+class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, or SYNCED after a complete list
     key: Key
     obj: Obj | None
@@ -92,7 +92,7 @@ class Reflector:
 
     kind: str
     list_fn: ListFunction
-    on_change: Callable[[list[Event]], None]
+    on_change: Callable[[list[WatchEvent]], None]
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     timing: Timing = DEFAULT_TIMING
@@ -131,7 +131,7 @@ class Reflector:
         self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         self.synced = True
         self.lists += 1
-        self.on_change([Event(type="SYNCED", key=("", ""), obj=None)])
+        self.on_change([WatchEvent(type="SYNCED", key=("", ""), obj=None)])
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = str(event.get("type"))
@@ -150,7 +150,7 @@ class Reflector:
             log.warning("kube.watch_unknown_event", kind=self.kind, type=kind)
             return
         self.resource_version = resource_version(obj) or self.resource_version
-        self.on_change([Event(type=kind, key=key, obj=obj if kind != "DELETED" else None)])
+        self.on_change([WatchEvent(type=kind, key=key, obj=obj if kind != "DELETED" else None)])
 
     async def _watch(self) -> None:
         """One watch from ``resource_version`` until it ends (timeout, inactivity); raises Gone on 410."""

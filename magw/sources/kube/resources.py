@@ -3,7 +3,7 @@
 One ``Resource`` per input: the core and discovery kinds through their typed APIs (``CoreV1Api.list_node``...),
 the CRDs through ``CustomObjectsApi``. The Globalnet kinds and the workloads are read only where they are
 needed: ``globalnet=False`` leaves them all out, ``workloads=False`` the workloads (the gateway daemon).
-``egress=True`` adds the egress gateway's kinds (EgressConfig, EgressVIP, both in magw's namespace) and, unless
+``egressgw=True`` adds the egress gateway's kinds (EgressConfig, EgressVIP, both in magw's namespace) and, unless
 ``workloads=False``, the workloads its bindings resolve against (Namespaces, Pods, Services, EndpointSlices),
 with or without Globalnet.
 """
@@ -21,7 +21,7 @@ from magw.sources.kube.mapping import CONFIG_MAP, SUBMARINER
 GROUP = "submariner.io"
 VERSION = "v1"
 SUBMARINER_VERSION = "v1alpha1"
-EGRESS_VERSION = "v1alpha1"
+EGRESSGW_VERSION = "v1alpha1"
 MCS_GROUP = "multicluster.x-k8s.io"
 MCS_VERSION = "v1alpha1"
 
@@ -76,13 +76,13 @@ def _workloads() -> list[Resource]:
 
 
 def resources(
-    namespace: str, *, globalnet: bool = True, workloads: bool = True, egress: bool = False
+    namespace: str, *, globalnet: bool = True, workloads: bool = True, egressgw: bool = False
 ) -> tuple[Resource, ...]:
     """The inputs of a cluster's snapshot: magw's own objects in ``namespace`` and Nodes; with ``globalnet`` the
-    egress kinds (the gateway publishes its block of each one's addresses); with ``workloads`` too, the
+    global egress kinds (the gateway publishes its block of each one's addresses); with ``workloads`` too, the
     Namespaces, Pods, Services, EndpointSlices, ServiceExports and GlobalIngressIPs of every namespace (what the
     Globalnet controller allocates for and the route agents' Globalnet rules translate; the gateway daemon
-    needs none of them). With ``egress`` the EgressConfig and EgressVIP CRs of ``namespace``, and with
+    needs none of them). With ``egressgw`` the EgressConfig and EgressVIP CRs of ``namespace``, and with
     ``workloads`` too the Namespaces, Pods, Services and EndpointSlices, Globalnet or not (the egress controller
     and the route agents resolve bindings against them; the egress agent, keepalived's, needs none)."""
     out = [
@@ -100,19 +100,19 @@ def resources(
             Resource(kind="ClusterGlobalEgressIP", call=_custom(GROUP, VERSION, "clusterglobalegressips", namespace)),
             Resource(kind="GlobalEgressIP", call=_custom(GROUP, VERSION, "globalegressips", None)),
         ]
-    if (globalnet or egress) and workloads:
+    if (globalnet or egressgw) and workloads:
         out += _workloads()
     if globalnet and workloads:
         out += [
             Resource(kind="ServiceExport", call=_custom(MCS_GROUP, MCS_VERSION, "serviceexports", None)),
             Resource(kind="GlobalIngressIP", call=_custom(GROUP, VERSION, "globalingressips", None)),
         ]
-    if egress:
+    if egressgw:
         out += [
-            Resource(kind="EgressConfig", call=_custom(GROUP, EGRESS_VERSION, "egressconfigs", namespace)),
-            Resource(kind="EgressVIP", call=_custom(GROUP, EGRESS_VERSION, "egressvips", namespace)),
+            Resource(kind="EgressConfig", call=_custom(GROUP, EGRESSGW_VERSION, "egressconfigs", namespace)),
+            Resource(kind="EgressVIP", call=_custom(GROUP, EGRESSGW_VERSION, "egressvips", namespace)),
         ]
     return tuple(out)
 
 
-__all__ = ["EGRESS_VERSION", "GROUP", "MCS_GROUP", "PLURALS", "SUBMARINER", "VERSION", "Resource", "resources"]
+__all__ = ["EGRESSGW_VERSION", "GROUP", "MCS_GROUP", "PLURALS", "SUBMARINER", "VERSION", "Resource", "resources"]

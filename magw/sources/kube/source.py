@@ -36,7 +36,7 @@ from magw.snapshot.load import SnapshotError
 from magw.sources.file.assemble import Ident, Parse, assemble
 from magw.sources.file.documents import Document
 from magw.sources.kube import mapping
-from magw.sources.kube.reflector import DEFAULT_TIMING, Event, Key, Obj, Reflector, Timing, stop_all
+from magw.sources.kube.reflector import DEFAULT_TIMING, Key, Obj, Reflector, Timing, WatchEvent, stop_all
 from magw.sources.kube.resources import Resource, resources
 from magw.util.aio import wait_first
 
@@ -65,7 +65,7 @@ class KubeSource:
         namespace: str,
         globalnet: bool = True,
         workloads: bool = True,
-        egress: bool = False,
+        egressgw: bool = False,
         parse: Parse | None = None,
         coalesce: float = 0.02,
         timing: Timing = DEFAULT_TIMING,
@@ -78,7 +78,7 @@ class KubeSource:
         self._parse: Parse = parse if parse is not None else SnapshotParser()
         self.coalesce = coalesce
         self.reflectors: dict[str, Reflector] = {}
-        for resource in resources(namespace, globalnet=globalnet, workloads=workloads, egress=egress):
+        for resource in resources(namespace, globalnet=globalnet, workloads=workloads, egressgw=egressgw):
             self.reflectors[resource.kind] = self._reflector(resource, timing)
         self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
         self._errors: dict[tuple[str, Key], mapping.MappingError] = {}
@@ -191,7 +191,7 @@ class KubeSource:
         except mapping.MappingError as exc:  # the object's last good documents stay in use
             self._errors[slot] = exc
 
-    def _on_change(self, kind: str, events: list[Event]) -> None:
+    def _on_change(self, kind: str, events: list[WatchEvent]) -> None:
         for event in events:
             if event.type == "SYNCED":  # a complete (re)list: map everything of this kind again
                 for slot in [s for s in self._docs if s[0] == kind] + [s for s in self._errors if s[0] == kind]:

@@ -26,7 +26,7 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from magw.model import Endpoint
-from magw.sources.kube.conditions import Condition, merge_conditions, set_condition
+from magw.sources.kube.conditions import KubeCondition, merge_conditions, set_condition
 from magw.sources.kube.lease import BACKOFF_CAP, BACKOFF_FIRST
 from magw.sources.kube.reflector import API_ERRORS
 from magw.util.aio import wait_first
@@ -77,9 +77,11 @@ def _connection(endpoint: Endpoint, peer: Mapping[str, Any] | None) -> dict[str,
     return conn
 
 
-def _ready(ha_status: HaStatus, failure: str, conns: list[dict[str, Any]], generation: int | None) -> Condition:
-    def cond(status: Literal["True", "False"], reason: str, message: str) -> Condition:
-        return Condition(type="Ready", status=status, reason=reason, message=message, observed_generation=generation)
+def _ready(ha_status: HaStatus, failure: str, conns: list[dict[str, Any]], generation: int | None) -> KubeCondition:
+    def cond(status: Literal["True", "False"], reason: str, message: str) -> KubeCondition:
+        return KubeCondition(
+            type="Ready", status=status, reason=reason, message=message, observed_generation=generation
+        )
 
     if failure:
         return cond("False", "Failure", failure)
