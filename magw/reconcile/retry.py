@@ -4,6 +4,9 @@ An operation that failed is left out of later syncs until its retry time. The
 backoff belongs to the object AND to what we wanted it to be: when the desired
 object changes (or the object no longer needs any operation), its backoff is
 cleared and the new operation runs at the next sync.
+
+``Backoff`` is also the delay of a whole failed pass in the trigger loops (``magw.reconcile.trigger``); their
+bounds are named here, at the end, so that they live in one place.
 """
 
 from __future__ import annotations
@@ -47,6 +50,16 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         return float(min(self.cap, self.base * 2 ** min(attempt - 1, 62)))
+
+    @classmethod
+    def constant(cls, seconds: float) -> Backoff:
+        """The same delay after every failure (a pass retried at the next tick)."""
+        return cls(base=seconds, cap=seconds)
+
+
+# The backoffs of the trigger loops' failed passes (magw.reconcile.trigger), in one place.
+GLOBALNET_PASS_BACKOFF = Backoff(base=0.1, cap=5.0)  # magw-globalnet: a pass's I/O error (docs/globalnet.md)
+OVN_SYNC_BACKOFF = Backoff(base=0.5, cap=10.0)  # the OVN syncer: a failed NB sync (docs/ovn.md)
 
 
 @attrs.frozen(kw_only=True)

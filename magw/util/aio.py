@@ -1,5 +1,5 @@
-"""Small asyncio helpers shared by the daemons, with no dependency of their own (the OVN syncer and the
-Kubernetes sources both wait this way; the syncer must not import kubernetes_asyncio for it)."""
+"""Small asyncio helpers shared by the daemons, with no dependency of their own (the Kubernetes sources and
+the gateway wait this way; controllers and syncers wait on ``magw.reconcile.trigger`` instead)."""
 
 from __future__ import annotations
 

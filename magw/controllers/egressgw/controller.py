@@ -3,7 +3,7 @@
 A pass (``reconcile``) scans the source (a fresh read: it includes this process's own writes), computes every
 VIP's status with ``ops.statuses`` (services from the binding resolver; holder and since as they are) and
 writes the ones that differ; statuses of VIPs that are gone are deleted. ``run()`` repeats it every
-``interval`` and whenever ``mark_dirty(reason)`` is called.
+``interval`` and whenever ``mark_dirty(reason)`` is called (the trigger loop, ``magw.reconcile.trigger``).
 
 Operations (the HTTP API's, ``magw.daemons.egressgw.api``) run under the same lock as the passes, one at a
 time, each on a fresh read: ``bind``/``unbind`` compute the new VIP with ``ops``, write it back to its file
@@ -19,7 +19,6 @@ The source is the file broker or the Kubernetes view (``KubeEgressView``); the w
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -32,6 +31,8 @@ import structlog
 from magw.controllers.egressgw import ops
 from magw.model import Snapshot
 from magw.model.egressgw import EgressGateway, EgressVIP, EgressVIPStatus
+from magw.reconcile.retry import Backoff
+from magw.reconcile.trigger import DONE, Outcome, Trigger, Wake
 from magw.sources.base import StateSource
 
 log = structlog.get_logger(__name__)
@@ -85,7 +86,7 @@ class EgressController:
         self._clock = clock
         self._may_write = may_write
         self.lock = asyncio.Lock()
-        self._dirty = asyncio.Event()
+        self._trigger: Trigger | None = None  # while run() runs
         self._conflicts: tuple[str, ...] = ()
 
     # ----- reading --------------------------------------------------------------------------------
@@ -133,22 +134,31 @@ class EgressController:
         return EgressPassResult(written=written, deleted=deleted, conflicts=conflicts)
 
     def mark_dirty(self, reason: str) -> None:
-        """Run a pass soon; ``reason`` says why (an API change, a new snapshot)."""
-        self._dirty.set()
+        """Run a pass soon; ``reason`` says why (an API change, a new snapshot). Before ``run()``: nothing (its
+        first pass comes at once)."""
+        if self._trigger is not None:
+            self._trigger.mark_dirty(reason)
 
     async def run(self, interval: float = 1.0) -> None:
-        """Passes every ``interval`` seconds and on ``mark_dirty()``, until cancelled; an I/O error is logged and
-        the pass retried at the next tick."""
-        while True:
-            async with self.lock:
-                try:
-                    self.reconcile()
-                except (OSError, NotReady) as exc:
-                    log.warning("egress.pass_failed", error=str(exc))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await self._dirty.wait()
-            self._dirty.clear()
+        """Passes every ``interval`` seconds and on ``mark_dirty()``, until cancelled; an I/O error (or no lease)
+        is logged (``egress.pass_failed``) and the pass retried at the next tick."""
+        self._trigger = Trigger(
+            "egress",
+            self._pass,
+            resync=interval,
+            backoff=Backoff.constant(interval),
+            retry_on=(OSError, NotReady),
+            failed_event="egress.pass_failed",
+        )
+        try:
+            await self._trigger.run(asyncio.Event())
+        finally:
+            self._trigger = None
+
+    async def _pass(self, _wake: Wake) -> Outcome:
+        async with self.lock:
+            self.reconcile()
+        return DONE
 
     # ----- operations (call with ``lock`` held) --------------------------------------------------
 

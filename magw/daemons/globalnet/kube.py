@@ -25,7 +25,6 @@ from magw.sources.kube.globalnet_store import KubeGlobalnetStore
 from magw.sources.kube.lease import KubeLease, globalnet_lease_name
 from magw.sources.kube.reflector import API_ERRORS
 from magw.sources.kube.source import KubeSource
-from magw.util.aio import wait_first
 
 log = structlog.get_logger(__name__)
 
@@ -37,8 +36,7 @@ class KubeDaemon(Daemon):
         self.kube_lease = KubeLease(api, args.namespace, globalnet_lease_name(), args.identity, args.lease_duration)
         self._hold_stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._changed = asyncio.Event()
-        self.source.subscribe(lambda _snapshot: self._changed.set())
+        self.source.subscribe(lambda _snapshot: self.trigger.mark_dirty("source"))
         super().__init__(args)
 
     def _controller(self, args: argparse.Namespace) -> GlobalnetController:
@@ -71,11 +69,10 @@ class KubeDaemon(Daemon):
             return f"? ({type(exc).__name__})"
         return str(lease.spec.holder_identity or "")
 
-    async def _idle(self, stop: asyncio.Event) -> None:
-        """Until the source changes, ``--resync`` passes, or ``stop``."""
-        await wait_first(stop, self._changed, self.args.resync)
-        self._changed.clear()
-        await asyncio.sleep(self.args.poll_interval)  # a burst of changes: one pass
+    def _schedule(self) -> tuple[float, float]:
+        """A turn when the source changes, ``--poll-interval`` after the first change (a burst of changes: one
+        pass), and every ``--resync`` without one."""
+        return self.args.resync, self.args.poll_interval
 
     async def _release(self) -> None:
         self._hold_stop.set()  # hold() releases the Lease on its way out

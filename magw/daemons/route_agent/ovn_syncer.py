@@ -4,8 +4,9 @@ It follows a state source (the file broker or Kubernetes) and, when hosted by a 
 (``magw-route-agent --ovn-nb ... --ovn-sb ...``), that agent's data-plane health monitor: a gateway the
 probes take down leaves every reroute policy's ECMP set in the next sync, one NB transaction, with no
 broker round trip. Each sync (``magw.reconcile.ovnsync.sync_ovn``) runs in a worker thread, because the
-OVSDB IDL calls block; a failed sync is logged once per distinct error and retried with a capped backoff;
-a resync every ``resync_period`` repairs rows changed or deleted behind our back.
+OVSDB IDL calls block; a failed sync is logged once per distinct error and retried with a capped backoff
+(``OVN_SYNC_BACKOFF``: 0.5 s doubling to 10 s); a resync every ``resync_period`` repairs rows changed or
+deleted behind our back. When to sync is the trigger loop's (``magw.reconcile.trigger``).
 
 A sync that a change asked for (a new snapshot, a health change) starts from what the last successful sync
 left in the NB (``known``) instead of reading every row of ours back: a failover is plan, diff and one
@@ -28,12 +29,11 @@ import structlog
 from magw.daemons.common.runner import write_json_atomic
 from magw.model import Snapshot
 from magw.reconcile.ovnsync import OvnDriver, OvnSettings, OvnSyncResult, sync_ovn
+from magw.reconcile.retry import OVN_SYNC_BACKOFF
+from magw.reconcile.trigger import DONE, FAILED, Outcome, Trigger, Wake
 from magw.sources.base import StateSource
-from magw.util.aio import wait_first
 
 log = structlog.get_logger(__name__)
-
-MAX_BACKOFF = 10.0  # seconds between retries of a failing sync, at most
 
 
 @attrs.define
@@ -46,15 +46,16 @@ class OvnSyncer:
     status_file: str | None = None
     syncs: int = attrs.field(init=False, default=0)
     last: OvnSyncResult | None = attrs.field(init=False, default=None)
-    _dirty: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
+    _trigger: Trigger = attrs.field(init=False)
     _last_error: str | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
+        self._trigger = Trigger("ovn_syncer", self._pass, resync=self.resync_period, backoff=OVN_SYNC_BACKOFF)
         self.source.subscribe(lambda _snapshot: self.mark_dirty("snapshot"))
 
     def mark_dirty(self, reason: str) -> None:
         """Sync soon; ``reason`` says why (a new snapshot, or a health change)."""
-        self._dirty.set()
+        self._trigger.mark_dirty(reason)
 
     def _snapshot(self) -> Snapshot | None:
         snapshot = self.source.snapshot
@@ -112,14 +113,11 @@ class OvnSyncer:
         }
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Sync on every change, on every resync period, and after a failure with a capped backoff."""
-        backoff = 0.5
-        self._dirty.set()
-        while not stop.is_set():
-            timeout = self.resync_period if self.last is None or self.last.ok else backoff
-            asked = await wait_first(stop, self._dirty, timeout)  # False: the period (or backoff) ran out
-            if stop.is_set():
-                return
-            self._dirty.clear()
-            result = await self.sync(full=not asked)
-            backoff = min(backoff * 2, MAX_BACKOFF) if result is not None and not result.ok else 0.5
+        """Sync at start, on every change, on every resync period, and after a failure with a capped backoff,
+        until ``stop`` is set."""
+        await self._trigger.run(stop)
+
+    async def _pass(self, wake: Wake) -> Outcome:
+        """A change asked for it: from the known rows; the period or a retry: a full sync (it reads the NB)."""
+        result = await self.sync(full=not wake.marked)
+        return FAILED if result is not None and not result.ok else DONE

@@ -16,7 +16,9 @@ Clusters), carry the label ``submariner.io/clusterID``, and are compared by spec
 never makes us delete anything. While the broker is unreachable the local remote objects stay as they are:
 the route agents keep their routes and the health probes keep failing over; nothing is flushed. Several
 gateways may run the syncer at once (multi-active): they compute the same target, and a write that loses a
-race (409, 404) is simply decided again on the next pass.
+race (409, 404) is simply decided again on the next pass. When a pass runs is the trigger loop's
+(``magw.reconcile.trigger``): on a change of either side after 50 ms (a burst of events, a relist, is one
+pass; a lost race does not spin), and every ``resync``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from magw.reconcile.trigger import DONE, Outcome, Trigger, Wake
 from magw.sources.kube.crd import Crd
 from magw.sources.kube.reflector import (
     API_ERRORS,
@@ -42,7 +45,6 @@ from magw.sources.kube.reflector import (
     stop_all,
 )
 from magw.sources.kube.resources import GROUP, VERSION
-from magw.util.aio import wait_first
 
 log = structlog.get_logger(__name__)
 
@@ -110,7 +112,7 @@ class BrokerSync:
     ) -> None:
         self.local_cluster = local_cluster
         self.resync = resync
-        self._dirty = asyncio.Event()
+        self._trigger = Trigger("brokersync", self._pass, resync=resync, settle=0.05)
         self._stop = asyncio.Event()
         self.enabled = True  # the gateway clears it while it does not hold its lease
         self.passes = 0
@@ -131,7 +133,7 @@ class BrokerSync:
                 )
 
     def _changed(self, _events: list[WatchEvent]) -> None:
-        self._dirty.set()
+        self._trigger.mark_dirty("watch")
 
     @property
     def synced(self) -> bool:
@@ -176,18 +178,12 @@ class BrokerSync:
             (log.info if conflict else log.warning)("brokersync.write_failed", error=state, retried="next pass")
         self._failing = state
         if conflict:  # a lost race: look again as soon as the views move on
-            self._dirty.set()
+            self._trigger.mark_dirty("conflict")
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(r.run(), name=f"brokersync-{r.kind}") for r in self.reflectors.values()]
         try:
-            while not self._stop.is_set():
-                await wait_first(self._stop, self._dirty, self.resync)
-                if self._stop.is_set():
-                    break
-                self._dirty.clear()
-                await self.sync_once()
-                await asyncio.sleep(0.05)  # a burst of events (a relist) becomes one pass, and a lost race no spin
+            await self._trigger.run(self._stop)
         finally:
             await stop_all(self.reflectors.values(), tasks)
 
@@ -196,4 +192,8 @@ class BrokerSync:
 
     def mark_dirty(self, reason: str) -> None:
         """Run a pass soon; ``reason`` says why (the gateway calls it when it wins its lease)."""
-        self._dirty.set()
+        self._trigger.mark_dirty(reason)
+
+    async def _pass(self, _wake: Wake) -> Outcome:
+        await self.sync_once()  # an API error is one write's (``_failed``), never the pass's
+        return DONE
