@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     snapshot = load_snapshot(args.snapshot)
     _check_node(snapshot, args.node)
     clock.mark("load")
-    netns = require_netns(args.netns)
+    netns = require_netns(args.netns, guard=not args.dry_run)  # a dry run only reads: any namespace will do
     caps = detect(netns, read_only=args.dry_run)
     clock.mark("detect")
     try:

@@ -10,7 +10,8 @@ multipath hash policy is left as it is (we do not know what it was before).
 The liveness table of failure detection (``ip magw_health``,
 docs/health.md) is ours too and goes first. Without ``--netns`` it works in the
 current namespace, and refuses (exit 2) when that is, or may be, the host's
-initial one unless ``--allow-init-netns`` is given (``nodeargs``).
+initial one unless ``--allow-init-netns`` is given (``nodeargs``); ``--dry-run``
+only reads, so it is not refused.
 
 With ``--ovs-db`` (a node of ``cni: ovn``, docs/ovn-node.md) it also removes what
 the route agent made in Open vSwitch: ``br-submariner`` and its ports when the
@@ -28,6 +29,7 @@ import structlog
 
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
 from magw.cli.sync import sync
+from magw.daemons.common.flags import ovsdb_remote
 from magw.desired.state import DesiredState
 from magw.health.liveness import TABLE as LIVENESS_TABLE
 from magw.health.liveness import remove_liveness_table
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print what would be removed without removing it")
     parser.add_argument(
         "--ovs-db",
+        type=ovsdb_remote,
         metavar="REMOTE",
         help="also remove the route agent's br-submariner, ovn-k8s-sub0 and bridge mapping from this Open vSwitch "
         "database (unix:PATH), leaving everything not ours",
@@ -47,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    netns = require_netns(args.netns)
+    netns = require_netns(args.netns, guard=not args.dry_run)  # a dry run only reads: any namespace will do
     if remove_liveness_table(netns, dry_run=args.dry_run):
         print(f"{'would delete' if args.dry_run else 'delete'} nft table ip {LIVENESS_TABLE} (liveness lease)")
     ovs_failed = args.ovs_db is not None and not _cleanup_ovs(args.ovs_db, dry_run=args.dry_run)

@@ -38,12 +38,12 @@ def _source(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from magw.cli.brokerdir import open_broker
     from magw.controllers.egressgw import ops
     from magw.controllers.egressgw.controller import EgressController, NotReady
-    from magw.sources.file.broker import FileBroker
     from magw.sources.file.egressgw_store import EgressStore, StoreRefused
 
-    broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
+    broker = open_broker(args.broker_dir, args.cluster)
     controller = EgressController(source=broker, store=EgressStore(args.broker_dir, args.cluster))
     try:
         if args.verb == "show":

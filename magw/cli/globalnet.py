@@ -61,10 +61,9 @@ def _read(args: argparse.Namespace) -> Snapshot:
         return load_snapshot(args.snapshot)
     if args.cluster is None:
         raise UsageError("globalnet show: --broker-dir needs --cluster ID")
-    from magw.sources.file.broker import FileBroker  # lazy: only this input needs the broker
+    from magw.cli.brokerdir import open_broker  # lazy: only this input needs the broker
 
-    broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
-    broker.scan()
+    broker = open_broker(args.broker_dir, args.cluster)
     if broker.snapshot is None:
         raise RuntimeError(f"{args.broker_dir}: no usable Cluster document for {args.cluster!r}")
     return broker.snapshot

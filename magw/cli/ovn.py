@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from contextlib import closing
 
 import structlog
 
 from magw.cli import UsageError
+from magw.daemons.common.flags import ovsdb_remote
 from magw.daemons.route_agent.health_flags import DEFAULT_ENDPOINT_TTL
 from magw.desired.ovn.nbctl import batch_argv, state_commands
 from magw.desired.ovn.planner import OvnInputs, OvnPlanError, plan_ovn
@@ -35,9 +37,19 @@ log = structlog.get_logger(__name__)
 
 def _db_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--nb", required=True, metavar="REMOTE", help="the OVN Northbound database (unix:PATH or tcp:IP:PORT)"
+        "--nb",
+        required=True,
+        type=ovsdb_remote,
+        metavar="REMOTE",
+        help="the OVN Northbound database (unix:PATH or tcp:IP:PORT)",
     )
-    p.add_argument("--sb", required=True, metavar="REMOTE", help="the OVN Southbound database (its Chassis table)")
+    p.add_argument(
+        "--sb",
+        required=True,
+        type=ovsdb_remote,
+        metavar="REMOTE",
+        help="the OVN Southbound database (its Chassis table)",
+    )
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="connect timeout (default 10)")
 
 
@@ -99,7 +111,14 @@ def _settings(args: argparse.Namespace) -> OvnSettings:
 def _connect(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from magw.drivers.ovn import connect  # lazy: `magw ovn plan` needs no ovsdbapp
 
+    # ovsdbapp logs an unreachable database at error level before raising: the OvnConnectError that follows
+    # says it in one line already (-vv keeps ovsdbapp's line)
+    if args.verbose < 2:
+        logging.getLogger(OVSDBAPP_SCHEMA_LOGGER).setLevel(logging.CRITICAL)
     return connect(args.nb, args.sb, timeout=args.timeout)
+
+
+OVSDBAPP_SCHEMA_LOGGER = "ovsdbapp.backend.ovs_idl.idlutils"
 
 
 def _rows_text(state: OvnState) -> str:

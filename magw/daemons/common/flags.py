@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
+import re
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from typing import NoReturn
 
+import magw
 from magw.sources.file.documents import check_name
 from magw.sources.flags import add_source_arguments, check_source
 from magw.util.logsetup import FORMATS, LEVELS
@@ -35,6 +39,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def non_negative_seconds(text: str) -> float:
+    """Seconds, 0 allowed (e.g. a grace period that may be none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -43,6 +58,79 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be 0 (off) or a port 1-65535, got {value}")
     return value
+
+
+def host_port(text: str) -> str:
+    """``HOST:PORT`` (HOST may be empty, PORT 0-65535); returned as given, the daemons split it themselves."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: the port must be 0-65535")
+    if host:
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            if not _HOSTNAME.fullmatch(host):
+                raise argparse.ArgumentTypeError(f"{text!r}: {host!r} is not an address or host name") from None
+    return text
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*")
+
+
+def in_existing_directory(text: str) -> str:
+    """A path whose parent directory exists (the file or directory itself is made by the daemon)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"{text!r}: no such directory: {parent}")
+    return text
+
+
+def interface_name(text: str) -> str:
+    """A Linux interface name: 1-15 characters, no '/', ':' or white space."""
+    if not 0 < len(text) <= 15 or any(c in text for c in "/: \t\n") or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an interface name (1-15 characters, no '/', ':' or space)")
+    return text
+
+
+def url(text: str) -> str:
+    """An ``http://`` or ``https://`` base URL with a host."""
+    parts = urllib.parse.urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL with a host")
+    return text
+
+
+def _ovsdb_remote(remote: str) -> bool:
+    kind, sep, rest = remote.partition(":")
+    if not sep or not rest:
+        return False
+    if kind == "unix":
+        return True
+    host, sep, port = rest.rpartition(":")
+    return kind in ("tcp", "ssl") and bool(sep and host and port.isdigit() and 0 < int(port) <= 65535)
+
+
+def ovsdb_remote(text: str) -> str:
+    """An OVSDB remote a client connects to: ``unix:PATH``, ``tcp:HOST:PORT`` or ``ssl:HOST:PORT`` (an IPv6 HOST
+    in brackets), or several separated by commas, as ``ovsdb-client`` takes them."""
+    if not all(_ovsdb_remote(part) for part in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an OVSDB remote (unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT)"
+        )
+    return text
+
+
+def name(text: str) -> str:
+    """A document name: letters, digits, '.', '_' or '-'."""
+    return _name(text)
 
 
 def _name(text: str) -> str:
@@ -59,9 +147,25 @@ def ipv4(text: str) -> ipaddress.IPv4Address:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
 
 
+def add_version(p: argparse.ArgumentParser) -> None:
+    """``--version``: ``<prog> <version>`` on stdout, exit 0."""
+    p.add_argument("--version", action="version", version=f"{p.prog} {magw.__version__}")
+
+
+def add_log_arguments(p: argparse.ArgumentParser) -> None:
+    """``--log-format`` and ``--log-level``, their choices shown in ``--help``."""
+    p.add_argument(
+        "--log-format", choices=FORMATS, default="console", help="log format on stderr: %(choices)s (default console)"
+    )
+    p.add_argument(
+        "--log-level", choices=LEVELS, default="info", help="lowest level logged: %(choices)s (default info)"
+    )
+
+
 def common_parser(prog: str, description: str, *, broker: bool = False) -> OneLineParser:
     """The flags both daemons take."""
     p = OneLineParser(prog=prog, description=description)
+    add_version(p)
     add_source_arguments(p, broker=broker)
     p.add_argument("--node", required=True, type=_name, help="this node's name (its Node document's name)")
     p.add_argument("--cluster", required=True, type=_name, help="this node's cluster id (the local cluster)")
@@ -72,8 +176,7 @@ def common_parser(prog: str, description: str, *, broker: bool = False) -> OneLi
         metavar="SECONDS",
         help="full resync every SECONDS (default 30)",
     )
-    p.add_argument("--log-format", choices=FORMATS, default="console", help="log format on stderr (default console)")
-    p.add_argument("--log-level", choices=LEVELS, default="info", help="lowest level logged (default info)")
+    add_log_arguments(p)
     p.add_argument(
         "--metrics-port",
         type=_port,

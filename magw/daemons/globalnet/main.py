@@ -12,46 +12,66 @@ from collections.abc import Sequence
 
 import structlog
 
+from magw.daemons.common.flags import (
+    OneLineParser,
+    add_log_arguments,
+    add_version,
+    name,
+    non_negative_seconds,
+    parse,
+    positive_seconds,
+)
 from magw.daemons.globalnet.app import Daemon
-from magw.sources.flags import add_source_arguments, check_source
+from magw.sources.flags import add_source_arguments
 from magw.util.logsetup import configure_logging
 
 log = structlog.get_logger(__name__)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def parser() -> OneLineParser:
+    p = OneLineParser(
         prog="magw-globalnet",
         description="The Globalnet controller: allocates global IPs and writes statuses into the file broker "
         "(docs/globalnet.md). One replica acts; others wait on the lease.",
     )
+    add_version(p)
     add_source_arguments(p)
-    p.add_argument("--cluster", required=True, help="the id of the local cluster (its Cluster document)")
+    p.add_argument("--cluster", required=True, type=name, help="the id of the local cluster (its Cluster document)")
     p.add_argument(
         "--identity",
         default=f"{socket.gethostname()}-{os.getpid()}",
         help="this replica's name in the lease (default: HOSTNAME-PID)",
     )
-    p.add_argument("--lease-duration", type=float, default=6.0, help="seconds a lease lasts unrenewed (default 6)")
+    p.add_argument(
+        "--lease-duration",
+        type=positive_seconds,
+        default=6.0,
+        metavar="SECONDS",
+        help="seconds a lease lasts unrenewed (default 6)",
+    )
     p.add_argument(
         "--gateway-grace",
-        type=float,
+        type=non_negative_seconds,
         default=300.0,
+        metavar="SECONDS",
         help="seconds a gone gateway keeps its egress addresses before they return to the pool (default 300)",
     )
-    p.add_argument("--resync", type=float, default=10.0, help="seconds between passes with no change (default 10)")
-    p.add_argument("--poll-interval", type=float, default=0.1, help="seconds between broker scans (default 0.1)")
-    p.add_argument("--log-format", choices=("console", "json"), default="console")
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument(
+        "--resync",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between passes with no change (default 10)",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=positive_seconds,
+        default=0.1,
+        metavar="SECONDS",
+        help="seconds between broker scans (default 0.1)",
+    )
+    add_log_arguments(p)
     return p
-
-
-def _positive(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    for name in ("lease_duration", "resync", "poll_interval"):
-        if not getattr(args, name) > 0:
-            p.error(f"--{name.replace('_', '-')}: must be > 0 seconds")
-    if args.gateway_grace < 0:
-        p.error("--gateway-grace: must be >= 0 seconds")
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -68,10 +88,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    _positive(p, args)
-    check_source(p, args)
+    args = parse(parser(), argv)
     configure_logging(args.log_format, args.log_level)
     return asyncio.run(_main(args))
 

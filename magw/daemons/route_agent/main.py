@@ -10,7 +10,15 @@ from collections.abc import Sequence
 import structlog
 from prometheus_client import REGISTRY
 
-from magw.daemons.common.flags import EXIT_FAILURE, EXIT_USAGE, OneLineParser, common_parser, parse
+from magw.daemons.common.flags import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    OneLineParser,
+    common_parser,
+    in_existing_directory,
+    interface_name,
+    parse,
+)
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.route_agent.app import SWITCH_INTERVAL, RouteAgent, StrategyPicker
 from magw.daemons.route_agent.health import build_monitor
@@ -32,7 +40,12 @@ def build_parser() -> OneLineParser:
     p = common_parser("magw-route-agent", "Program this node's magw plan into the namespace it runs in.")
     p.add_argument("--once", action="store_true", help="one full sync, then exit (0: converged, 1: failures)")
     p.add_argument("--fake", action="store_true", help="use the in-memory fake node driver (no kernel, no root)")
-    p.add_argument("--status-file", metavar="PATH", help="write a JSON status after every sync (atomic replace)")
+    p.add_argument(
+        "--status-file",
+        type=in_existing_directory,
+        metavar="PATH",
+        help="write a JSON status after every sync (atomic replace)",
+    )
     p.add_argument(
         "--allow-init-netns",
         action="store_true",
@@ -40,6 +53,7 @@ def build_parser() -> OneLineParser:
     )
     p.add_argument(
         "--cni-interface",
+        type=interface_name,
         metavar="NAME",
         help="--source kube: publish this interface's first IPv4 address as the node's CNI address (default: the "
         "first local address inside the cluster's pod CIDRs)",

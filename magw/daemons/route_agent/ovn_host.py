@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from magw.daemons.common.flags import in_existing_directory, ovsdb_remote
 from magw.daemons.route_agent.ovn_syncer import OvnSyncer
 from magw.desired.ovn.planner import OvnPlan
 from magw.desired.ovn.rows import OvnState
@@ -31,11 +32,22 @@ CONNECT_TIMEOUT = 10.0
 def add_ovn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ovn-nb",
+        type=ovsdb_remote,
         metavar="REMOTE",
         help="host the OVN syncer: the OVN Northbound database (unix:PATH or tcp:IP:PORT); one agent per cluster",
     )
-    p.add_argument("--ovn-sb", metavar="REMOTE", help="with --ovn-nb: the OVN Southbound database (its Chassis table)")
-    p.add_argument("--ovn-status-file", metavar="PATH", help="with --ovn-nb: the syncer's JSON status after each sync")
+    p.add_argument(
+        "--ovn-sb",
+        type=ovsdb_remote,
+        metavar="REMOTE",
+        help="with --ovn-nb: the OVN Southbound database (its Chassis table)",
+    )
+    p.add_argument(
+        "--ovn-status-file",
+        type=in_existing_directory,
+        metavar="PATH",
+        help="with --ovn-nb: the syncer's JSON status after each sync",
+    )
     p.add_argument("--ovn-cluster-router", default=CLUSTER_ROUTER, metavar="NAME", help=argparse.SUPPRESS)
     p.add_argument("--ovn-lb-group", default=LB_GROUP, metavar="NAME", help=argparse.SUPPRESS)
 

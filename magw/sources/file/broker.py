@@ -156,6 +156,10 @@ class FileBroker:
                 return doc.fields
         return None
 
+    def cluster_ids(self) -> frozenset[str]:
+        """The ids of the Cluster documents read in the last pass: every cluster's, not only the local one's."""
+        return frozenset(d.ident[1] for state in self._files.values() for d in state.docs if d.kind == "Cluster")
+
     def problem_files(self, prefix: str = "") -> frozenset[str]:
         """Names (starting with ``prefix``) of the files that could not be read, or that hold a document left
         out, in the last pass. The Globalnet controller allocates nothing while one of its status files is
