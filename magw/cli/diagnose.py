@@ -5,7 +5,9 @@
 Probes nexthop objects and resilient groups (throwaway objects, deleted at
 once), reads the tool versions and ``net.ipv4.fib_multipath_hash_policy``, and
 says which strategy ``magw apply`` would use for a snapshot asking for
-``resilient``. Changes nothing else.
+``resilient``. Changes nothing else. Without ``--netns``, when the current
+namespace is, or may be, the host's initial one, it creates no probe objects at
+all and learns support from dumps only, as ``apply --dry-run`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 
 from magw.cli.nodeargs import add_netns_argument, require_netns
 from magw.drivers.netlink.capabilities import HASH_POLICY_L4, Capabilities, detect
+from magw.drivers.netns import current_netns_refusal
 
 TOPICS = ("kernel",)
 
@@ -47,7 +50,9 @@ def text_lines(caps: Capabilities) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     netns = require_netns(args.netns, guard=False)
-    caps = detect(netns)
+    # The host's namespace (or one we cannot tell apart from it) gets no probe objects: dumps only.
+    read_only = netns is None and current_netns_refusal("probe", allow=False) is not None
+    caps = detect(netns, read_only=read_only)
     if args.json:
         print(json.dumps({"netns": netns, **caps.to_json()}, indent=2, sort_keys=True))
     else:
