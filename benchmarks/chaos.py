@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bigsnap import LOCAL_CNI_IP, snapshot_text  # after sys.path
 from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN  # after sys.path
-from tests.kernel_dump import Baseline, Dump, differences, foreign, ours, planned, read  # after sys.path
+from tests.support.kernel_dump import Baseline, Dump, differences, foreign, ours, planned, read  # after sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -36,7 +36,7 @@ from magw.desired.ovn.planner import OvnInputs, plan_ovn
 from magw.drivers.ovn import connect
 from magw.model import Cluster, Config, Endpoint, Health, Node, Snapshot
 from magw.reconcile.ovnsync import sync_ovn
-from tests.ovn_fixture import build_ovnk, nbctl, ovn_databases, ovn_missing
+from tests.support.ovn_fixture import build_ovnk, nbctl, ovn_databases, ovn_missing
 
 REMOTE_CLUSTERS = 50
 

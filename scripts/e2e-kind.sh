@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # magw end to end on real API servers, with kind: for YOUR OWN CI. It is NOT run by this repository's CI or
-# tests, whose machines have no Docker daemon and no kind; tests/test_deploy_workloads.py only checks that bash
+# tests, whose machines have no Docker daemon and no kind; tests/deploy/test_deploy_workloads.py only checks that bash
 # parses this file and that the deploy/ files it applies exist (docs/kubernetes.md says the same).
 #
 # What it does: builds the image, creates three kind clusters on Docker's "kind" network (a broker and two

@@ -9,14 +9,17 @@ xfails do not count. Unset, skips are reported as usual, so a developer without 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.netns import can_use_netns, netns
-from tests.ovn_fixture import ovn_dbs  # noqa: F401  # the fixture, for every test module
+from tests.support.broker_docs import BrokerDocuments, broker_document
+from tests.support.cli import MagwCli
+from tests.support.daemon_procs import Daemon
+from tests.support.netns import NsFactory, VethPair, can_use_netns, netns, veth_between
+from tests.support.ovn_fixture import ovn_dbs  # noqa: F401  # the fixture, for every test module
 
 # No deadlines: these machines are shared and timing is noisy. CI runs a fixed, modest number of examples.
 settings.register_profile("default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
@@ -41,12 +44,48 @@ def ns() -> Iterator[str]:
 
 
 @pytest.fixture
-def ns_factory() -> Iterator[object]:
-    """Create several namespaces in one test: ``name = ns_factory()``; all are removed afterwards."""
-    import contextlib
+def ns_factory() -> Iterator[NsFactory]:
+    """Create several namespaces in one test: ``name = ns_factory()`` or ``ns_factory("magwt-gw")``; all are
+    removed afterwards, also when the test fails."""
+    factory = NsFactory()
+    try:
+        yield factory
+    finally:
+        factory.close()
 
-    with contextlib.ExitStack() as stack:
-        yield lambda prefix="magwt": stack.enter_context(netns(prefix))
+
+@pytest.fixture
+def veth_pair(ns_factory: NsFactory) -> VethPair:
+    """Two fresh namespaces joined by a veth (``v0`` in ``a``, ``v1`` in ``b``, both up, no addresses); the
+    namespaces, and the veth with them, are removed after the test."""
+    return veth_between(ns_factory(), ns_factory())
+
+
+@pytest.fixture(scope="session")
+def magw_cli() -> MagwCli:
+    """Run the magw CLI in a new process: ``magw_cli("plan", ...)`` is the finished process (tests/support/cli.py)."""
+    return MagwCli()
+
+
+@pytest.fixture(scope="session")
+def broker_documents() -> BrokerDocuments:
+    """The broker documents of tests/data/broker/ by file name: ``broker_documents("egress-east.yaml")``."""
+    return broker_document
+
+
+@pytest.fixture
+def daemons() -> Iterator[Callable[..., Daemon]]:
+    """Start daemon processes: ``daemons("route_agent", *args, netns=ns)``; each is killed after the test."""
+    started: list[Daemon] = []
+
+    def start(daemon: str, *args: str, netns: str | None = None) -> Daemon:
+        d = Daemon(daemon, *args, netns=netns)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.kill()
 
 
 REQUIRE_KERNEL_ENV = "MAGW_REQUIRE_KERNEL_TESTS"

@@ -114,7 +114,8 @@ class RouteLines:
     and ``route_text`` (a list of parts, three joins, the strip of ``object_line``) was about 3.5 us a line. The
     common route (unicast via ``nhid``, no encap) is one f-string here; the ``src`` text is kept while the
     routes share the very same address object (a gateway's routes all carry its CNI IP), so it is formatted
-    once. Every other route takes ``object_line``. tests/test_render_routelines.py holds both to the same text.
+    once. Every other route takes ``object_line``. tests/unit/desired/test_render_routelines.py holds both to the
+    same text.
     """
 
     def __init__(self) -> None:

@@ -46,8 +46,8 @@ def merge_results(*results: ApplyResult) -> ApplyResult:
 class Driver(Protocol):
     """Observes only what we own and carries out a ChangeSet.
 
-    Semantics every driver follows (the fakes and the kernel drivers alike; tests/test_driver_contract.py
-    and tests/test_nft_contract.py run the same cases against both):
+    Semantics every driver follows (the fakes and the kernel drivers alike; tests/kernel/test_driver_contract.py
+    and tests/kernel/test_nft_contract.py run the same cases against both):
 
     - ``create`` and ``replace`` both mean "make this object exist with exactly this content". A create
       whose key already holds an object of ours with other content replaces it (a link's mtu, a

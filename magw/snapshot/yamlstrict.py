@@ -30,7 +30,7 @@ class _SlashIsText(yaml.resolver.Resolver):
     Shaped for speed (docs/performance.md): the resolver is Python code called by libyaml's composer for every scalar,
     and it tries each implicit type's regex in turn: about a third of loading a 100k-CIDR snapshot. None of those
     types (bool, int, float, null, timestamp, merge, value, yaml) can contain a ``/``, so every CIDR takes the
-    shortcut with the same result; tests/test_yamlstrict_resolve.py checks the patterns and the results.
+    shortcut with the same result; tests/unit/snapshot/test_yamlstrict_resolve.py checks the patterns and the results.
     """
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
@@ -63,7 +63,7 @@ class _StringLists(yaml.constructor.SafeConstructor):
     ``construct_yaml_str``, about 0.6 us a CIDR, 60 ms of loading a 100k-CIDR snapshot. A ``str``-tagged scalar
     node constructs to its own ``value`` (``construct_scalar``), and strings are immutable, so an alias to such a
     node gives the same value either way; any other sequence takes the base class's path.
-    tests/test_yamlstrict_resolve.py compares the results with ``yaml.safe_load``.
+    tests/unit/snapshot/test_yamlstrict_resolve.py compares the results with ``yaml.safe_load``.
     """
 
     def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:

@@ -1,5 +1,5 @@
 #!/bin/bash
-P=${P:-egx$$}; E=$(dirname "$0")/../../tests/dataplane_echo.py; ne(){ ip netns exec "$@"; }
+P=${P:-egx$$}; E=$(dirname "$0")/../../tests/support/dataplane_echo.py; ne(){ ip netns exec "$@"; }
 ne $P-out timeout 60 python3 $E tcp-server 192.168.77.200 9000 --seconds 50 --max 1000 > ${OUT:-/tmp}/egx-tcp.log 2>&1 &
 ne $P-out timeout 60 python3 $E udp-server 192.168.77.200 9001 --seconds 50 --max 1000 > ${OUT:-/tmp}/egx-udp.log 2>&1 &
 ne $P-pb timeout 60 python3 $E tcp-server 0.0.0.0 8080 --seconds 50 --max 1000 > ${OUT:-/tmp}/egx-btcp.log 2>&1 &

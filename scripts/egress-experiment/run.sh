@@ -12,7 +12,7 @@ trap cleanup EXIT
 "$here/egress.sh"
 "$here/check.sh"
 ne() { ip netns exec "$@"; }
-E="$here/../../tests/dataplane_echo.py"
+E="$here/../../tests/support/dataplane_echo.py"
 ne $P-out timeout 20 python3 "$E" udp-server 192.168.77.200 9001 --seconds 15 --max 100 >/dev/null 2>&1 &
 sleep 0.3
 ne $P-pa timeout 5 python3 "$E" udp-client 192.168.77.200 9001 --count 3 --timeout 1 >/dev/null

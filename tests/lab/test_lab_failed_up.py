@@ -18,7 +18,7 @@ from magw.lab.build.procs import ProcRecord
 from magw.lab.errors import LabError
 from magw.lab.spec import naming
 from magw.lab.spec.topology import parse_topology
-from tests.labkit import NOTHING_LEFT, leftovers, unique_name
+from tests.support.labkit import NOTHING_LEFT, leftovers, unique_name
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

@@ -4,7 +4,7 @@ Every function returns the exact shape ``nft -j list`` prints back (nft 1.0.6,
 ``ip`` family tables), so a rule built here, the fake's copy and the kernel's
 read-back compare equal as strings once serialised with :func:`canonical`.
 Verified against the kernel: see ``tests/data/nft_canonical_example.json`` and
-``tests/test_planner_nft_kernel.py``.
+``tests/kernel/test_planner_nft_kernel.py``.
 
 Shapes worth knowing (all as nft prints them, not as it would also accept):
 

@@ -9,7 +9,7 @@ such clusters can be reused by identity: no hashing or comparing of 100k network
 
 What a hit gives back is the very object the last plan returned, so the reconciler's diff can skip a kind
 whose tuple is the one the kernel already holds (``magw.reconcile.diff``). A memo changes no result: a plan
-with a memo equals a plan without one (``tests/test_plan_memo.py`` checks both ways round).
+with a memo equals a plan without one (``tests/unit/desired/test_plan_memo.py`` checks both ways round).
 
 Rules:
 

@@ -136,7 +136,7 @@ class NftDriver:
             error = self._run(text)
             if error is None or KERNEL_REFUSED in error:
                 # Parsed and sent, and the kernel said no: the JSON document makes the same batch (the contract of
-                # tests/test_nft_textcmds.py), so it would be refused too; run the failing transaction once only.
+                # tests/kernel/test_nft_textcmds.py), so it would be refused too; run the failing transaction once only.
                 return error
             # nft syntax refused (e.g. a name that is an nft keyword): nothing reached the kernel, JSON says it all
             log.warning("nft.text_refused", netns=self.netns, family=change.family, table=change.name, error=error)

@@ -20,7 +20,7 @@ binding against a bare ctypes call on a 100k-element transaction.
 Namespaces. libnftables 1.0.6 opens its netlink socket in ``nft_ctx_new``, which
 ``Nftables()`` calls, not lazily: a context created while the thread is in
 namespace A keeps talking to A after the thread returns (checked with two
-throwaway namespaces, see tests/test_libnft.py). So the context is created
+throwaway namespaces, see tests/kernel/test_libnft.py). So the context is created
 inside the namespace, and we still enter the namespace around every command as
 well, so a future version that opens or reopens its socket lazily cannot
 silently act on the host's namespace.

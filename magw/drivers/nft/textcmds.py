@@ -16,7 +16,7 @@ table). So the driver sends a table replace as these commands, in the order of t
 
 One buffer is one netlink batch, so one kernel transaction, as with JSON. The rule expressions come from
 ``magw.desired.nft.text`` (the printer of ``magw plan``), whose text reads back as the same rules
-(tests/test_nft_roundtrip.py, tests/test_planner_nft_kernel.py).
+(tests/kernel/test_nft_roundtrip.py, tests/kernel/test_planner_nft_kernel.py).
 
 nft syntax cannot say everything JSON can: it has no quoting for names (a name that is an nft keyword does not
 parse) and no escapes in strings, and a value holding a blank, a ``;`` or a brace would end or split a command.

@@ -2,7 +2,7 @@
 
 It runs the driver's own reader and writer (``nbrows``) over ``fake_idl``, the fake's model of ovsdb-server
 (all-or-nothing transactions, garbage-collected children, referential integrity, unique names), so reconciler
-tests get the real driver's behaviour without a database. tests/test_ovn_contract.py runs one suite against
+tests get the real driver's behaviour without a database. tests/unit/drivers/test_ovn_contract.py runs one suite against
 this fake and the real driver on a real ovsdb-server.
 
 Foreign rows are seeded with the ``lr_add``/``lsp_add``/... helpers (each one transaction, named after the

@@ -2,7 +2,7 @@
 
 ``FakeOvnNb`` (``fake``) runs the driver's own reader and writer (``nbrows``) on it, so the fake differs from
 the real driver only where the database does: this module models what ovsdb-server does at commit, as checked
-against the real server by tests/test_ovn_contract.py:
+against the real server by tests/unit/drivers/test_ovn_contract.py:
 
 - a transaction works on a copy and replaces the database only when every check passes (all or nothing);
 - rows of non-root tables (router and switch ports, static routes, policies) that no row references any more

@@ -2,7 +2,7 @@
 
 Everything of one control plane lives in its directory ``d``: the databases (``nb.db``, ``sb.db``), the unix
 sockets the servers listen on (``nb.sock``, ``sb.sock``: nothing listens on any network), their control
-sockets, pid files and logs. The tests start the servers with ``--detach`` (``tests/ovn_fixture.py``); the lab
+sockets, pid files and logs. The tests start the servers with ``--detach`` (``tests/support/ovn_fixture.py``); the lab
 starts them in the foreground as lab processes (``magw.lab.planes.ovn``), so they are recorded and stopped by PID
 like every daemon. The command lines are the same, written once here.
 """

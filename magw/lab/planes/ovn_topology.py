@@ -1,6 +1,6 @@
 """An OVN-Kubernetes-like NB topology, built with ``ovn-nbctl`` and ``ovn-sbctl`` (not with magw's own driver).
 
-One builder for the OVN tests (``tests/ovn_fixture.py``), the benchmark and ``magw lab up --cni ovn``: what
+One builder for the OVN tests (``tests/support/ovn_fixture.py``), the benchmark and ``magw lab up --cni ovn``: what
 OVN-Kubernetes itself would have created before magw's syncer runs, from OVN-K's documented layout
 (docs/design/architecture and its NB dumps):
 

@@ -4,7 +4,7 @@
 client pod (``magw.lab.payload.losswatch``), the gateways every flow crosses just before the
 failure and at the end (nft sets in the gateways, ``magw.lab.observe.flowwatch``), and
 ``magw lab fail VICTIM`` ``fail_at`` seconds into the stream. Used by ``benchmarks/failover.py`` and
-``tests/test_lab_failover.py``. Every process it starts is stopped by PID, also
+``tests/lab/test_lab_failover.py``. Every process it starts is stopped by PID, also
 on failure; every wait is bounded.
 """
 

@@ -1,6 +1,6 @@
 """``ovn-trace`` on an SB database (no datapath needed), and the facts read from its text.
 
-Shared by the OVN tests (``tests/ovn_fixture.py`` re-exports it) and ``magw lab verify``: both assert on
+Shared by the OVN tests (``tests/support/ovn_fixture.py`` re-exports it) and ``magw lab verify``: both assert on
 what the real northd compiled, as ``ovn-trace --detailed`` prints it, and on the SB's port bindings, never on
 magw's own NB rows.
 """

@@ -11,7 +11,7 @@ from magw.model.egressgw import EgressVIPStatus
 from magw.snapshot.egressgw import status, status_to_doc
 from magw.sources.kube import mapping
 from magw.sources.kube.egressgw_store import status_body
-from tests.deploy_checks import cr_errors, manifests
+from tests.support.deploy_checks import cr_errors, manifests
 
 CLASH = "8080/tcp of blog/web is already blog/feed's; ignored"
 WITH = EgressVIPStatus(holder="e-gw1", since="2025-01-01T00:00:00.000000Z", services=("blog/feed",), conflicts=(CLASH,))

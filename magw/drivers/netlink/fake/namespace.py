@@ -23,7 +23,7 @@ driver does it, so dependents go. A route's kernel key is (table, dst, tos,
 metric) without the protocol: a replace takes a foreign route over
 (NLM_F_REPLACE), a delete (which names our protocol) leaves it alone.
 
-Not modelled, on purpose (``NOT_MODELLED``; tests/test_fake_netlink.py pins the list):
+Not modelled, on purpose (``NOT_MODELLED``; tests/unit/drivers/test_fake_netlink.py pins the list):
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What nft and the kernel refuse in a table that preflight lets through: the fake's kernel model.
 
 The real driver leaves these to the kernel; ``FakeNft`` runs them so it fails
-where the kernel fails (tests/test_nft_contract.py runs the same cases against
+where the kernel fails (tests/kernel/test_nft_contract.py runs the same cases against
 both). Measured on nft 1.0.6 / kernel 6.18:
 
 - a rule in a missing chain, a missing ``@set``, a ``jump``/``goto`` to a missing

@@ -8,10 +8,10 @@ refuse), and committed only if every check passes. A refused change leaves the
 old table exactly as it was. An element change is carried out on the STORED
 table (``fake_nft_elements``: deletes, then adds, refusing a missing element or a
 map key with another value), not copied from ``change.table``: like the kernel,
-the fake does not know what the reconciler believed it held. The same suite (tests/test_nft_contract.py) runs
+the fake does not know what the reconciler believed it held. The same suite (tests/kernel/test_nft_contract.py) runs
 against this fake and the real driver in a throwaway namespace.
 
-Not modelled, on purpose (``NOT_MODELLED``; tests/test_fake_nft.py pins the list):
+Not modelled, on purpose (``NOT_MODELLED``; tests/unit/drivers/test_fake_nft.py pins the list):
 """
 
 from __future__ import annotations

@@ -1,0 +1,202 @@
+"""Kernel test: ``magw lab up --cni ovn`` and ``magw lab verify`` (docs/lab.md, "--cni ovn").
+
+A small lab (east with two gateways and a worker, west with one gateway and a worker), through the CLI as a
+user runs it. The oracles are independent of the lab's own verifier where it matters: the NB policy read with
+``ovn-nbctl`` after a gateway goes down, and ``ovn-trace`` buckets re-run here; ``down`` is checked with the
+lab tests' leftovers helper plus a look for any process still holding the lab's OVN directory.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from magw.lab.build import procs, state
+from magw.lab.build.state import LabState
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.planes.ovn import ovn_dir
+from magw.lab.planes.ovn_servers import ovn_missing
+from magw.lab.planes.ovn_topology import nbctl, wait_sb
+from magw.lab.spec import naming
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import default_topology
+from tests.support.cli import MagwCli
+from tests.support.labkit import NOTHING_LEFT, leftovers, unique_name
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.ovn,
+    pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)"),
+]
+
+TOPOLOGY = """\
+clusters:
+  - {id: east, gateways: 2, workers: 1, pods_per_node: 1}
+  - {id: west, gateways: 1, workers: 1, pods_per_node: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, magw_cli: MagwCli) -> Iterator[LabState]:
+    reason = ovn_missing()
+    if reason:
+        pytest.skip(reason)
+    name = unique_name()
+    topo = tmp_path_factory.mktemp("ovnlab") / "lab.yaml"
+    topo.write_text(TOPOLOGY)
+    try:
+        up = magw_cli("lab", "up", "--name", name, "--cni", "ovn", "--topology", str(topo), "--timeout", "60")
+        assert up.returncode == 0, up.stdout + up.stderr
+        st = state.read(name)
+        assert st is not None
+        yield st
+    finally:
+        magw_cli("lab", "down", "--name", name)
+
+
+def verify_lines(magw_cli: MagwCli, st: LabState) -> tuple[int, list[str]]:
+    out = magw_cli("lab", "verify", "--name", st.name)
+    return out.returncode, out.stdout.splitlines()
+
+
+def test_up_runs_an_ovn_control_plane_and_verify_passes(lab: LabState, magw_cli: MagwCli) -> None:
+    doc = magw_cli("lab", "status", "--name", lab.name, "--json")
+    assert doc.returncode == 0, doc.stderr
+    assert '"cni": "ovn"' in doc.stdout
+    rc, lines = verify_lines(magw_cli, lab)
+    assert rc == 0, "\n".join(lines)
+    checks = [line for line in lines if line.startswith(("OK", "FAIL"))]
+    # Per cluster: 2 targets per node of every other cluster (egress), one ECMP check per remote cluster, one
+    # ingress check per uplink per node: east 3*2 + 1 + 2*3, west 2*2 + 1 + 1*2; node checks: one per worker and
+    # remote cluster, two per gateway (table 149, br-submariner): east 1 + 2*2, west 1 + 1*2.
+    assert len(checks) == 13 + 7 + 5 + 3 and all(c.startswith("OK") for c in checks), "\n".join(lines)
+    ecmp = next(c for c in checks if "ecmp" in c and "east -> west" in c)
+    assert "reach east-gw1, east-gw2" in ecmp
+    assert lines[-1] == "== 28/28 OK"
+
+
+def test_route_agents_run_in_ovn_mode(lab: LabState) -> None:
+    """The kernel's own lookups, here and not through the verifier: a worker's host traffic to west leaves by
+    ovn-k8s-mp0 (table 150), a gateway sends what arrives from west's tunnel into OVN by ovn-k8s-sub0 (table 149),
+    and the gateway's ovs-vswitchd has ovn-k8s-sub0 on br-submariner."""
+    lab_ = layout(lab.name, lab.topology)
+    east, west = lab_.cluster("east"), lab_.cluster("west")
+    worker = next(n for n in east.nodes if not n.gateway)
+    got = subprocess.run(
+        ["ip", "-n", worker.namespace, "route", "get", str(west.pods[0].ip)],
+        capture_output=True, text=True, timeout=10, check=True,
+    ).stdout  # fmt: skip
+    assert "via 169.254.253.1 dev ovn-k8s-mp0 table 150" in got, got
+    gw = east.gateways[0]
+    got = subprocess.run(
+        ["ip", "-n", gw.namespace, "route", "get", str(east.pods[0].ip), "from", str(west.pods[0].ip),
+         "iif", "vxlan-tunnel"],
+        capture_output=True, text=True, timeout=10, check=True,
+    ).stdout  # fmt: skip
+    assert "via 169.254.254.9 dev ovn-k8s-sub0 table 149" in got, got
+    d = lab.dir / "ovs" / gw.name
+    ports = subprocess.run(
+        ["ovs-vsctl", f"--db=unix:{d}/db.sock", "--timeout=5", "list-ports", "br-submariner"],
+        capture_output=True, text=True, timeout=10, check=True, env={"OVS_RUNDIR": str(d), "PATH": "/usr/bin:/bin"},
+    ).stdout.split()  # fmt: skip
+    assert ports == ["ovn-k8s-sub0"]
+
+
+def _routers_by_bucket(st: LabState, buckets: int) -> set[str]:
+    """Which gateway router each ECMP bucket of east's first pod toward west leads through (ovn-trace here, not
+    the verifier)."""
+    lab = layout(st.name, st.topology)
+    east, west = lab.cluster("east"), lab.cluster("west")
+    pod = east.pods[0]
+    d = ovn_dir(st, "east")
+    mac = nbctl(d, "lsp-get-addresses", f"default_{pod.name}").split()[0]
+    rtos = nbctl(d, "get", "Logical_Router_Port", f"rtos-{pod.node}", "mac").strip().strip('"')
+    flow = (
+        f'inport == "default_{pod.name}" && eth.src == {mac} && eth.dst == {rtos} && ip4.src == {pod.ip} && '
+        f"ip4.dst == {west.pods[0].ip} && ip.ttl == 64 && tcp && tcp.src == 40000 && tcp.dst == 8080"
+    )
+    routers: set[str] = set()
+    for b in range(1, buckets + 1):
+        out = subprocess.run(
+            ["ovn-trace", f"--db={d.sb}", "--detailed", "--ct=new,trk", f"--select-id={b}", pod.node, flow],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+        routers |= set(re.findall(r'dp="(submariner_router[^"]*)"', out))
+    return routers
+
+
+def test_a_gateway_marked_down_leaves_the_ecmp_set(lab: LabState, magw_cli: MagwCli) -> None:
+    assert _routers_by_bucket(lab, 2) == {"submariner_router", "submariner_router_2"}
+    health = lab.broker_dir / "health.yaml"
+    tmp = lab.broker_dir / ".health.yaml.tmp"
+    tmp.write_text("kind: Health\ndown: [east-gw2]\n")
+    tmp.rename(health)
+    d = ovn_dir(lab, "east")
+    deadline = time.monotonic() + 20
+    while True:
+        hops = nbctl(d, "--bare", "--columns=nexthops", "list", "Logical_Router_Policy").split()
+        if hops and "169.254.254.3" not in hops:  # east-gw2's join address (slot 2) left the policy
+            break
+        assert time.monotonic() < deadline, f"the syncer did not take east-gw2 out of the policy: {hops}"
+        time.sleep(0.2)
+    wait_sb(d)
+    assert _routers_by_bucket(lab, 2) == {"submariner_router"}
+    rc, lines = verify_lines(magw_cli, lab)
+    assert rc == 0, "\n".join(lines)
+    ecmp = next(line for line in lines if "ecmp" in line and "east -> west" in line)
+    assert "1 bucket(s) reach east-gw1 (expected east-gw1)" in ecmp
+    assert not any("egress" in line and "on east-gw2" in line for line in lines), "\n".join(lines)
+
+
+def test_verify_refuses_a_generic_lab_and_an_unknown_lab(magw_cli: MagwCli) -> None:
+    out = magw_cli("lab", "verify", "--name", "nosuchlab1")
+    assert out.returncode == 2 and "no lab named 'nosuchlab1'" in out.stderr
+    # A generic lab is refused from its state file alone: no network is needed for that.
+    name = unique_name()
+    st = LabState(name=name, topology=default_topology(), phase="up", daemons=False, token="x")
+    try:
+        state.write(st)
+        out = magw_cli("lab", "verify", "--name", name)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "built with --cni generic; verify is for --cni ovn labs" in out.stderr
+    finally:
+        shutil.rmtree(naming.state_dir(name), ignore_errors=True)
+
+
+def test_verify_fails_when_the_reroute_is_gone(lab: LabState, magw_cli: MagwCli) -> None:
+    """With east's syncer stopped (by its PID) and its reroute policy deleted behind its back, east's pods'
+    packets to west no longer reach a gateway router: verify says FAIL for each and exits 1."""
+    syncer = next(p for p in lab.processes if p.kind == "ovn-syncer" and p.owner == "east")
+    procs.stop([syncer])
+    d = ovn_dir(lab, "east")
+    nbctl(d, "lr-policy-del", "ovn_cluster_router", "20000")
+    rc, lines = verify_lines(magw_cli, lab)
+    assert rc == 1, "\n".join(lines)
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert failed and all(" east" in line for line in failed), "\n".join(lines)
+    assert any(line.startswith("FAIL egress  east: east-w1-p1 -> west pod") for line in failed), "\n".join(lines)
+    assert "FAILED" in lines[-1]
+
+
+def test_down_leaves_nothing(lab: LabState, magw_cli: MagwCli) -> None:
+    ovn_root = lab.dir / "ovn"
+    assert ovn_root.is_dir()
+    out = magw_cli("lab", "down", "--name", lab.name)
+    assert out.returncode == 0, out.stderr
+    assert leftovers(lab.name, lab.processes) == NOTHING_LEFT
+    # No process of any kind still has the lab's OVN files open or as an argument.
+    holders = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(ovn_root))]
+    assert holders == []
+
+
+def _mentions(proc: Path, text: str) -> bool:
+    try:
+        return text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False

@@ -1,0 +1,82 @@
+"""Helpers for the lab's kernel tests: unique lab names, a lab that is always removed, leftovers checks, bounded
+polls."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from magw.lab.build import lifecycle as build
+from magw.lab.build import netns, procs
+from magw.lab.build.procs import ProcRecord
+from magw.lab.build.state import LabState
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.topology import Topology
+
+POLL_LIMIT = 20.0  # seconds: bound of a poll (detection takes well under a second; broker expiry 5 s)
+
+
+def unique_name() -> str:
+    """A lab name no other test (or person) uses: 't' + 7 hex digits."""
+    return f"t{uuid.uuid4().hex[:7]}"
+
+
+@contextlib.contextmanager
+def running_lab(topology: Topology, *, daemons: bool, name: str | None = None) -> Iterator[tuple[LabLayout, LabState]]:
+    """Bring a lab up and always take it down afterwards, also when up or the test fails."""
+    lab_name = name or unique_name()
+    try:
+        st = build.up(topology, name=lab_name, daemons=daemons, wait_timeout=90.0)
+        yield layout(lab_name, topology), st
+    finally:
+        build.down(lab_name)
+
+
+def leftovers(name: str, processes: Sequence[ProcRecord], *, bystanders: Sequence[str] = ()) -> dict[str, object]:
+    """What of lab ``name`` still exists: namespaces with its prefix, live processes, its state directory.
+
+    ``bystanders`` are namespaces with the lab's prefix that the test itself made and
+    that must survive ``down``: they are not counted as leftovers.
+    """
+    prefix = naming.ns_prefix(name)
+    return {
+        "namespaces": [ns for ns in netns.list_namespaces() if ns.startswith(prefix) and ns not in bystanders],
+        "pids": [p.pid for p in processes if procs.is_alive(p.pid, p.start_ticks)],
+        "state_dir": naming.state_dir(name).exists(),
+    }
+
+
+NOTHING_LEFT: dict[str, object] = {"namespaces": [], "pids": [], "state_dir": False}
+
+
+@contextlib.contextmanager
+def bystander(ns: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A namespace ``ns`` made with plain ``ip netns add`` (not by a lab), with a ``sleep`` of ours inside it.
+
+    Yields the sleep's Popen; the sleep is killed by its PID and the namespace deleted afterwards.
+    """
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=10)
+    sleeper = None
+    try:
+        sleeper = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "120"], start_new_session=True)
+        yield sleeper
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait(timeout=10)
+        subprocess.run(["ip", "netns", "del", ns], check=False, timeout=10)
+
+
+def poll(what: str, condition: Callable[[], bool], limit: float = POLL_LIMIT) -> None:
+    """Wait (bounded) until ``condition()`` holds; fail naming ``what`` if it never does."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what}: not reached within {limit:g} s")
+        time.sleep(0.1)
