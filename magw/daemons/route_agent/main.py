@@ -15,7 +15,6 @@ from magw.daemons.common.flags import (
     EXIT_USAGE,
     OneLineParser,
     common_parser,
-    in_existing_directory,
     interface_name,
     parse,
 )
@@ -42,8 +41,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--fake", action="store_true", help="use the in-memory fake node driver (no kernel, no root)")
     p.add_argument(
         "--status-file",
-        type=in_existing_directory,
         metavar="PATH",
+        # Not checked here: in a pod its directory is a volume that exists only at run time (deploy/magw.yaml);
+        # a write that fails is one log line (route_agent.status_file_failed) and the agent goes on.
         help="write a JSON status after every sync (atomic replace)",
     )
     p.add_argument(

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from magw.daemons.common.flags import in_existing_directory, ovsdb_remote
+from magw.daemons.common.flags import ovsdb_remote
 from magw.daemons.route_agent.ovn_syncer import OvnSyncer
 from magw.desired.ovn.planner import OvnPlan
 from magw.desired.ovn.rows import OvnState
@@ -44,8 +44,7 @@ def add_ovn_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ovn-status-file",
-        type=in_existing_directory,
-        metavar="PATH",
+        metavar="PATH",  # not checked here, as --status-file (a volume that exists only at run time)
         help="with --ovn-nb: the syncer's JSON status after each sync",
     )
     p.add_argument("--ovn-cluster-router", default=CLUSTER_ROUTER, metavar="NAME", help=argparse.SUPPRESS)

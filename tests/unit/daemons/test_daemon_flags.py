@@ -9,11 +9,14 @@ daemon for real: every command is refused while parsing, and a timeout catches o
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 import magw
 from magw.daemons.egressgw import main as egress_main
@@ -52,7 +55,6 @@ SPECIFIC: list[tuple[str, str, str]] = [
     ("magw-route-agent", "--node", "bad name"),
     ("magw-route-agent", "--resync-period", "0"),
     ("magw-route-agent", "--metrics-port", "99999"),
-    ("magw-route-agent", "--status-file", "/nonexistent/dir/status.json"),
     ("magw-route-agent", "--cni-interface", "a/b"),
     ("magw-route-agent", "--probe-interval", "soon"),
     ("magw-route-agent", "--ovn-nb", "bogus"),
@@ -137,6 +139,19 @@ def test_help_shows_the_log_choices(daemon: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "--log-level {debug,info,warning,error}" in proc.stdout
     assert "--log-format {console,json}" in proc.stdout
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """The in-process ``main()`` calls point logging at pytest's captured stderr, closed after the test: put the
+    previous structlog configuration and root handlers back, or later tests log to a closed file."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def _refused_bind(*_args: object) -> object:
