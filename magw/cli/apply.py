@@ -11,7 +11,9 @@ summary; exit 1 when anything failed. A second run prints ``no changes``.
 ``--dry-run`` changes nothing in the namespace, not even for an instant: the
 capabilities come from read-only dumps (no probe nexthop or group is created;
 the guess is printed as a ``dry run: ...`` line), the sysctl is only read, and
-the diff is printed, not applied.
+the diff is printed, not applied. A route the kernel would refuse because its
+``src`` (the node's ``cni_ip``) is no address of the namespace is named on a
+``dry run: would fail: ...`` line, and the dry run then exits 1 as the apply would.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import structlog
 
 from magw.cli import UsageError
 from magw.cli.nodeargs import add_netns_argument, open_node_driver, require_netns
+from magw.cli.plan import check_node
+from magw.cli.prefsrc import prefsrc_lines
 from magw.cli.sync import sync
 from magw.cli.timings import PhaseClock, TimedDriver
 from magw.desired.node.planner import plan
@@ -46,7 +50,9 @@ DRY_RUN_EPILOG = (
     "--dry-run only reads the namespace: nexthop and resilient-group support come from netlink dumps (no probe"
     " objects are created; a 'dry run: ...' line says what was inferred), the multipath hash policy is not set"
     " ('would set ...'), and the changes are printed, not applied. Links, addresses, neighbors, FDB entries,"
-    " nexthops, routes, rules, nft tables and sysctls are left exactly as they were."
+    " nexthops, routes, rules, nft tables and sysctls are left exactly as they were. A route whose src (the"
+    " node's cni_ip) is no address of the namespace is named on a 'dry run: would fail: ...' line (the kernel"
+    " would refuse it: put the cni_ip on the CNI bridge, cni0, first), and the dry run then exits 1."
 )
 
 
@@ -67,16 +73,10 @@ def _with_strategy(snapshot: Snapshot, caps: Capabilities) -> Snapshot:
     return attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
 
 
-def _check_node(snapshot: Snapshot, node: str) -> None:
-    names = [n.name for n in snapshot.nodes]
-    if node not in names:
-        raise UsageError(f"--node: unknown node {node!r} (known: {', '.join(names)})")
-
-
 def run(args: argparse.Namespace) -> int:
     clock = PhaseClock()  # magw.cli.timings: phases for --timings
     snapshot = load_snapshot(args.snapshot)
-    _check_node(snapshot, args.node)
+    check_node(snapshot, args.node)
     clock.mark("load")
     netns = require_netns(args.netns, guard=not args.dry_run)  # a dry run only reads: any namespace will do
     caps = detect(netns, read_only=args.dry_run)
@@ -91,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
         for note in caps.notes:
             print(note if note.startswith("dry run: ") else f"dry run: {note}")
         print(f"would set {HASH_POLICY_KEY}={HASH_POLICY_L4}")
+        doomed = prefsrc_lines(desired, netns)  # magw.cli.prefsrc: routes whose src the namespace lacks
+        for line in doomed:
+            print(line)
     else:
+        doomed = []
         set_hash_policy(netns, HASH_POLICY_L4)
     with open_node_driver(netns) as driver:
         clock.mark("open")  # the hash policy sysctl, netlink sockets and the nft context
@@ -101,4 +105,4 @@ def run(args: argparse.Namespace) -> int:
     if args.timings:
         clock.report()
     log.info("apply.done", node=args.node, netns=netns, changes=len(report.changes), failed=len(report.result.failed))
-    return 1 if report.result.failed else 0
+    return 1 if report.result.failed or doomed else 0

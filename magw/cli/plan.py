@@ -64,11 +64,16 @@ def _load(path: str) -> Snapshot:
     return load_snapshot(path)
 
 
-def plan_node(snapshot: Snapshot, node: str) -> DesiredState:
-    """The plan of ``node``; an unknown node or input the planner refuses is a UsageError."""
+def check_node(snapshot: Snapshot, node: str) -> None:
+    """A UsageError unless ``node`` is a node of the snapshot; its message is the one ``plan`` and ``apply`` print."""
     known = [n.name for n in snapshot.nodes]
     if node not in known:
         raise UsageError(f"--node: unknown node {node!r} (known nodes: {', '.join(known) or 'none'})")
+
+
+def plan_node(snapshot: Snapshot, node: str) -> DesiredState:
+    """The plan of ``node``; an unknown node or input the planner refuses is a UsageError."""
+    check_node(snapshot, node)
     try:
         return plan(snapshot, node)
     except ValueError as exc:

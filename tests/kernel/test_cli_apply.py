@@ -236,4 +236,7 @@ def test_missing_netns_exits_2_and_creates_nothing(args: tuple[str, ...], magw_c
 def test_unknown_node_exits_2(ns: str, magw_cli: MagwCli) -> None:
     """An unknown --node is bad input, named with the known nodes."""
     out = magw_cli("apply", "--snapshot", SEED, "--node", "nope", "--netns", ns)
-    assert (out.returncode, out.stderr) == (2, "magw: error: --node: unknown node 'nope' (known: e-gw1, e-gw2, e-w1)\n")
+    assert (out.returncode, out.stderr) == (
+        2,
+        "magw: error: --node: unknown node 'nope' (known nodes: e-gw1, e-gw2, e-w1)\n",
+    )
