@@ -24,7 +24,7 @@ import structlog
 from magw.cli import UsageError
 from magw.daemons.common.flags import ovsdb_remote
 from magw.daemons.route_agent.health_flags import DEFAULT_ENDPOINT_TTL
-from magw.desired.ovn.nbctl import batch_argv, state_commands
+from magw.desired.ovn.nbctl import batch_argv, lb_group_lookups, state_commands
 from magw.desired.ovn.planner import OvnInputs, OvnPlanError, plan_ovn
 from magw.desired.ovn.rows import OvnState
 from magw.desired.ovn.topology import CLUSTER_ROUTER, LB_GROUP
@@ -166,8 +166,8 @@ def _plan(args: argparse.Namespace) -> int:
     except OvnPlanError as exc:
         raise UsageError(str(exc)) from None
     if args.nbctl:
-        groups = {g: f"<uuid of Load_Balancer_Group {g}>" for g in plan.needs_lb_groups}
-        print("ovn-nbctl " + " ".join(_shell(a) for a in batch_argv(state_commands(plan.state, groups))))
+        lookups, groups = lb_group_lookups(plan.needs_lb_groups)  # found by name in the batch: a line to paste
+        print("ovn-nbctl " + " ".join(_shell(a) for a in batch_argv([*lookups, *state_commands(plan.state, groups)])))
     else:
         sys.stdout.write(_rows_text(plan.state))
     return 0

@@ -2,13 +2,15 @@
 
 For people (``magw ovn plan --nbctl`` shows what a sync would create, in the tool operators know) and for the
 benchmark, which times ``ovn-nbctl`` doing the same creates in one batch against our driver
-(benchmarks/ovn_sync.py). Only creates: the commands build our rows into an NB that has none of them.
+(benchmarks/ovn_sync.py). Only creates: the commands build our rows into an NB that has none of them. A router's
+Load_Balancer_Group is named by a UUID or, for a line to paste, by a reference that ``lb_group_lookups`` binds
+to the group found by name in the same batch.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from magw.desired.ovn.rows import (
     AddressSet,
@@ -79,6 +81,13 @@ def row_commands(row: OvnRow, lb_group_uuids: Mapping[str, str], ident: int = 0)
             ["add", "Logical_Router", row.router, "policies", pid],
         ]  # fmt: skip
     raise TypeError(f"not an OVN row of ours: {row!r}")
+
+
+def lb_group_lookups(groups: Iterable[str]) -> tuple[list[list[str]], dict[str, str]]:
+    """Commands that look each Load_Balancer_Group up by name inside the batch (``--id=@gN get``: ovn-nbctl
+    fails the whole batch when one is missing), and the reference to pass for each to ``state_commands``."""
+    refs = {group: f"@g{i}" for i, group in enumerate(sorted(set(groups)))}
+    return [[f"--id={ref}", "get", "Load_Balancer_Group", group] for group, ref in refs.items()], refs
 
 
 def state_commands(state: OvnState, lb_group_uuids: Mapping[str, str]) -> list[list[str]]:

@@ -29,9 +29,11 @@ LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9._/-]{1,63}$")
 LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9._/-]{0,63}$")
 # Keys that only mean something with ``globalnet: true``.
 GLOBALNET_CLUSTER_KEYS = ("global_cidr", "cluster_egress_ips", "global_egress_ips")
-# Keys an unknown-key error lists only in a Globalnet topology (``pods`` is accepted in any lab).
-GLOBALNET_TOP_KEYS = frozenset({"globalnet"})
-GLOBALNET_LISTED_CLUSTER_KEYS = frozenset({*GLOBALNET_CLUSTER_KEYS, "pods"})
+# The keys this part adds to the topology (magw.lab.spec.topology): at the top, per cluster (``pods`` is
+# accepted in any lab), per service.
+TOP_KEYS = frozenset({"globalnet"})
+CLUSTER_KEYS = frozenset({*GLOBALNET_CLUSTER_KEYS, "pods"})
+SERVICE_KEYS = frozenset({"namespace", "selector", "headless", "export"})
 
 
 def default_global_cidr(index: int) -> str:

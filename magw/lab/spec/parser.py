@@ -8,7 +8,7 @@ Below every part of the topology (``magw.lab.spec.topology``, ``magw.lab.spec.gl
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from ipaddress import IPv4Network
 from typing import Any
 
@@ -28,16 +28,14 @@ class Parser:
         where = f"{path}: " if path else ""
         return LabInputError(f"{self.source}: {where}{reason}")
 
-    def mapping(
-        self, value: object, path: str, allowed: set[str], unlisted: frozenset[str] = frozenset()
-    ) -> Mapping[str, Any]:
-        """``value`` as a mapping of ``allowed`` keys; the error for an unknown key lists them but ``unlisted``."""
+    def mapping(self, value: object, path: str, allowed: Set[str]) -> Mapping[str, Any]:
+        """``value`` as a mapping of ``allowed`` keys; the error for an unknown key lists every one of them."""
         if not isinstance(value, Mapping):
             raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
         for key in value:
             if key not in allowed:
                 prefix = f"{path}." if path else ""
-                listed = ", ".join(sorted(allowed - unlisted))
+                listed = ", ".join(sorted(allowed))
                 raise self.fail(f"{prefix}{key}", f"unknown key (expected one of: {listed})")
         return value
 

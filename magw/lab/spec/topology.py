@@ -9,7 +9,6 @@ The schema is documented in docs/lab.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,14 @@ MAX_CLUSTERS = 8
 MAX_GATEWAYS = 8
 MAX_WORKERS = 32
 MAX_PODS_PER_NODE = 16
+
+# The keys each level of a topology accepts: what the parser reads, and what an unknown key's error lists (all
+# of them, in every lab: a plain lab's error names ``globalnet``, ``egress`` and ``pods`` too).
+TOP_KEYS = frozenset({"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", *gn.TOP_KEYS, *eg.TOP_KEYS})
+CLUSTER_KEYS = frozenset(
+    {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", *gn.CLUSTER_KEYS}
+)
+SERVICE_KEYS = frozenset({"name", "port", "backends", *gn.SERVICE_KEYS})
 
 # Ranges the lab uses itself (underlays, WAN, VTEPs): cluster CIDRs must stay clear of them.
 RESERVED: tuple[tuple[str, IPv4Network], ...] = (
@@ -116,14 +123,7 @@ def load_topology(path: str | Path) -> Topology:
 def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
     """Validate a topology document (already parsed YAML) into a Topology."""
     p = _Parser(source)
-    # An unknown key's error lists the Globalnet keys only in a Globalnet topology: a plain lab's schema, and its
-    # messages, stay what they were before Globalnet (docs/lab.md lists every key).
-    flag = doc.get("globalnet") is True if isinstance(doc, Mapping) else False
-    hide = frozenset() if flag else gn.GLOBALNET_TOP_KEYS
-    if not (isinstance(doc, Mapping) and "egress" in doc):  # listed only in an egress lab's messages, likewise
-        hide |= eg.TOP_KEYS
-    keys = {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "globalnet", *eg.TOP_KEYS}
-    top = p.mapping(doc, "", keys, hide)
+    top = p.mapping(doc, "", TOP_KEYS)
     globalnet = p.boolean(top.get("globalnet", False), "globalnet")
     clusters_doc = p.sequence(top.get("clusters"), "clusters", min_len=1, max_len=MAX_CLUSTERS)
     clusters = tuple(p.cluster(c, f"clusters[{i}]", i, globalnet) for i, c in enumerate(clusters_doc))
@@ -144,9 +144,7 @@ class _Parser(Parser):
     """The generic field checks (``magw.lab.spec.parser``) and those of a cluster and its services."""
 
     def cluster(self, value: object, path: str, index: int, globalnet: bool) -> ClusterSpec:
-        keys = {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", "pods"}
-        hide = frozenset() if globalnet else gn.GLOBALNET_LISTED_CLUSTER_KEYS
-        doc = self.mapping(value, path, keys | set(gn.GLOBALNET_CLUSTER_KEYS), hide)
+        doc = self.mapping(value, path, CLUSTER_KEYS)
         gn.check_globalnet_keys(self, doc, path, globalnet)
         if "id" not in doc:
             raise self.fail(f"{path}.id", "is required")
@@ -182,8 +180,7 @@ class _Parser(Parser):
         out: list[ServiceSpec] = []
         for i, item in enumerate(items):
             spath = f"{path}[{i}]"
-            keys = {"name", "port", "backends", "namespace", "selector", "headless", "export"}
-            doc = self.mapping(item, spath, keys)
+            doc = self.mapping(item, spath, SERVICE_KEYS)
             if "name" not in doc:
                 raise self.fail(f"{spath}.name", "is required")
             name = self.string(doc["name"], f"{spath}.name", re.compile(r"^[a-z][a-z0-9-]{0,30}$"), "a service name")

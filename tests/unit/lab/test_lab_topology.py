@@ -59,7 +59,8 @@ def test_topology_document_round_trips() -> None:
         ("just text", "t.yaml: must be a mapping, got str"),
         ({}, "t.yaml: clusters: is required"),
         ({"clusters": [], "x": 1},
-         "t.yaml: x: unknown key (expected one of: clusters, multi_active, strategy, underlay_mtu, wan_rate)"),
+         "t.yaml: x: unknown key (expected one of: clusters, egress, globalnet, multi_active, strategy, "
+         "underlay_mtu, wan_rate)"),
         ({"clusters": []}, "t.yaml: clusters: must have 1 to 8 items, got 0"),
         ({"clusters": [{"gateways": 1}]}, "t.yaml: clusters[0].id: is required"),
         ({"clusters": [{"id": "East"}]},
@@ -93,8 +94,8 @@ def test_topology_document_round_trips() -> None:
         ({"clusters": [{"id": "e", "services": [{"name": "s", "port": 0}]}]},
          "t.yaml: clusters[0].services[0].port: must be from 1 to 65535, got 0"),
         ({"clusters": [{"id": "e", "gw": 1}]},
-         "t.yaml: clusters[0].gw: unknown key (expected one of: gateways, id, pod_cidr, pods_per_node, service_cidr, "
-         "services, workers)"),
+         "t.yaml: clusters[0].gw: unknown key (expected one of: cluster_egress_ips, gateways, global_cidr, "
+         "global_egress_ips, id, pod_cidr, pods, pods_per_node, service_cidr, services, workers)"),
     ],
 )  # fmt: skip
 def test_bad_topology_is_one_line_naming_the_field(doc: object, message: str) -> None:
