@@ -12,12 +12,13 @@ that use it as their source) nor created, so every one named here is a change th
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable
 from ipaddress import IPv4Address
 
 from magw.desired.render import object_line
 from magw.desired.state import DesiredState, Route
-from magw.drivers.netlink.local import local_addresses
+from magw.drivers.netlink.session import open_iproute
 from magw.drivers.netns import run_in_netns
 
 
@@ -35,9 +36,18 @@ def prefsrc_line(route: Route) -> str:
     )
 
 
+def _addresses() -> list[IPv4Address]:
+    """This thread's namespace's IPv4 addresses: one RTM_GETADDR dump (the socket the driver uses, not the
+    pyroute2 package's: magw.cli.pyroute2_light)."""
+    ipr = open_iproute(None)
+    try:
+        return [IPv4Address(m.get("IFA_LOCAL") or m.get("IFA_ADDRESS")) for m in ipr.get_addr(family=socket.AF_INET)]
+    finally:
+        ipr.close()
+
+
 def prefsrc_lines(desired: DesiredState, netns: str | None) -> list[str]:
     """One line per route of ``desired`` that ``netns`` (None: the current one) would refuse for its ``src``.
 
-    Only reads: one RTM_GETLINK and one RTM_GETADDR dump."""
-    local = [address for _, address in run_in_netns(netns, local_addresses)]
-    return [prefsrc_line(route) for route in sourceless_routes(desired, local)]
+    Only reads: one address dump, in that namespace."""
+    return [prefsrc_line(route) for route in sourceless_routes(desired, run_in_netns(netns, _addresses))]
