@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # openvswitch-switch gives ovs-vswitchd and ovs-vsctl for br-submariner (the route agent's OVN mode, docs/ovn-node.md).
 # The egress gateway (docs/egress-ha.md): keepalived holds each VIP (VRRPv3), conntrackd syncs the NAT'ed flows between a
 # VIP's candidates, conntrack (the CLI) reads the kernel's table in the tests (docs/egress-ha.md).
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack)
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack wireguard-go wireguard-tools)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

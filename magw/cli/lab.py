@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+import attrs
+
 from magw.cli import UsageError, log_level
 from magw.lab.build import lifecycle as build
 from magw.lab.build import ownership, state
@@ -17,6 +19,7 @@ from magw.lab.errors import LabError, LabInputError
 from magw.lab.observe.status import status_doc, status_text
 from magw.lab.spec import naming
 from magw.lab.spec.topology import Topology, default_topology, load_topology
+from magw.model.cable import Cable
 from magw.util.logsetup import FORMATS, configure_logging
 
 EXIT_OK = 0
@@ -100,6 +103,18 @@ def _name(p: argparse.ArgumentParser) -> None:
 
 def _topology(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", metavar="FILE", help="topology YAML (default: two clusters, east and west)")
+    p.add_argument(
+        "--cable",
+        choices=[c.value for c in Cable],
+        default=None,
+        help="between gateways: vxlan (plain), or wireguard (VXLAN through one WireGuard device per gateway, "
+        "wireguard-go here; docs/cables.md). Default: the topology's cable, else vxlan",
+    )
+
+
+def _with_cable(args: argparse.Namespace, topo: Topology) -> Topology:
+    """``topo`` with ``--cable`` applied (the flag wins over the topology file's ``cable``)."""
+    return topo if args.cable is None else attrs.evolve(topo, cable=Cable(args.cable))
 
 
 def _control_plane(p: argparse.ArgumentParser) -> None:
@@ -149,7 +164,7 @@ def _out(line: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> Topology:
-    return load_topology(args.topology) if args.topology else default_topology()
+    return _with_cable(args, load_topology(args.topology) if args.topology else default_topology())
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -297,14 +312,14 @@ def _demo(args: argparse.Namespace) -> int:
         from magw.lab.scenarios.egressgw_demo import demo_topology as egressgw_topology
         from magw.lab.scenarios.egressgw_demo import run_egressgw_demo
 
-        topo = load_topology(args.topology) if args.topology else egressgw_topology()
+        topo = _with_cable(args, load_topology(args.topology) if args.topology else egressgw_topology())
         if topo.egressgw is None:
             raise LabInputError(f"{args.topology}: --egress-gateway needs a topology with an egress: key")
         return run_egressgw_demo(topo, name=args.name, keep=args.keep, out=_out)
     if args.globalnet:
         from magw.lab.scenarios.globalnet_demo import demo_topology, run_globalnet_demo
 
-        topo = load_topology(args.topology) if args.topology else demo_topology()
+        topo = _with_cable(args, load_topology(args.topology) if args.topology else demo_topology())
         if not topo.globalnet:
             raise LabInputError(f"{args.topology}: --globalnet needs a topology with globalnet: true")
         return run_globalnet_demo(topo, name=args.name, keep=args.keep, out=_out, control_plane=args.control_plane)

@@ -14,6 +14,7 @@ from ipaddress import IPv4Address
 from socket import inet_ntoa
 from typing import Any
 
+from magw.desired.cable.values import WgDevice
 from magw.desired.nft.expr import element_json
 from magw.desired.nft.text import table_text
 from magw.desired.nft.values import NftTable
@@ -182,6 +183,8 @@ def render_text(state: DesiredState) -> str:
         *(route_text(o) for o in state.routes),
         *(rule_text(o) for o in state.rules),
     ]
+    if state.cable is not None:
+        lines += cable_text(state.cable)
     text = "\n".join(lines) + "\n" if lines else ""
     for table in state.nft_tables():
         text += ("\n" if text else "") + table_text(table)
@@ -315,4 +318,37 @@ def render_json(state: DesiredState) -> dict[str, Any]:
         ],
         "nft": None if state.nft is None else nft_json(state.nft),
         **({"extra_nft": [nft_json(t) for t in state.extra_nft]} if state.extra_nft else {}),
+        **({"cable": cable_json(state.cable)} if state.cable is not None else {}),
+    }
+
+
+def cable_text(device: WgDevice) -> list[str]:
+    """The WireGuard device and its peers, one line each, in ``wg set`` words (no private key: it is not planned)."""
+    head = f"wireguard {device.name} listen-port {device.listen_port} mtu {device.mtu} address {device.address}"
+    return [
+        head,
+        *(
+            f"wireguard {device.name} peer {p.public_key} endpoint {p.endpoint}:{p.port} "
+            f"allowed-ips {','.join(str(a) for a in p.allowed_ips)}  # {p.owner}"
+            for p in device.peers
+        ),
+    ]
+
+
+def cable_json(device: WgDevice) -> dict[str, Any]:
+    return {
+        "type": "wireguard",
+        "name": device.name,
+        "listen_port": device.listen_port,
+        "mtu": device.mtu,
+        "address": str(device.address),
+        "peers": [
+            {
+                "public_key": p.public_key,
+                "owner": p.owner,
+                "endpoint": f"{p.endpoint}:{p.port}",
+                "allowed_ips": [str(a) for a in p.allowed_ips],
+            }
+            for p in device.peers
+        ],
     }

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
+from magw.desired.cable.values import WgDevice
 from magw.desired.nft.values import NftTable
 from magw.model.netfast import net_key
 
@@ -256,6 +257,9 @@ class DesiredState:
     # Further tables of ours beside ``nft`` (the egress gateway's ``ip magw-egress``), sorted by key. A table
     # of its own keeps its chain and set names apart from ``ip magw``'s; the drivers own every table listed.
     extra_nft: tuple[NftTable, ...] = attrs.field(default=(), converter=_tables_by_key)
+    # A gateway's WireGuard device with ``cable: wireguard`` (magw.desired.cable). Not one of ``KINDS``: the route
+    # agent's cable driver keeps it (magw.daemons.route_agent.cable), and observed states leave it None.
+    cable: WgDevice | None = None
 
     def nft_tables(self) -> tuple[NftTable, ...]:
         """Every nft table of this state: ``nft`` first, then ``extra_nft``."""

@@ -12,6 +12,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.model.cable import Cable
 from magw.model.egressgw import EgressGateway
 from magw.model.globalnet import Globalnet
 from magw.model.netfast import net_key as net_key  # re-exported: the planner and the checks import it from here
@@ -90,6 +91,10 @@ class Endpoint:
     ``private_ip`` is the gateway's node IP inside its cluster; the VTEP
     addresses (240/8, 241/8) are derived from it. ``public_ip`` is where other
     clusters' gateways send the inter-cluster VXLAN; it defaults to the private IP.
+
+    ``backend`` is the cable the gateway runs (Submariner's Endpoint field); with ``wireguard``,
+    ``public_key`` is its WireGuard public key (``backend_config.publicKey``). A remote gateway carries
+    traffic over a WireGuard cable only once it publishes both (magw.desired.cable).
     """
 
     cluster: str
@@ -100,6 +105,14 @@ class Endpoint:
     # Globalnet: the cluster egress addresses this gateway SNATs to (the seed's Option 1), published so
     # that remote gateways route replies to them back through this gateway.
     allocated_ips: tuple[IPv4Address, ...] = attrs.field(default=(), converter=_addresses)
+    backend: Cable = Cable.VXLAN
+    public_key: str | None = None
+
+    def cable_ready(self, cable: Cable) -> bool:
+        """True when this gateway runs ``cable``: always for VXLAN, with its public key for WireGuard."""
+        if cable is Cable.VXLAN:
+            return True
+        return self.backend is Cable.WIREGUARD and self.public_key is not None
 
     @property
     def underlay_ip(self) -> IPv4Address:
@@ -125,6 +138,8 @@ class Config:
     underlay_mtu: int = 1500
     resilient: ResilientParams = ResilientParams()
     cni: Cni = Cni.GENERIC
+    cable: Cable = Cable.VXLAN
+    wireguard_port: int = 51820
 
 
 def _hostnames(value: Iterable[str]) -> frozenset[str]:

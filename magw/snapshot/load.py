@@ -14,6 +14,7 @@ Parsing is in two steps: each field is read and typed where it stands
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -22,6 +23,7 @@ import attrs
 import yaml
 
 from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
+from magw.model.cable import PUBLIC_KEY_FIELD, Cable, check_public_key
 from magw.model.egressgw import EgressGateway
 from magw.model.globalnet import Globalnet
 from magw.snapshot.checks import (
@@ -58,6 +60,8 @@ _TOP_KEYS = (
     "underlay_mtu",
     "resilient",
     "cni",
+    "cable",
+    "wireguard_port",
     "clusters",
     "nodes",
     "endpoints",
@@ -66,6 +70,7 @@ _TOP_KEYS = (
     "egress",
 )
 _T = TypeVar("_T")
+_E = TypeVar("_E", bound=enum.Enum)
 _MTU_MIN, _MTU_MAX = 576, 9216
 # Limits of resilient groups: NHA_RES_GROUP_BUCKETS is a u16 (0 is refused). The timers travel as u32
 # clock_t, but the kernel caps large values depending on HZ (kernel 6.18: idle_timer 42949671 s reads back
@@ -229,7 +234,11 @@ def _node(value: object, path: str) -> Node:
 
 
 def _endpoint(value: object, path: str) -> ParsedEndpoint:
-    f = Fields(value, path, ("cluster", "hostname", "private_ip", "public_ip", "subnets", "allocated_ips"))
+    f = Fields(
+        value,
+        path,
+        ("cluster", "hostname", "private_ip", "public_ip", "subnets", "allocated_ips", "backend", "backend_config"),
+    )
     cluster = string(f.required("cluster"), f.at("cluster"))
     hostname = string(f.required("hostname"), f.at("hostname"))
     private_ip = ipv4(f.required("private_ip"), f.at("private_ip"))
@@ -239,6 +248,8 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
     allocated_ips = [
         ipv4(a, item_path(f.at("allocated_ips"), i)) for i, a in enumerate(sequence(allocated, f.at("allocated_ips")))
     ]
+    backend = _enum(Cable, "backend", f.optional("backend"), f.at("backend")) if f.has("backend") else Cable.VXLAN
+    public_key = _public_key(f, backend)
     endpoint = Endpoint(
         cluster=cluster,
         hostname=hostname,
@@ -246,8 +257,38 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
         public_ip=public_ip,
         subnets=subnets,
         allocated_ips=allocated_ips,
+        backend=backend,
+        public_key=public_key,
     )
     return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, "subnets"), path=path)
+
+
+def _public_key(f: Fields, backend: Cable) -> str | None:
+    """``backend_config.publicKey``: required with ``backend: wireguard``, a WireGuard public key. Other keys of
+    ``backend_config`` (Submariner puts NAT discovery ports there) are kept out of the model, not refused."""
+    if not f.has("backend_config"):
+        if backend is Cable.WIREGUARD:
+            raise FieldError(f.at("backend_config"), f"backend wireguard needs backend_config.{PUBLIC_KEY_FIELD}")
+        return None
+    config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
+    if not config.has(PUBLIC_KEY_FIELD):
+        if backend is Cable.WIREGUARD:
+            raise FieldError(config.at(PUBLIC_KEY_FIELD), "backend wireguard needs a WireGuard public key")
+        return None
+    key = string(config.optional(PUBLIC_KEY_FIELD), config.at(PUBLIC_KEY_FIELD))
+    problem = check_public_key(key)
+    if problem is not None:
+        raise FieldError(config.at(PUBLIC_KEY_FIELD), problem)
+    return key
+
+
+def _enum(kind: type[_E], what: str, value: object, path: str) -> _E:
+    name = string(value, path)
+    try:
+        return kind(name)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise FieldError(path, f"unknown {what} {name!r} (expected one of: {allowed})") from None
 
 
 def _config(top: Fields) -> Config:
@@ -267,25 +308,27 @@ def _config(top: Fields) -> Config:
     cni = default.cni
     if top.has("cni"):
         cni = _cni(top.optional("cni"), top.at("cni"))
-    return Config(multi_active=multi, strategy=strategy, underlay_mtu=mtu, resilient=resilient, cni=cni)
+    cable = _enum(Cable, "cable", top.optional("cable"), top.at("cable")) if top.has("cable") else default.cable
+    port = default.wireguard_port
+    if top.has("wireguard_port"):
+        port = integer(top.optional("wireguard_port"), top.at("wireguard_port"), low=1, high=65535)
+    return Config(
+        multi_active=multi,
+        strategy=strategy,
+        underlay_mtu=mtu,
+        resilient=resilient,
+        cni=cni,
+        cable=cable,
+        wireguard_port=port,
+    )
 
 
 def _cni(value: object, path: str) -> Cni:
-    name = string(value, path)
-    try:
-        return Cni(name)
-    except ValueError:
-        allowed = ", ".join(c.value for c in Cni)
-        raise FieldError(path, f"unknown cni {name!r} (expected one of: {allowed})") from None
+    return _enum(Cni, "cni", value, path)
 
 
 def _strategy(value: object, path: str) -> Strategy:
-    name = string(value, path)
-    try:
-        return Strategy(name)
-    except ValueError:
-        allowed = ", ".join(s.value for s in Strategy)
-        raise FieldError(path, f"unknown strategy {name!r} (expected one of: {allowed})") from None
+    return _enum(Strategy, "strategy", value, path)
 
 
 def _resilient(value: object, path: str) -> ResilientParams:
@@ -326,6 +369,8 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
         "underlay_mtu": config.underlay_mtu,
         "resilient": attrs.asdict(config.resilient),
         **({"cni": config.cni.value} if config.cni is not Cni.GENERIC else {}),  # the default stays out: old dumps
+        **({"cable": config.cable.value} if config.cable is not Cable.VXLAN else {}),
+        **({"wireguard_port": config.wireguard_port} if config.wireguard_port != Config().wireguard_port else {}),
         "clusters": [_cluster_doc(c) for c in snapshot.clusters],
         "nodes": [
             {"name": n.name, "ip": str(n.ip), "cni_ip": str(n.cni_ip), "gateway": n.gateway} for n in snapshot.nodes
@@ -374,4 +419,8 @@ def endpoint_doc(endpoint: Endpoint) -> dict[str, object]:
         doc["subnets"] = [str(n) for n in endpoint.subnets]
     if endpoint.allocated_ips:
         doc["allocated_ips"] = [str(a) for a in endpoint.allocated_ips]
+    if endpoint.backend is not Cable.VXLAN:
+        doc["backend"] = endpoint.backend.value
+    if endpoint.public_key is not None:
+        doc["backend_config"] = {PUBLIC_KEY_FIELD: endpoint.public_key}
     return doc

@@ -26,10 +26,13 @@ import attrs
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from magw.daemons.common.cable import CableKeys
 from magw.daemons.common.flags import EXIT_FAILURE
 from magw.daemons.route_agent.health_flags import DEFAULT_HEARTBEAT
 from magw.desired.globalnet.plan import published_ips
+from magw.drivers.wireguard.keys import KeyFileError
 from magw.model import Endpoint
+from magw.model.cable import Cable
 from magw.sources.base import StateSource
 from magw.sources.file.broker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 
@@ -39,13 +42,18 @@ PRESENCE_CHECK = 0.1  # seconds between checks that our document still exists
 
 
 def desired_endpoint(
-    source: StateSource, node_name: str, private_ip: IPv4Address | None, public_ip: IPv4Address | None
+    source: StateSource,
+    node_name: str,
+    private_ip: IPv4Address | None,
+    public_ip: IPv4Address | None,
+    cable_keys: CableKeys | None = None,
 ) -> Endpoint | str:
     """The Endpoint ``node_name`` should publish, or why it should publish none yet (one line).
 
     Private IP: ``private_ip`` or the Node's ``ip``; public IP: ``public_ip``, or the Node's ``public_ip``
     (broker field or Kubernetes annotation), or none (the private IP is used); ``allocated_ips``: this
-    gateway's Globalnet addresses (empty without Globalnet). The same for the file and Kubernetes sources."""
+    gateway's Globalnet addresses (empty without Globalnet); with ``cable: wireguard``, ``backend`` and the
+    public key of ``cable_keys`` (made now if the node has none). The same for the file and Kubernetes sources."""
     snapshot = source.snapshot
     if snapshot is None:
         return f"no snapshot of cluster {source.local_cluster} yet"
@@ -58,12 +66,22 @@ def desired_endpoint(
     public = public_ip
     if public is None and doc.get("public_ip") is not None:
         public = IPv4Address(doc["public_ip"])
+    backend, key = Cable.VXLAN, None
+    if snapshot.config.cable is Cable.WIREGUARD:
+        if cable_keys is None:
+            return "cable wireguard, but this gateway has no key directory (--state-dir)"
+        try:
+            backend, key = Cable.WIREGUARD, cable_keys.public_key()
+        except KeyFileError as exc:
+            return f"cable wireguard: {exc}"
     return Endpoint(
         cluster=snapshot.local_cluster,
         hostname=node_name,
         private_ip=private_ip if private_ip is not None else node.ip,
         public_ip=public,
         allocated_ips=published_ips(snapshot.globalnet, node_name),  # Globalnet only: empty otherwise
+        backend=backend,
+        public_key=key,
     )
 
 
@@ -98,6 +116,7 @@ class Gateway:
     registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
     heartbeat: float = DEFAULT_HEARTBEAT
     withdraw_on_exit: bool = False
+    cable_keys: CableKeys | None = None  # this node's WireGuard key pair (used with cable: wireguard)
     waiting: str | None = attrs.field(init=False, default=None)
     _metrics: _Metrics = attrs.field(init=False)
 
@@ -116,7 +135,7 @@ class Gateway:
 
     def desired(self) -> Endpoint | None:
         """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
-        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip)
+        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip, self.cable_keys)
         if isinstance(want, str):
             self._wait(want)
             return None
@@ -154,6 +173,8 @@ class Gateway:
             private_ip=str(want.private_ip),
             public_ip=None if want.public_ip is None else str(want.public_ip),
             allocated_ips=[str(a) for a in want.allocated_ips],
+            backend=want.backend.value,
+            public_key=want.public_key,
         )
 
     def touch(self) -> None:
@@ -190,6 +211,8 @@ class Gateway:
                 if loop.time() >= next_resync:
                     next_resync = loop.time() + self.resync_period
                     self.ensure("resync")
+                elif self.cable_keys is not None and self.cable_keys.changed():  # a key rotation: publish it now
+                    self.ensure("key")
                 elif self.waiting is None and not os.path.exists(self.path):
                     self.ensure("presence")
                 if loop.time() >= next_beat:

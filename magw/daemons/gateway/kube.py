@@ -35,6 +35,7 @@ from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 
+from magw.daemons.common.cable import CableKeys
 from magw.daemons.common.flags import EXIT_FAILURE
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.gateway.app import desired_endpoint
@@ -67,6 +68,7 @@ class KubeGateway:
     lease_duration: float = 10.0
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
+    cable_keys: CableKeys | None = None  # this node's WireGuard key pair (used with cable: wireguard)
     broker_sync: BrokerSync | None = None
     health_status_file: str | None = None
     tidy_grace: float = 30.0
@@ -137,7 +139,7 @@ class KubeGateway:
 
     async def ensure(self) -> None:
         """Publish our Endpoint if we hold the lease and it is missing or differs."""
-        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip)
+        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip, self.cable_keys)
         if isinstance(want, str):
             self._wait(want)
             return
@@ -202,7 +204,7 @@ class KubeGateway:
 
     def submit_status(self) -> None:
         snapshot = self.source.snapshot
-        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip)
+        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip, self.cable_keys)
         if snapshot is None or isinstance(want, str):
             return
         self._status.submit(
@@ -306,6 +308,7 @@ async def run_kube(args: argparse.Namespace) -> int:
             health_status_file=args.health_status_file,
             tidy_grace=args.tidy_grace,
             withdraw_on_exit=args.withdraw_on_exit,
+            cable_keys=CableKeys(args.state_dir),
         )
         log.info("gateway.started", node=args.node, cluster=args.cluster, source="kube", broker=broker_sync is not None)
         start_metrics(args.metrics_port, registry=REGISTRY)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import structlog
 from prometheus_client import REGISTRY
 
+from magw.daemons.common.cable import CableKeys, add_state_dir_argument
 from magw.daemons.common.flags import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse, positive_seconds
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.gateway.app import Gateway
@@ -33,6 +34,7 @@ def build_parser() -> OneLineParser:
         help="address other clusters tunnel to (default: the Node document's public_ip, else the private IP)",
     )
     add_heartbeat_argument(p)
+    add_state_dir_argument(p)
     p.add_argument(
         "--withdraw-on-exit",
         action="store_true",
@@ -81,6 +83,7 @@ async def _run(args: argparse.Namespace) -> int:
         heartbeat=args.heartbeat,
         withdraw_on_exit=args.withdraw_on_exit,
         registry=REGISTRY,
+        cable_keys=CableKeys(args.state_dir),
     )
     log.info("gateway.started", node=args.node, cluster=args.cluster, path=gateway.path)
     start_metrics(args.metrics_port, registry=REGISTRY)
@@ -95,7 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # e.g. the metrics port is taken, or the directory is not writable
         log.error("gateway.failed", error=str(exc))
         return EXIT_FAILURE
-
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@ from prometheus_client import CollectorRegistry
 
 from magw.daemons.common.flags import EXIT_FAILURE, EXIT_OK
 from magw.daemons.common.runner import write_json_atomic
+from magw.daemons.route_agent.cable import CableDriver
 from magw.daemons.route_agent.egressgw_problems import EgressGatewayProblems
 from magw.daemons.route_agent.ovn_syncer import OvnSyncer
+from magw.desired.cable.values import WgDevice
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
@@ -61,6 +63,8 @@ class RouteAgent:
     ovn: OvnSyncer | None = None  # the OVN syncer this agent hosts (--ovn-nb), run beside the reconciler
     ovn_mgmt_nexthop: IPv4Address | None = None  # --ovn-mgmt-nexthop (cni ovn: table 150's next hop)
     cni: Cni = Cni.GENERIC  # the CNI of the last plan (the OVN node driver prepares the bridge only for ovn)
+    cable: CableDriver | None = None  # the WireGuard cable's driver (its state goes into the status file)
+    cable_plan: WgDevice | None = attrs.field(init=False, default=None)  # the last plan's WireGuard device
     # The periodic resync's observe on a second driver, in a thread of its own (magw.reconcile.audit): at 100k
     # routes it takes seconds, and events are synced meanwhile. None: the resync observes on the sync path.
     audit: Callable[[], DesiredState] | None = None
@@ -118,7 +122,9 @@ class RouteAgent:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
         self.cni = snapshot.config.cni
         self.egressgw_problems.check(snapshot)
-        return plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
+        state = plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
+        self.cable_plan = state.cable
+        return state
 
     def _on_sync(self, result: SyncResult | None) -> None:
         self._last_sync = result if result is not None else self._last_sync
@@ -138,6 +144,8 @@ class RouteAgent:
         status["waiting"] = self.not_ready
         if self.health is not None:
             status["health"] = self.health.status_json()
+        if self.cable is not None:
+            status["cable"] = self.cable.status_json()
         status["updated_at"] = datetime.now(UTC).isoformat()
         if last is not None:
             status["last_sync"] = {

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import structlog
 from prometheus_client import REGISTRY
 
+from magw.daemons.common.cable import add_state_dir_argument
 from magw.daemons.common.flags import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -20,6 +21,7 @@ from magw.daemons.common.flags import (
 )
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.route_agent.app import SWITCH_INTERVAL, RouteAgent, StrategyPicker
+from magw.daemons.route_agent.cable import CableDriver, add_cable_arguments, cable_driver
 from magw.daemons.route_agent.health import build_monitor
 from magw.daemons.route_agent.health_flags import HealthSettings, add_health_arguments, endpoint_ttl, health_settings
 from magw.daemons.route_agent.node_driver import LazyDriver, fake_driver, real_node_driver
@@ -65,6 +67,8 @@ def build_parser() -> OneLineParser:
         "plan its datapath (needs their CRDs; the file broker reads them whenever they are there)",
     )
     add_health_arguments(p)
+    add_state_dir_argument(p)
+    add_cable_arguments(p)
     add_ovn_arguments(p)
     add_ovn_node_arguments(p)
     return p
@@ -125,10 +129,12 @@ def _agent(
 ) -> RouteAgent:
     made: list[RouteAgent] = []  # the OVN node driver asks the agent (made next) what its last plan was for
     wanted = lambda: bool(made) and made[0].cni is Cni.OVN  # noqa: E731
+    cable = cable_driver(args, ovn_node_driver(args, driver, wanted), lambda: made[0].cable_plan if made else None)
     agent = RouteAgent(
         source=source,
         node=args.node,
-        driver=ovn_node_driver(args, driver, wanted),
+        driver=cable,
+        cable=cable if isinstance(cable, CableDriver) else None,
         audit=None if audit is None else ovn_node_driver(args, audit, wanted).observe,
         resync_period=args.resync_period,
         pick_strategy=picker,
@@ -163,7 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["EXIT_USAGE", "RouteAgent", "build_parser", "main"]
-
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ Chains and why:
   accept what comes from or goes into ``vxlan-tunnel``: a reply may return
   through another gateway than its request left by, where no conntrack state
   exists, and a stateful CNI firewall would drop it.
-- ``input`` (filter, priority 0): accept the VXLAN ports (4500, 4800).
+- ``input`` (filter, priority 0): accept the VXLAN ports (4500, 4800). With ``cable: wireguard`` a gateway
+  first drops WireGuard packets from anyone but the remote gateways (set ``wg_peers``), and inter-cluster VXLAN
+  that did not come out of ``magw-wg``: plain VXLAN from the WAN would bypass the encryption.
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.roles import NodeRole
 from magw.desired.ovn import node as ovnnode
-from magw.model import Cni, Snapshot, dotted, net_key
+from magw.model import Cni, Config, Snapshot, dotted, net_key
+from magw.model.cable import WG_DEVICE, Cable
 from magw.model.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
 
 TABLE_FAMILY = "ip"
 TABLE_NAME = "magw"
 LOCAL_SET = "local_cidrs"
 REMOTE_SET = "remote_cidrs"
+WG_PEERS_SET = "wg_peers"
 SRCNAT_PRIORITY = 100
 POSTROUTING_PRIORITY = SRCNAT_PRIORITY - 10
 FILTER_PRIORITY = 0
@@ -133,6 +137,35 @@ def _forward(role: NodeRole) -> list[NftRule]:
     return rules
 
 
+def _wireguard_input(config: Config) -> list[NftRule]:
+    return [
+        x.rule(
+            "input",
+            x.udp_dport(config.wireguard_port),
+            x.match(x.ip_saddr(), x.set_ref(WG_PEERS_SET), "!="),
+            x.drop(),
+            comment="magw: WireGuard only from remote gateways",
+        ),
+        x.rule(
+            "input",
+            x.udp_dport(INTER_PORT),
+            x.iifname(WG_DEVICE, negate=True),
+            x.drop(),
+            comment="magw: inter-cluster VXLAN only out of magw-wg (never in the clear)",
+        ),
+    ]
+
+
+def _wg_peers(snapshot: Snapshot) -> NftSet:
+    peers = {
+        e.underlay_ip
+        for c in snapshot.remote_clusters
+        for e in snapshot.endpoints_of(c.id)
+        if e.cable_ready(Cable.WIREGUARD)
+    }
+    return NftSet(name=WG_PEERS_SET, type="ipv4_addr", flags=(), elements=tuple(str(ip) for ip in sorted(peers)))
+
+
 def _input() -> list[NftRule]:
     return [
         x.rule(
@@ -177,7 +210,11 @@ def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> NftTable | N
         NftChain(name="forward", type="filter", hook="forward", priority=FILTER_PRIORITY, policy="accept"),
         NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
     ]
-    rules = [*_postrouting(role, globalnet=globalnet), *_forward(role), *_input()]
+    rules = [*_postrouting(role, globalnet=globalnet), *_forward(role)]
+    if snapshot.config.cable is Cable.WIREGUARD and role.gateway:
+        sets.append(_wg_peers(snapshot))
+        rules += _wireguard_input(snapshot.config)
+    rules += _input()
     if snapshot.config.cni is Cni.OVN and role.gateway:
         rules += ovnnode.ovn_gateway_postrouting(REMOTE_SET)
     if globalnet and role.gateway:

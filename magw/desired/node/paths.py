@@ -85,7 +85,8 @@ def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> Clust
     """Candidates and usable gateways toward ``cluster`` from this node."""
     health = snapshot.health
     if role.gateway:
-        endpoints = active_endpoints(snapshot, cluster.id)
+        cable = snapshot.config.cable  # a gateway without the cable's key is no candidate (magw.desired.cable)
+        endpoints = tuple(e for e in active_endpoints(snapshot, cluster.id) if e.cable_ready(cable))
         candidates = [_hop(e.hostname, e.private_ip, inter_cluster=True) for e in endpoints]
         usable = [h for h in candidates if health.usable(h.hostname)]
     else:

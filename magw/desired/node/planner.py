@@ -13,17 +13,17 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.desired.cable.plan import plan_wireguard
 from magw.desired.egressgw.node import plan_node_egressgw
 from magw.desired.globalnet.plan import globalnet_mode
 from magw.desired.nft.plan import plan_nft
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.paths import RoutingObjects, plan_routing
 from magw.desired.node.roles import node_role
-from magw.desired.node.vxlan import plan_vxlan
+from magw.desired.node.vxlan import inter_mtu, plan_vxlan
 from magw.desired.ovn.node import plan_ovn_gateway, plan_ovn_worker
 from magw.desired.state import DesiredState, Route, sorted_objects
 from magw.model import Cni, Snapshot, net_key
-from magw.model.vtep import VXLAN_OVERHEAD
 from magw.util.gcpause import gc_paused
 
 MIN_LINK_MTU = 68  # the IPv4 minimum; the kernel refuses a smaller MTU on a vxlan device
@@ -70,7 +70,7 @@ def check_snapshot(snapshot: Snapshot, memo: PlanMemo) -> None:
     check rejects the same overlaps, Globalnet's rules included (``magw.snapshot.checks.check_overlaps``).
     """
     mtu = snapshot.config.underlay_mtu
-    if mtu - VXLAN_OVERHEAD < MIN_LINK_MTU:
+    if inter_mtu(snapshot.config) < MIN_LINK_MTU:
         raise ValueError(f"config.underlay_mtu: {mtu} leaves the VXLAN devices below the minimum MTU {MIN_LINK_MTU}")
     globalnet = globalnet_mode(snapshot)  # also refuses a clusterset that is Globalnet in part
     if snapshot.overlaps_checked_here():
@@ -119,6 +119,7 @@ def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None, m
         routes=routing.routes,
         rules=routing.rules,
         nft=plan_nft(snapshot, role, memo),
+        cable=plan_wireguard(snapshot, role),
     )
     egressgw = plan_node_egressgw(snapshot, node)
     return state if egressgw is None else _with_egressgw(state, egressgw.state, memo)

@@ -21,7 +21,8 @@ import attrs
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.roles import NodeRole
 from magw.desired.state import Address, Fdb, Link, Neighbor, SortedObjects
-from magw.model import Snapshot
+from magw.model import Config, Snapshot
+from magw.model.cable import WG_OVERHEAD, Cable, wg_inner_ip
 from magw.model.vtep import (
     INTER_PORT,
     INTER_VNI,
@@ -98,19 +99,30 @@ def intra_peers(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> tuple[Pee
 
 def inter_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
     """Peers on vxlan-tunnel (gateways only): every gateway of every remote cluster (standbys too: magw.health
-    probes them, to see them take over or come back; routes go through the active ones only)."""
+    probes them, to see them take over or come back; routes go through the active ones only).
+
+    With ``cable: wireguard`` a peer's underlay is its inner address on ``magw-wg`` (magw.model.cable), so the
+    VXLAN packets go through WireGuard; a gateway that has not published its key yet is no peer."""
     if not role.gateway:
         return ()
+    wireguard = snapshot.config.cable is Cable.WIREGUARD
     return tuple(
         Peer(
             owner=f"{e.cluster}/{e.hostname}",
             dev=VXLAN_TUNNEL,
             vtep=vtep_ip(e.private_ip, inter_cluster=True),
-            underlay=e.underlay_ip,
+            underlay=wg_inner_ip(e.private_ip) if wireguard else e.underlay_ip,
         )
         for cluster in snapshot.remote_clusters
         for e in snapshot.endpoints_of(cluster.id)
+        if e.cable_ready(snapshot.config.cable)
     )
+
+
+def inter_mtu(config: Config) -> int:
+    """``vxlan-tunnel``'s MTU: the underlay's less VXLAN's overhead, and less WireGuard's with that cable."""
+    wireguard = WG_OVERHEAD if config.cable is Cable.WIREGUARD else 0
+    return config.underlay_mtu - VXLAN_OVERHEAD - wireguard
 
 
 def _links(snapshot: Snapshot, role: NodeRole) -> tuple[Link, ...]:
@@ -130,7 +142,7 @@ def _links(snapshot: Snapshot, role: NodeRole) -> tuple[Link, ...]:
         name=VXLAN_TUNNEL,
         vni=INTER_VNI,
         port=INTER_PORT,
-        mtu=mtu,
+        mtu=inter_mtu(snapshot.config),
         mac=vtep_mac(vtep_ip(role.endpoint.private_ip, inter_cluster=True)),
         local=None,
         learning=False,

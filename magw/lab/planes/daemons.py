@@ -41,6 +41,7 @@ from magw.lab.planes.egressgw import egressgw_documents
 from magw.lab.planes.globalnet_docs import globalnet_documents
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
+from magw.model.cable import Cable
 from magw.sources.file.broker import endpoint_path
 from magw.sources.kube.mapping import endpoint_object_name
 
@@ -80,6 +81,8 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
             "underlay_mtu": topo.underlay_mtu,
         }
     }
+    if topo.cable is not Cable.VXLAN:  # the gateways run the WireGuard cable (docs/cables.md)
+        docs["config.yaml"]["cable"] = topo.cable.value
     if cni != "generic":  # the route agents plan the CNI's node side from it (docs/ovn-node.md)
         docs["config.yaml"]["cni"] = cni
     for c in lab.clusters:
@@ -128,9 +131,15 @@ def _source_flags(st: LabState, cluster: str) -> list[str]:
     return kube.source_flags(st, cluster) if st.kube else ["--broker-dir", str(st.broker_dir)]
 
 
+def node_state_dir(st: LabState, node: NodeLayout) -> Path:
+    """A node's ``--state-dir`` (its WireGuard key pair; the route agent's wireguard-go pid file and log)."""
+    return st.dir / "state" / node.name
+
+
 def _common_flags(st: LabState, node: NodeLayout, metrics_port: int) -> list[str]:
     return [*_source_flags(st, node.cluster), "--node", node.name, "--cluster", node.cluster,
-            "--log-format", "json", "--log-level", "info", "--metrics-port", str(metrics_port)]  # fmt: skip
+            "--log-format", "json", "--log-level", "info", "--metrics-port", str(metrics_port),
+            "--state-dir", str(node_state_dir(st, node))]  # fmt: skip
 
 
 def agent_status_path(st: LabState, node: NodeLayout) -> Path:
@@ -179,6 +188,8 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
         write_broker(lab, st.broker_dir, st.cni)
         step(f"broker: {len(broker_documents(lab, st.cni))} documents in {st.broker_dir}")
     (st.dir / "status").mkdir(exist_ok=True)
+    for node in lab.nodes:
+        node_state_dir(st, node).mkdir(mode=0o700, parents=True, exist_ok=True)
     if st.ovn:
         st = lab_ovn.start_control_plane(lab, st, step)
         ovn_nodes.add_mgmt_ports(lab, step)

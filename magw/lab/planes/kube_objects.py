@@ -65,7 +65,7 @@ def config_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
         NAMESPACE,
         spec={"multiActiveGatewayEnabled": topo.multi_active, "clusterID": c.id},
     )
-    data = {"strategy": topo.strategy.value, "underlayMTU": str(topo.underlay_mtu)}
+    data = {"strategy": topo.strategy.value, "underlayMTU": str(topo.underlay_mtu), "cable": topo.cable.value}
     return [submariner, _obj("ConfigMap", "v1", mapping.CONFIG_MAP, NAMESPACE, data=data)]
 
 

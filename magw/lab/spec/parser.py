@@ -14,6 +14,7 @@ from typing import Any
 
 from magw.lab.errors import LabInputError
 from magw.model import Strategy
+from magw.model.cable import Cable
 
 RATE_RE = re.compile(r"^[1-9][0-9]*(kbit|mbit|gbit)$")
 
@@ -70,6 +71,12 @@ class Parser:
         if value not in names:
             raise self.fail(path, f"{value!r} is not one of {', '.join(names)}")
         return Strategy(value)
+
+    def cable(self, value: object, path: str) -> Cable:
+        names = [c.value for c in Cable]
+        if value not in names:
+            raise self.fail(path, f"{value!r} is not one of {', '.join(names)}")
+        return Cable(value)
 
     def rate(self, value: object, path: str) -> str | None:
         if value is None:

@@ -30,6 +30,7 @@ from magw.lab.spec.egressgw import EgressGatewayLabSpec, egressgw_doc
 from magw.lab.spec.naming import CLUSTER_ID_RE
 from magw.lab.spec.parser import Parser
 from magw.model import Strategy
+from magw.model.cable import Cable
 from magw.snapshot.yamlstrict import StrictLoader
 
 MAX_CLUSTERS = 8
@@ -39,7 +40,9 @@ MAX_PODS_PER_NODE = 16
 
 # The keys each level of a topology accepts: what the parser reads, and what an unknown key's error lists (all
 # of them, in every lab: a plain lab's error names ``globalnet``, ``egress`` and ``pods`` too).
-TOP_KEYS = frozenset({"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", *gn.TOP_KEYS, *eg.TOP_KEYS})
+TOP_KEYS = frozenset(
+    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", *gn.TOP_KEYS, *eg.TOP_KEYS}
+)
 CLUSTER_KEYS = frozenset(
     {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", *gn.CLUSTER_KEYS}
 )
@@ -66,6 +69,7 @@ class Topology:
     wan_rate: str | None = None
     globalnet: bool = False
     egressgw: EgressGatewayLabSpec | None = None  # the egress gateway's VIPs (magw.lab.spec.egressgw)
+    cable: Cable = Cable.VXLAN  # between gateways: plain VXLAN, or VXLAN through WireGuard (docs/cables.md)
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
@@ -91,6 +95,8 @@ class Topology:
                 for c in self.clusters
             ],
         }
+        if self.cable is not Cable.VXLAN:
+            doc["cable"] = self.cable.value
         if self.globalnet:
             doc["globalnet"] = True
         if self.egressgw is not None:
@@ -133,6 +139,7 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
         strategy=p.strategy(top.get("strategy", "resilient"), "strategy"),
         underlay_mtu=p.integer(top.get("underlay_mtu", 1500), "underlay_mtu", 1280, 9000),
         wan_rate=p.rate(top.get("wan_rate"), "wan_rate"),
+        cable=p.cable(top.get("cable", "vxlan"), "cable"),
         globalnet=globalnet,
         egressgw=eg.parse_egressgw(p, top["egress"], clusters) if top.get("egress") is not None else None,
     )

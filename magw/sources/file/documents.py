@@ -46,7 +46,15 @@ KINDS: tuple[str, ...] = (
 )
 
 # What each kind adds to the snapshot (magw.snapshot.load's top-level keys); Config and Health are singletons.
-CONFIG_KEYS: tuple[str, ...] = ("multi_active_gateway", "strategy", "underlay_mtu", "resilient", "cni")
+CONFIG_KEYS: tuple[str, ...] = (
+    "multi_active_gateway",
+    "strategy",
+    "underlay_mtu",
+    "resilient",
+    "cni",
+    "cable",
+    "wireguard_port",
+)
 HEALTH_KEYS: tuple[str, ...] = ("down", "reach")
 
 # Fields only the broker and the daemons read; they are stripped before the snapshot is parsed.

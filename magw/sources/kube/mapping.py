@@ -168,6 +168,13 @@ def endpoint_docs(obj: Obj) -> tuple[Document, ...]:
     for key in ("public_ip", "subnets", "allocated_ips"):
         if spec.get(key):
             raw[key] = spec[key]
+    if spec.get("backend") == "wireguard":  # other backends (Submariner's libreswan, ours vxlan): the VXLAN cable
+        raw["backend"] = "wireguard"
+    public_key = (
+        (spec.get("backend_config") or {}).get("publicKey") if isinstance(spec.get("backend_config"), dict) else None
+    )
+    if public_key:
+        raw["backend_config"] = {"publicKey": public_key}
     return (_doc(raw, origin("Endpoint", obj)),)
 
 
@@ -182,9 +189,9 @@ def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
         "cluster_id": doc["cluster"],
         "hostname": doc["hostname"],
         "private_ip": doc["private_ip"],
-        "backend": "vxlan",
+        "backend": doc.get("backend", "vxlan"),
     }
-    for key in ("public_ip", "subnets", "allocated_ips"):
+    for key in ("public_ip", "subnets", "allocated_ips", "backend_config"):
         if doc.get(key):
             spec[key] = doc[key]
     return spec
@@ -193,7 +200,7 @@ def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
 def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Document, ...]:
     """The Config document: the seed's ``multiActiveGatewayEnabled`` (default false) and ``cni`` (``ovn`` when
     Submariner's ``networkPlugin`` is ``OVNKubernetes``) from the Submariner object, the rest (``strategy``,
-    ``underlayMTU``, ``resilient``) from the ConfigMap ``magw-config``."""
+    ``underlayMTU``, ``resilient``, ``cable``, ``wireguardPort``) from the ConfigMap ``magw-config``."""
     raw: dict[str, Any] = {"kind": "Config"}
     spec = _spec(submariner) if submariner is not None else {}
     raw["multi_active_gateway"] = bool(spec.get("multiActiveGatewayEnabled", False))
@@ -208,6 +215,13 @@ def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Documen
             raw["underlay_mtu"] = int(data["underlayMTU"])
         except ValueError:
             raise MappingError(f"{where}: underlayMTU: {data['underlayMTU']!r} is not an integer") from None
+    if "cable" in data:
+        raw["cable"] = data["cable"]
+    if "wireguardPort" in data:
+        try:
+            raw["wireguard_port"] = int(data["wireguardPort"])
+        except ValueError:
+            raise MappingError(f"{where}: wireguardPort: {data['wireguardPort']!r} is not an integer") from None
     if "resilient" in data:
         try:
             raw["resilient"] = yaml.safe_load(data["resilient"])

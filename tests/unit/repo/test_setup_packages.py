@@ -29,6 +29,8 @@ USED_BY = {
     "keepalived": ("magw/drivers/keepalived/process.py", 'BINARY = "keepalived"'),
     "conntrackd": ("magw/drivers/conntrackd/process.py", 'BINARY = "conntrackd"'),
     "conntrack": ("tests/kernel/test_egress_nat_sync.py", '"conntrack", "-L"'),
+    "wireguard-go": ("magw/drivers/wireguard/userspace.py", "exec wireguard-go -f"),
+    "wireguard-tools": ("magw/drivers/wireguard/tool.py", 'WG = "wg"'),
 }
 
 

@@ -107,8 +107,8 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "unknown-top-key",
         _set("colour", "blue"),
-        "snapshot.yaml: colour: unknown key (allowed: clusters, cni, egress, endpoints, globalnet, health, "
-        "local_cluster, multi_active_gateway, nodes, resilient, strategy, underlay_mtu)",
+        "snapshot.yaml: colour: unknown key (allowed: cable, clusters, cni, egress, endpoints, globalnet, health, "
+        "local_cluster, multi_active_gateway, nodes, resilient, strategy, underlay_mtu, wireguard_port)",
     ),
     (
         "unknown-item-key",
