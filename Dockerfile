@@ -9,7 +9,7 @@ FROM debian:12-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         python3 python3-venv python3-nftables libnftables1 iproute2 nftables ca-certificates \
-        keepalived conntrackd \
+        keepalived conntrackd wireguard-go wireguard-tools \
     && rm -rf /var/lib/apt/lists/*
 
 # A virtualenv (Debian 12's pip refuses to install into the system Python, PEP 668) that sees ONE Debian

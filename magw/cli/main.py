@@ -52,6 +52,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(name="globalnet", module="magw.cli.globalnet", help="show Globalnet objects, their addresses and the pool"),
     Command(name="egress", module="magw.cli.egress", help="bind, unbind and show egress gateway VIPs (broker)"),
     Command(name="ovn", module="magw.cli.ovn", help="the OVN syncer: plan, sync, show and clean up magw's NB rows"),
+    Command(name="cable", module="magw.cli.cable", help="a gateway's WireGuard key pair: print or rotate it"),
 )
 
 

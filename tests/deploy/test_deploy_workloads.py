@@ -60,6 +60,7 @@ def test_the_route_agent_runs_on_every_node_with_its_flags() -> None:
         "--metrics-port": "9898",
         "--allow-init-netns": "",  # hostNetwork: the node's own namespace is the one to program
         "--status-file": "/run/magw/route-agent.json",
+        "--state-dir": "/var/lib/magw",  # cable wireguard: the node's key pair, on the node only
         "--log-format": "json",
     }
     assert _env_sources(c) == {"NODE_NAME": NODE_FROM_POD, "CLUSTER_ID": CLUSTER_FROM_CONFIG}
@@ -170,6 +171,17 @@ def test_the_gateway_reads_the_status_file_its_route_agent_writes() -> None:
     written = _flags(_container("DaemonSet", "magw-route-agent"))["--status-file"]
     read = _flags(_container("DaemonSet", "magw-gateway"))["--health-status-file"]
     assert _host_dir("DaemonSet", "magw-route-agent", written) == _host_dir("DaemonSet", "magw-gateway", read)
+
+
+def test_the_gateway_and_its_route_agent_share_the_nodes_key_directory() -> None:
+    """cable wireguard: the gateway publishes the public key of the key pair whose private key the route agent
+    gives its device, so both --state-dir are one host directory, writable by both (either may make the pair)."""
+    agent = _flags(_container("DaemonSet", "magw-route-agent"))["--state-dir"] + "/wireguard"
+    gateway = _flags(_container("DaemonSet", "magw-gateway"))["--state-dir"] + "/wireguard"
+    assert _host_dir("DaemonSet", "magw-route-agent", agent) == _host_dir("DaemonSet", "magw-gateway", gateway)
+    for kind in ("magw-route-agent", "magw-gateway"):
+        mounts = {m["mountPath"]: m for m in _container("DaemonSet", kind)["volumeMounts"]}
+        assert not mounts["/var/lib/magw"].get("readOnly", False)
 
 
 def test_host_network_daemons_probe_their_own_metrics_port_and_do_not_share_it() -> None:
