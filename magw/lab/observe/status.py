@@ -181,6 +181,7 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "phase": st.phase,
         "multi_active": st.topology.multi_active,
         "strategy": st.topology.strategy.value,
+        "cable": st.topology.cable.value,
         "wan_rate": st.topology.wan_rate,
         "state_dir": str(st.dir),
         "globalnet": st.topology.globalnet,
@@ -222,7 +223,7 @@ def status_text(doc: dict[str, Any]) -> str:
     """A human-readable summary of ``status_doc``."""
     lines = [
         f"lab {doc['name']}: {doc['phase']}, strategy {doc['strategy']}, "
-        f"{'multi-active' if doc['multi_active'] else 'single-gateway'}, "
+        f"{'multi-active' if doc['multi_active'] else 'single-gateway'}, cable {doc.get('cable', 'vxlan')}, "
         f"namespaces {doc['namespaces']['present']}/{doc['namespaces']['expected']}"
     ]
     for c in doc["clusters"]:

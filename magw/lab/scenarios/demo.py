@@ -9,6 +9,7 @@ from magw.lab.observe.spread import run_spread, spread_text
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import Topology
 from magw.lab.verify.matrix import matrix_text, run_matrix
+from magw.model.cable import Cable
 
 Output = Callable[[str], None]
 
@@ -25,7 +26,7 @@ def run_demo(
 ) -> int:
     """0 when every probe of the matrix passed, 1 otherwise. The lab is removed unless ``keep``."""
     lab = layout(name, topology)
-    out(f"== bringing up lab {name}{_fed_by(control_plane)}")
+    out(f"== bringing up lab {name}{_fed_by(control_plane)}{_cable(topology)}")
     build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane)
     try:
         out("\n== connectivity matrix (each pod -> a remote pod and a remote service)")
@@ -39,6 +40,12 @@ def run_demo(
         return 0 if ok else 1
     finally:
         finish(name, keep=keep, out=out)
+
+
+def _cable(topology: Topology) -> str:
+    if topology.cable is Cable.WIREGUARD:
+        return " (gateways' VXLAN through WireGuard: magw-wg on every gateway, docs/cables.md)"
+    return ""
 
 
 def _fed_by(control_plane: str) -> str:

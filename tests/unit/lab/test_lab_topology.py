@@ -59,7 +59,7 @@ def test_topology_document_round_trips() -> None:
         ("just text", "t.yaml: must be a mapping, got str"),
         ({}, "t.yaml: clusters: is required"),
         ({"clusters": [], "x": 1},
-         "t.yaml: x: unknown key (expected one of: clusters, egress, globalnet, multi_active, strategy, "
+         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, multi_active, strategy, "
          "underlay_mtu, wan_rate)"),
         ({"clusters": []}, "t.yaml: clusters: must have 1 to 8 items, got 0"),
         ({"clusters": [{"gateways": 1}]}, "t.yaml: clusters[0].id: is required"),
