@@ -135,6 +135,45 @@ class KernelSkipGuard:
         )
 
 
+class WireguardBackends:
+    """Counts the WireGuard driver's cases per backend (``wireguard_backend`` marker) and says in the summary how
+    many ran and why the others skipped: the kernel backend's skip where the module is missing (these machines),
+    so CI shows that they did not run instead of hiding it."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.reasons: dict[str, set[str]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        backend = next((k.removeprefix("wgbackend=") for k in report.keywords if k.startswith("wgbackend=")), None)
+        if backend is None or (report.when != "call" and not report.skipped):
+            return
+        outcome = "skipped" if report.skipped else "ran"
+        counts = self.outcomes.setdefault(backend, {"ran": 0, "skipped": 0})
+        counts[outcome] += 1
+        if report.skipped:
+            self.reasons.setdefault(backend, set()).add(_skip_reason(report))
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.outcomes:
+            return
+        terminalreporter.section("WireGuard driver backends", sep="-")
+        for backend in sorted(self.outcomes):
+            counts = self.outcomes[backend]
+            why = "; ".join(sorted(self.reasons.get(backend, ())))
+            terminalreporter.write_line(
+                f"{backend}: {counts['ran']} ran, {counts['skipped']} skipped" + (f" ({why})" if why else "")
+            )
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A ``wireguard_backend(name)`` case gets the keyword ``wgbackend=<name>``, which reports carry."""
+    marker = item.get_closest_marker("wireguard_backend")
+    if marker is not None and marker.args:
+        item.keywords[f"wgbackend={marker.args[0]}"] = True
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(WireguardBackends(), "magw-wireguard-backends")
     if os.environ.get(REQUIRE_KERNEL_ENV, "") not in ("", "0"):
         config.pluginmanager.register(KernelSkipGuard(), "magw-kernel-skip-guard")

@@ -27,6 +27,9 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("wireguard-go") is None, reason="wireguard-go is not installed"),
     pytest.mark.skipif(shutil.which("wg") is None, reason="wireguard-tools (wg) is not installed"),
 ]
+# The userspace cases must run wherever the kernel tests run (a skip fails CI); the kernel backend's may skip
+# where the module is missing, and the run's summary counts both (tests/conftest.py, WireguardBackends).
+KERNEL = pytest.mark.wireguard_backend("kernel")
 
 PORT = 51820
 UNDERLAY = {"a": "192.0.2.1", "b": "192.0.2.2"}
@@ -119,6 +122,8 @@ def carries(pair: Pair, src: str, dst: str) -> bool:
     return out.strip() == "marker"
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_two_gateways_handshake_and_carry_udp(pair: Pair) -> None:
     pair.up()
     assert carries(pair, "a", "b")
@@ -133,6 +138,8 @@ def test_two_gateways_handshake_and_carry_udp(pair: Pair) -> None:
     assert [(a["local"], a["prefixlen"]) for a in addrs[0]["addr_info"]] == [(INNER["a"], 8)]
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_each_namespace_has_its_own_control_socket(pair: Pair) -> None:
     pair.up()
     # Both namespaces hold a device named magw-wg, and neither's socket is in the host's /run/wireguard.
@@ -141,12 +148,16 @@ def test_each_namespace_has_its_own_control_socket(pair: Pair) -> None:
     assert not Path("/run/wireguard/magw-wg.sock").exists()
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_second_ensure_changes_nothing(pair: Pair) -> None:
     pair.up()
     again = pair.ensure("a", _plan("a", pair.public("b")))
     assert again.changes == ()
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_a_restarted_driver_adopts_the_running_device(pair: Pair) -> None:
     pair.up()
     pid = pair.drivers["a"]._userspace.pid
@@ -157,6 +168,8 @@ def test_a_restarted_driver_adopts_the_running_device(pair: Pair) -> None:
     assert carries(pair, "a", "b")
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_a_device_we_did_not_make_is_refused(veth_pair: VethPair, tmp_path: Path) -> None:
     run(veth_pair.a, "ip", "tuntap", "add", "magw-wg", "mode", "tun")
     driver = WireGuardDriver(tmp_path, backend="userspace")
@@ -165,6 +178,8 @@ def test_a_device_we_did_not_make_is_refused(veth_pair: VethPair, tmp_path: Path
     assert ip_json(veth_pair.a, "link", "show", "dev", "magw-wg")  # left alone
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_a_rotated_key_is_set_and_peers_follow(pair: Pair) -> None:
     pair.up()
     old = pair.public("a")
@@ -178,6 +193,8 @@ def test_a_rotated_key_is_set_and_peers_follow(pair: Pair) -> None:
     assert carries(pair, "a", "b")
 
 
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
 def test_removal_stops_wireguard_go_and_the_device(pair: Pair) -> None:
     pair.up()
     pid = pair.drivers["a"]._userspace.pid
@@ -190,6 +207,7 @@ def test_removal_stops_wireguard_go_and_the_device(pair: Pair) -> None:
     assert not Path(f"/proc/{pid}").exists() or "wireguard-go" not in Path(f"/proc/{pid}/comm").read_text()
 
 
+@KERNEL
 def test_kernel_backend(veth_pair: VethPair, tmp_path: Path) -> None:
     if not run_in_netns(veth_pair.a, kernel_available):
         pytest.skip("this kernel has no wireguard module (ip link add type wireguard: unknown device type)")
