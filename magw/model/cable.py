@@ -58,4 +58,6 @@ def check_public_key(value: str) -> str | None:
         return "not base64"
     if len(raw) != KEY_BYTES:
         return f"decodes to {len(raw)} bytes, not {KEY_BYTES}"
+    if base64.b64encode(raw).decode() != value:  # unused bits set in the last character: wg refuses it
+        return "not the canonical base64 of 32 bytes (wg would refuse it)"
     return None

@@ -80,7 +80,7 @@ class CableDriver:
             return
         try:
             result = self.wireguard().ensure(plan)
-        except (WgError, KeyFileError, OSError) as exc:
+        except (WgError, KeyFileError, OSError, ValueError) as exc:  # the node's own changes go on regardless
             if str(exc) != self.error:
                 log.error("route_agent.cable_failed", error=str(exc))
             self.error = str(exc)
@@ -90,7 +90,7 @@ class CableDriver:
             log.info("route_agent.cable_recovered", backend=result.backend)
         self.error = None
         self.public_key, self.backend = result.public_key, result.backend
-        self._applied = token
+        self._applied = (plan, self.keys.identity() if plan is not None else None)  # the key it may have made
         self._checked_at = time.monotonic()
 
     def status_json(self) -> dict[str, Any] | None:

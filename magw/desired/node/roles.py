@@ -2,7 +2,8 @@
 
 Multi-active mode: every published endpoint of a cluster is active.
 Single-gateway mode: one endpoint per cluster, the first by hostname that is
-not down (the first one if all are down: it is unusable then anyway). With one
+not down and, with ``cable: wireguard``, publishes its key (the first one if none
+is: it is unusable then anyway). With one
 endpoint per cluster both modes elect the same gateway, so "single-gateway mode
 equals multi-active mode with one gateway" holds exactly.
 """
@@ -19,8 +20,8 @@ def active_endpoints(snapshot: Snapshot, cluster_id: str) -> tuple[Endpoint, ...
     endpoints = tuple(sorted(snapshot.endpoints_of(cluster_id), key=lambda e: e.hostname))
     if snapshot.config.multi_active or not endpoints:
         return endpoints
-    for endpoint in endpoints:
-        if endpoint.hostname not in snapshot.health.down:
+    for endpoint in endpoints:  # with cable wireguard, a gateway without its key cannot carry traffic yet
+        if endpoint.hostname not in snapshot.health.down and endpoint.cable_ready(snapshot.config.cable):
             return (endpoint,)
     return endpoints[:1]
 

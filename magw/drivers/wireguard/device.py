@@ -55,7 +55,10 @@ def _link_settings(name: str, mtu: int, address: IPv4Interface) -> list[str]:
 
     changed = []
     with IPRoute() as ipr:
-        (index,) = ipr.link_lookup(ifname=name)
+        found = ipr.link_lookup(ifname=name)
+        if not found:
+            raise WgError(f"{name}: the device vanished while it was being set up")
+        index = found[0]
         (link,) = ipr.get_links(index)
         have = {
             IPv4Interface(f"{a.get_attr('IFA_ADDRESS')}/{a['prefixlen']}") for a in ipr.get_addr(index=index, family=2)

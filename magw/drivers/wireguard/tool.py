@@ -34,7 +34,10 @@ def _int(text: str) -> int:
 def _allowed(text: str) -> tuple[IPv4Network, ...]:
     if text in ("(none)", ""):
         return ()
-    return tuple(IPv4Network(a) for a in text.split(",") if ":" not in a)  # IPv6 prefixes: not ours
+    try:
+        return tuple(IPv4Network(a) for a in text.split(",") if ":" not in a)  # IPv6 prefixes: not ours
+    except ValueError:
+        raise WgError(f"wg show dump: allowed ips {text[:60]!r} are not IPv4 prefixes") from None
 
 
 def parse_dump(text: str) -> WgObserved:
@@ -48,7 +51,7 @@ def parse_dump(text: str) -> WgObserved:
     peers = []
     for fields in lines[1:]:
         if len(fields) < 7:
-            raise WgError(f"wg show dump: a peer line of {len(fields)} fields, not 8")
+            raise WgError(f"wg show dump: a peer line of {len(fields)} fields, not 7 or 8")
         peers.append(
             WgObservedPeer(
                 public_key=fields[0],

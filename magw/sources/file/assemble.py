@@ -217,19 +217,33 @@ def _order(local: str, docs: Sequence[Document], last_good: Mapping[Ident, Docum
     return sorted(docs, key=key)
 
 
+CONFIG_REFUSED = (
+    "the Config was refused and no earlier one was good: not planning with the defaults, which could turn an "
+    "encrypted cable (cable: wireguard) into plain VXLAN"
+)
+
+
 def assemble(
     local: str,
     docs: Sequence[Document],
     last_good: Mapping[Ident, Document],
     *,
     parse: Parse = parse_snapshot,
+    config_refused: bool = False,
 ) -> Assembly:
     """The snapshot of ``local`` from ``docs``; ``last_good`` holds the documents of the last good snapshot.
 
     A ``SnapshotParser`` given as ``parse`` keeps afterwards only what this pass used (its ``collect``):
     memory stays that of one snapshot, whichever source assembles.
+
+    Fail closed on the Config: when a Config document was given but refused (or, ``config_refused``, the source
+    could not even make one) and no earlier good one stands in, there is no snapshot (``missing`` says why)
+    rather than one planned with the default settings, whose cable is plain VXLAN.
     """
     assembly = _assemble(local, docs, last_good, parse)
+    given = config_refused or any(d.kind == "Config" for d in docs)
+    if assembly.snapshot is not None and given and not any(d.kind == "Config" for d in assembly.accepted):
+        assembly = Assembly(snapshot=None, accepted=(), problems=assembly.problems, missing=CONFIG_REFUSED)
     if isinstance(parse, SnapshotParser):
         parse.collect()
     return assembly

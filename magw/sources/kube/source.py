@@ -233,7 +233,13 @@ class KubeSource:
     def _assemble(self, docs: list[Document], errors: Mapping[tuple[str, Key], mapping.MappingError]) -> bool:
         """Assemble ``docs``; True when the snapshot changed or this is the first complete one."""
         try:
-            assembly = assemble(self.local_cluster, docs, self._last_good, parse=self._parse)
+            assembly = assemble(
+                self.local_cluster,
+                docs,
+                self._last_good,
+                parse=self._parse,
+                config_refused=("Config", ("", "")) in errors,
+            )
         except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug
             log.error("kube.assemble_failed", cluster=self.local_cluster, error=str(exc))
             return False
