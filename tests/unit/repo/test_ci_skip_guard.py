@@ -136,3 +136,50 @@ def test_a_real_failure_keeps_its_exit_code(pytester: pytest.Pytester, monkeypat
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, skipped=1, failed=1)
     result.stdout.fnmatch_lines(["SKIPPED (not allowed) test_kernel_thing.py::test_needs_a_tool: no such tool here"])
+
+
+WIREGUARD_BACKENDS = """
+import pytest
+
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("kernel")
+def test_kernel_backend():
+    pytest.skip("this kernel has no wireguard module")
+
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
+def test_userspace_backend():
+    assert True
+
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
+def test_userspace_needs_a_tool():
+    pytest.skip("wireguard-go is not installed")
+"""
+
+
+def test_the_kernel_wireguard_backend_may_skip_and_is_counted(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``wireguard_backend("kernel")`` case that skips (no module) does not fail the run; a userspace case that
+    skips still does; the summary counts each backend's cases and says why they skipped."""
+    pytester.makepyfile(test_wg=WIREGUARD_BACKENDS)
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini(
+        "[pytest]\nmarkers =\n    kernel: needs root\n    wireguard_backend(name): a backend\n"
+        "asyncio_default_fixture_loop_scope = function\n"
+    )
+    monkeypatch.setenv(ENV, "1")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, skipped=2)
+    out = result.stdout.str()
+    assert "SKIPPED (not allowed) test_wg.py::test_userspace_needs_a_tool: wireguard-go is not installed" in out
+    assert "not allowed) test_wg.py::test_kernel_backend" not in out
+    result.stdout.fnmatch_lines(
+        [
+            f"{ENV}=1: 1 kernel or lab test(s) skipped; the run fails",
+            "kernel: 0 ran, 1 skipped (this kernel has no wireguard module)",
+            "userspace: 1 ran, 1 skipped (wireguard-go is not installed)",
+        ]
+    )
