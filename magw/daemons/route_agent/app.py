@@ -124,6 +124,11 @@ class RouteAgent:
         self.egressgw_problems.check(snapshot)
         state = plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
         self.cable_plan = state.cable
+        if self.cable is not None:
+            # Here, not only in the driver's apply: a change of the cable alone (a peer's rotated key) changes no
+            # kernel object of the plan, and the reconciler calls apply only when something differs. Cheap when
+            # neither the plan's device nor the key file changed (one stat). Runs in the reconciler's thread.
+            self.cable.ensure(force=False)
         return state
 
     def _on_sync(self, result: SyncResult | None) -> None:
