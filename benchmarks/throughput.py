@@ -44,8 +44,42 @@ What it prints, so that a figure can be trusted:
   the machine itself can carry (when that is not far above N x rate, the CPU
   is the limit).
 
-    sudo .venv/bin/python benchmarks/throughput.py [--rate 50mbit] [--gateways 1,2,4]
+``--cable wireguard`` (or ``vxlan,wireguard``: both, one lab per cable and N,
+the cables of one N run one after the other so that they see the same load)
+builds the labs with the WireGuard cable: the inter-cluster VXLAN goes through
+one wireguard-go device per gateway (``magw-wg``). What changes:
+
+* the headers: WireGuard adds 60 bytes per packet (outer IP, UDP, its header
+  and tag) and the tunnel MTU is 1390 instead of 1450, so the TCP payload is
+  at most (1390 - 52) / (1390 + 64 + 60) = 0.884 of what tbf counts, not
+  0.923 (``wan-use`` is measured from tc's bytes either way);
+* the CPU: wireguard-go encrypts in user space, packet by packet. Per run the
+  CPU seconds of the lab's wireguard-go processes (both clusters' gateways;
+  ``/proc/<pid>/stat`` utime + stime before and after, the pids from
+  ``<state dir>/wireguard/wireguard-go.pid``) are measured beside iperf3's,
+  and a second table prints, per cable and N, the aggregate against N x one
+  tunnel's rate measured in the same invocation (the median of its 1-gateway
+  lab; goal >= 0.9) and the CPU seconds per gigabit of payload: iperf3's,
+  wireguard-go's and the whole machine's (``/proc/stat`` busy time: the
+  kernel's softirq work, VXLAN's included, and other users' load too), the
+  last two less what they used while the lab idled for 2 s before the run
+  (the daemons' probes). With both cables the two are printed side by side.
+  Per-gigabit figures grow at low rates (fixed costs): compare the cables at
+  the same rate.
+* ``--rate none`` runs unshaped (no tbf; every run is then its own control).
+  On the 2-vCPU machine of docs/performance.md one WireGuard tunnel carried
+  about 80 Mbit/s unshaped (wireguard-go 1.2 cores, 2026-11-28; VXLAN 6.4
+  Gbit/s), so with the default 50mbit per gateway the CPU, not tbf, is the
+  limit from N = 2 on, and unshaped every N shares the same two cores: the
+  ratio against N x one tunnel then says how the CPU is shared, not whether
+  the gateways scale. For that, shape well below a tunnel's own rate (e.g.
+  ``--rate 10mbit``) and watch the busy column.
+
+Default: ``--cable vxlan --rate 50mbit``, whose output is what it always was.
+
+    sudo .venv/bin/python benchmarks/throughput.py [--rate 50mbit|none] [--gateways 1,2,4]
         [--duration 5] [--streams 8] [--repeat 3] [--control] [--latency 10ms] [--name bench]
+        [--cable vxlan|wireguard|vxlan,wireguard]
 """
 
 from __future__ import annotations
@@ -58,7 +92,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -66,15 +101,19 @@ import attrs
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.rx_window import Sampler, common_window  # after sys.path
+from magw.drivers.wireguard.keys import KEY_DIR  # after sys.path
 from magw.lab.build import lifecycle as build
 from magw.lab.build import (
     netns,
     wiring,  # after sys.path
 )
+from magw.lab.build.state import LabState  # after sys.path
+from magw.lab.planes.daemons import node_state_dir  # after sys.path
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, PodLayout, layout  # after sys.path
 from magw.lab.spec.naming import WAN_IF  # after sys.path
 from magw.lab.spec.topology import parse_topology  # after sys.path
+from magw.model.cable import Cable  # after sys.path
 from magw.util.logsetup import configure_logging  # after sys.path
 
 IPERF_PORT = 5201
@@ -168,11 +207,88 @@ class Run:
     wall: float  # seconds from starting the clients to the last one's exit
     health_downs: int  # peers the route agents declared down during the run (each withdraws routes for a while)
     payload_share: float  # TCP payload / bytes the east gateways' tbf sent (the rest: headers and encapsulation)
+    iperf_cpu_s: float = 0.0  # CPU seconds of the iperf3 processes over the run (iperf_cpu is this / wall)
+    wg_cpu_s: float | None = None  # CPU seconds of the lab's wireguard-go processes (None: the VXLAN cable)
+    wg_restarted: bool = False  # a wireguard-go process exited during the run: wg_cpu_s misses its share
+    machine_cpu_s: float = 0.0  # busy CPU seconds of the whole machine (/proc/stat; softirq and other users too)
+    payload_bytes: int = 0  # TCP payload the servers received over the whole run
+    idle_machine: float = 0.0  # machine busy cores while the lab idled just before (0: not measured)
+    idle_wg: float = 0.0  # wireguard-go cores while the lab idled (its share of the probes)
+
+    @property
+    def payload_gbit(self) -> float:
+        return self.payload_bytes * 8 / 1e9
+
+    @property
+    def process_cpu_per_gbit(self) -> float:
+        """CPU seconds of iperf3 and wireguard-go per gigabit of payload."""
+        return (self.iperf_cpu_s + (self.wg_cpu_s or 0.0)) / self.payload_gbit if self.payload_bytes else 0.0
+
+    @property
+    def machine_cpu_per_gbit(self) -> float:
+        return self.machine_cpu_s / self.payload_gbit if self.payload_bytes else 0.0
+
+    @property
+    def net_machine_per_gbit(self) -> float:
+        """The machine's busy CPU seconds per gigabit less what the idle lab used for as long."""
+        return (self.machine_cpu_s - self.idle_machine * self.wall) / self.payload_gbit if self.payload_bytes else 0.0
+
+    @property
+    def net_wg_per_gbit(self) -> float | None:
+        if self.wg_cpu_s is None or not self.payload_bytes:
+            return None
+        return (self.wg_cpu_s - self.idle_wg * self.wall) / self.payload_gbit
 
     @property
     def wan_bps(self) -> float:
         """The total as bytes on the WAN links (what tbf counts against its rate)."""
         return self.total_bps / self.payload_share if self.payload_share else 0.0
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WG_PIDFILE = "wireguard-go.pid"  # magw.drivers.wireguard.userspace, in the node's <state dir>/wireguard
+
+
+def wireguard_pids(st: LabState, lab: LabLayout) -> dict[int, str]:
+    """pid -> gateway of every running wireguard-go of the lab (their pid files, each checked to be wireguard-go)."""
+    out: dict[int, str] = {}
+    for gw in lab.gateways:
+        try:
+            text = (node_state_dir(st, gw) / KEY_DIR / WG_PIDFILE).read_text().strip()
+            comm = Path(f"/proc/{int(text)}/comm").read_text().strip() if text.isdigit() else ""
+        except OSError:
+            continue
+        if comm == "wireguard-go":
+            out[int(text)] = gw.name
+    return out
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime + stime of ``pid`` (all its threads) in seconds, None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) on: utime is field 14, stime 15
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+class WgCpu:
+    """CPU seconds the lab's wireguard-go processes used between ``start`` and ``stop``."""
+
+    def __init__(self, pids: Callable[[], dict[int, str]]) -> None:
+        self._pids = pids
+        self._before: dict[int, float] = {}
+        self.seconds = 0.0
+        self.restarted = False
+
+    def start(self) -> None:
+        self._before = {pid: t for pid in self._pids() if (t := proc_cpu_s(pid)) is not None}
+
+    def stop(self) -> None:
+        after = {pid: proc_cpu_s(pid) for pid in self._before}
+        self.seconds = sum(t - self._before[pid] for pid, t in after.items() if t is not None)
+        self.restarted = any(t is None for t in after.values()) or set(self._pids()) != set(self._before)
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -203,21 +319,43 @@ def _tbf(namespace: str) -> tuple[int, int, int]:
     return 0, 0, sum(int(q.get("bytes", 0)) for q in qdiscs if q.get("root"))
 
 
-def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
+def _idle(wg: WgCpu | None, seconds: float) -> tuple[float, float]:
+    """(machine busy cores, wireguard-go cores) while the lab idles for ``seconds``: the daemons' probes, other
+    users; subtracted from a run's CPU in the scaling table."""
+    cpu0 = _cpu_times()
+    if wg is not None:
+        wg.start()
+    started = time.monotonic()
+    time.sleep(seconds)
+    wall = time.monotonic() - started
+    cpu1 = _cpu_times()
+    if wg is not None:
+        wg.stop()
+    return (cpu1[0] - cpu0[0]) / CLK_TCK / wall, (wg.seconds / wall if wg is not None else 0.0)
+
+
+def _one_run(lab: LabLayout, duration: int, streams: int, wg: WgCpu | None = None, idle: float = 0.0) -> Run:
+    """One run; ``wg``: the lab's wireguard-go processes, whose CPU is added (the WireGuard cable); ``idle``:
+    seconds of an idle lab measured first (0: none, as before --cable)."""
     gws = [n.namespace for n in lab.clusters[0].nodes if n.gateway]
     server_pods = _worker_pods(lab, 1)
     servers = _start_servers(server_pods)
     downs0 = _health_downs(lab.name)
     try:
         time.sleep(0.5)  # let the servers bind
+        idle_machine, idle_wg = _idle(wg, idle) if idle else (0.0, 0.0)
         before = [_tbf(ns) for ns in gws]
         cpu0 = _cpu_times()
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if wg is not None:
+            wg.start()
         started = time.monotonic()
         with Sampler(servers, server_pods) as sampler:
             clients = _run_clients(_worker_pods(lab, 0), server_pods, duration, streams)
         wall = time.monotonic() - started
         cpu1 = _cpu_times()
+        if wg is not None:
+            wg.stop()
     except RunFailed as exc:
         raise RunFailed(f"{exc}; health: {_health_downs(lab.name) - downs0} peer(s) declared down") from exc
     finally:
@@ -247,6 +385,13 @@ def _one_run(lab: LabLayout, duration: int, streams: int) -> Run:
         wall=wall,
         health_downs=downs,
         payload_share=clients.payload_bytes / max(sum(gateway_bytes), 1),
+        iperf_cpu_s=cpu,
+        wg_cpu_s=None if wg is None else wg.seconds,
+        wg_restarted=wg is not None and wg.restarted,
+        machine_cpu_s=(cpu1[0] - cpu0[0]) / CLK_TCK,
+        payload_bytes=clients.payload_bytes,
+        idle_machine=idle_machine,
+        idle_wg=idle_wg,
     )
 
 
@@ -267,6 +412,15 @@ def _describe(run: Run) -> str:
         + f"; health: {run.health_downs} peer(s) declared down"
         + (" [cpu]" if run.machine_busy >= CPU_BOUND else "")
         + (" [health]" if run.health_downs else "")
+        + (
+            f"; wireguard-go CPU {run.wg_cpu_s / run.wall:.2f} cores"
+            + (" (a wireguard-go exited during the run: its share is missing)" if run.wg_restarted else "")
+            + f"; CPU s per Gbit of payload: processes {run.process_cpu_per_gbit:.2f}"
+            f" (iperf3 {run.iperf_cpu_s / run.payload_gbit:.2f} + wireguard-go {run.wg_cpu_s / run.payload_gbit:.2f}),"
+            f" machine {run.machine_cpu_per_gbit:.2f}"
+            if run.wg_cpu_s is not None and run.payload_bytes
+            else ""
+        )
     )
 
 
@@ -278,26 +432,46 @@ def _shaping(namespace: str) -> str:
     return "none"
 
 
+def lab_name_of(name: str, gateways: int, cable: Cable = Cable.VXLAN) -> str:
+    """The lab of one measurement: ``name`` + N (VXLAN, as always), ``name`` + ``wg`` + N (WireGuard)."""
+    return f"{name}{gateways}" if cable is Cable.VXLAN else f"{name}wg{gateways}"
+
+
 def measure(
-    name: str, gateways: int, rate: str | None, latency: str | None, duration: int, streams: int, repeat: int
+    name: str,
+    gateways: int,
+    rate: str | None,
+    latency: str | None,
+    duration: int,
+    streams: int,
+    repeat: int,
+    cable: Cable = Cable.VXLAN,
+    idle: float = 0.0,
 ) -> list[Run | RunFailed]:
     """``repeat`` runs east -> west with ``gateways`` gateways per cluster, in one lab (None rate: unshaped).
 
     ``latency``: replace the lab's tbf with one of this queue bound on every gateway (None: the lab's).
+    ``cable``: between the gateways (with WireGuard, the CPU of the lab's wireguard-go processes is measured too).
+    ``idle``: seconds of idle lab measured before each run (the CPU baseline of the scaling table; 0: none).
     """
     topo = parse_topology(
         {
             **({"wan_rate": rate} if rate else {}),
+            **({"cable": cable.value} if cable is not Cable.VXLAN else {}),
             "clusters": [
                 {"id": "east", "gateways": gateways, "workers": 2, "pods_per_node": 2},
                 {"id": "west", "gateways": gateways, "workers": 2, "pods_per_node": 2},
             ],
         }
     )
-    lab_name = f"{name}{gateways}"
+    lab_name = lab_name_of(name, gateways, cable)
     lab = layout(lab_name, topo)
     try:
-        build.up(topo, name=lab_name, daemons=True, wait_timeout=90, progress=lambda line: print(f"  {line}"))
+        st = build.up(topo, name=lab_name, daemons=True, wait_timeout=90, progress=lambda line: print(f"  {line}"))
+        wg = WgCpu(lambda: wireguard_pids(st, lab)) if cable is Cable.WIREGUARD else None
+        if wg is not None:
+            print(f"  wireguard-go: {len(wireguard_pids(st, lab))} process(es) for {len(lab.gateways)} gateways",
+                  flush=True)  # fmt: skip
         if rate and latency:
             for gw in (n for n in lab.nodes if n.gateway):
                 netns.run(wiring.tbf_argv(gw.namespace, rate, latency))
@@ -306,7 +480,7 @@ def measure(
         runs: list[Run | RunFailed] = []
         for i in range(repeat):
             try:
-                run = _one_run(lab, duration, streams)
+                run = _one_run(lab, duration, streams, wg, idle)
             except RunFailed as exc:
                 runs.append(exc)
                 print(f"  run {i + 1}: FAILED, no figure: {exc}", flush=True)
@@ -323,7 +497,8 @@ CPU_BOUND = 0.9
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", default="50mbit", help="tbf rate on every gateway's WAN link (default 50mbit)")
+    parser.add_argument("--rate", default="50mbit",
+                        help="tbf rate on every gateway's WAN link, or none: unshaped (default 50mbit)")  # fmt: skip
     parser.add_argument("--gateways", default="1,2,4", help="comma-separated gateway counts (default 1,2,4)")
     parser.add_argument("--duration", type=int, choices=range(1, 61), default=5, metavar="1..60",
                         help="iperf3 seconds per run (default 5)")  # fmt: skip
@@ -335,25 +510,138 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", default=None, metavar="MS",
                         help="tbf queue bound on every gateway, e.g. 10ms (default: the lab's, 50ms)")  # fmt: skip
     parser.add_argument("--name", default="bench", help="lab name prefix (the gateway count is appended)")
+    parser.add_argument("--cable", default="vxlan", metavar="vxlan|wireguard|vxlan,wireguard",
+                        help="the labs' cable between gateways; both: one lab per cable and N, side by side "
+                        "(default vxlan)")  # fmt: skip
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     args = parser.parse_args(argv)
     configure_logging("console", args.log_level)
     counts = [int(x) for x in args.gateways.split(",")]
+    cables = _cables(parser, args.cable)
+    rate: str | None = None if args.rate == "none" else args.rate
+    if rate is not None:
+        _rate_mbit(rate)  # a rate without a unit fails now, not after the first lab
+    elif args.latency:
+        parser.error("--latency: a tbf queue bound needs a --rate")
+    plain = cables == [Cable.VXLAN] and rate is not None  # the output is what it was before --cable and --rate none
     print(f"nproc {os.cpu_count()}; kernel {os.uname().release}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
-    results: dict[int, list[Run | RunFailed]] = {}
+    results: dict[Cable, dict[int, list[Run | RunFailed]]] = {c: {} for c in cables}
     for n in counts:
-        print(f"== {n} gateway(s) per cluster, WAN {args.rate} each, {args.repeat} run(s)")
-        results[n] = measure(args.name, n, args.rate, args.latency, args.duration, args.streams, args.repeat)
-    control: list[Run | RunFailed] = []
-    if args.control:
-        print(f"== control: {max(counts)} gateway(s), WAN unshaped")
-        control = measure(args.name + "c", max(counts), None, None, args.duration, args.streams, 1)
-    return 0 if _summary(args.rate, counts, results, control) else 1
+        for cable in cables:  # the cables of one N back to back: they see about the same load
+            wan = f"WAN {rate} each" if rate else "WAN unshaped"
+            label = "" if plain else f"cable {cable.value}, "
+            print(f"== {n} gateway(s) per cluster, {label}{wan}, {args.repeat} run(s)")
+            results[cable][n] = measure(args.name, n, rate, args.latency, args.duration, args.streams, args.repeat,
+                                        cable, 0.0 if plain else IDLE_SECONDS)  # fmt: skip
+    control: dict[Cable, list[Run | RunFailed]] = {c: [] for c in cables}
+    if args.control and rate is None:
+        print("== control: skipped, every run is unshaped already (--rate none)")
+    elif args.control:
+        for cable in cables:
+            label = "" if plain else f"cable {cable.value}, "
+            print(f"== control: {max(counts)} gateway(s), {label}WAN unshaped")
+            control[cable] = measure(args.name + "c", max(counts), None, None, args.duration, args.streams, 1, cable,
+                                     0.0 if plain else IDLE_SECONDS)  # fmt: skip
+    if plain:
+        return 0 if _summary(args.rate, counts, results[Cable.VXLAN], control[Cable.VXLAN]) else 1
+    ok = True
+    if rate is not None:
+        for cable in cables:
+            print(f"\n-- cable {cable.value}")
+            ok &= _summary(rate, counts, results[cable], control[cable], cable)
+    ok &= _scaling(cables, counts, results, rate)
+    return 0 if ok else 1
+
+
+def _cables(parser: argparse.ArgumentParser, text: str) -> list[Cable]:
+    names = [c.value for c in Cable]
+    cables = []
+    for item in text.split(","):
+        if item.strip() not in names:
+            parser.error(f"--cable: {item.strip()!r} is not one of {', '.join(names)}")
+        if Cable(item.strip()) not in cables:
+            cables.append(Cable(item.strip()))
+    return cables
+
+
+SCALING_GOAL = 0.9
+IDLE_SECONDS = 2.0  # the idle lab measured before each run (not in the plain VXLAN invocation)
+
+
+def _scaling(
+    cables: Sequence[Cable], counts: Sequence[int], results: dict[Cable, dict[int, list[Run | RunFailed]]],
+    rate: str | None,
+) -> bool:  # fmt: skip
+    """Per cable and N: the aggregate against N x one tunnel's rate (this invocation's 1-gateway median), and the
+    CPU seconds per gigabit of payload; with both cables, WireGuard's against VXLAN's."""
+    print(f"\nscaling, {'WAN ' + rate + ' per gateway' if rate else 'WAN unshaped'}: the median against N x one"
+          f" tunnel's rate (the 1-gateway median of the same cable, this invocation; goal >= {SCALING_GOAL} x N);"
+          " CPU s per Gbit of TCP payload, medians")  # fmt: skip
+    print(f"{'cable':<9} {'gateways':>8} {'median':>8} {'min..max Mbit/s':>17} {'N x 1gw':>8} {'ratio':>6} {'goal':>4}"
+          f"  {'failed':>6}  {'procs':>6} {'iperf3':>6} {'wg-go':>6} {'machine':>7} {'idle':>5}"
+          "  busy  health")  # fmt: skip
+    ok = True
+    medians: dict[tuple[Cable, int], tuple[float, float, float]] = {}  # (Mbit/s, procs s/Gbit, machine s/Gbit)
+    for cable in cables:
+        one = [r.total_bps / 1e6 for r in results[cable].get(1, []) if isinstance(r, Run)]
+        single = statistics.median(one) if one else None
+        for n in counts:
+            runs = [r for r in results[cable][n] if isinstance(r, Run)]
+            failed = len(results[cable][n]) - len(runs)
+            if not runs:
+                ok = False
+                print(
+                    f"{cable.value:<9} {n:>8} {'-':>8} {'-':>17} {'-':>8} {'-':>6} {'NO':>4}  {failed:>3}/{failed:<2}"
+                )
+                continue
+            totals = [r.total_bps / 1e6 for r in runs]
+            median = statistics.median(totals)
+            iperf = statistics.median(r.iperf_cpu_s / r.payload_gbit for r in runs)
+            wg = [x for r in runs if (x := r.net_wg_per_gbit) is not None]
+            procs = statistics.median(r.iperf_cpu_s / r.payload_gbit + (r.net_wg_per_gbit or 0.0) for r in runs)
+            machine = statistics.median(r.net_machine_per_gbit for r in runs)
+            idle = statistics.median(r.idle_machine for r in runs)
+            medians[(cable, n)] = (median, procs, machine)
+            ratio = median / (n * single) if single else None
+            good = ratio is not None and ratio >= SCALING_GOAL and not failed
+            ok &= good
+            busy = statistics.median(r.machine_busy for r in runs)
+            health = sum(r.health_downs for r in runs)
+            print(
+                f"{cable.value:<9} {n:>8} {median:>8.1f} {min(totals):>8.1f}..{max(totals):<8.1f}"
+                f" {f'{n * single:.1f}' if single else '-':>8} {f'{ratio:.3f}' if ratio else '-':>6}"
+                f" {'yes' if good else 'NO':>4}  {failed:>3}/{len(results[cable][n]):<2}  {procs:>6.2f} {iperf:>6.2f}"
+                f" {f'{statistics.median(wg):.2f}' if wg else '-':>6} {machine:>7.2f} {idle:>5.2f}"
+                f"  {busy:>4.0%}  {health}"
+                + ("  (a wireguard-go exited during a run)" if any(r.wg_restarted for r in runs) else "")
+            )
+    print("(N x 1gw: N x the 1-gateway median of the same cable, '-' without 1 in --gateways; procs: CPU seconds of")
+    print(" iperf3 (getrusage of the children) + wireguard-go (/proc/<pid>/stat of the lab's, both clusters) per")
+    print(
+        f" gigabit of payload, wireguard-go's less what it used while the lab idled {IDLE_SECONDS:g} s before the run;"
+    )
+    print(" the kernel's forwarding and VXLAN work runs mostly in softirq and is counted there only in part; the")
+    print(" machine column (/proc/stat busy time) counts all of it, less the idle lab's (idle: busy cores then: the")
+    print(" daemons' probes and other users' load, which changes; a run that keeps the machine 100 % busy squeezes")
+    print(" that share too, so its net figure is low); per-Gbit figures grow at low rates (fixed costs),")
+    print(" compare cables at the same rate; busy: the machine's median busy share during the runs; health: peers the")
+    print(" route agents declared down, all runs)")
+    if Cable.VXLAN in cables and Cable.WIREGUARD in cables:
+        for n in counts:
+            v, w = medians.get((Cable.VXLAN, n)), medians.get((Cable.WIREGUARD, n))
+            if v and w:
+                print(f"wireguard / vxlan at {n} gateway(s): throughput {w[0] / v[0]:.3f}, CPU s per Gbit: processes"
+                      f" {w[1] / v[1]:.2f}x, machine {w[2] / v[2]:.2f}x")  # fmt: skip
+    return ok
 
 
 def _summary(
-    rate: str, counts: Sequence[int], results: dict[int, list[Run | RunFailed]], control: Sequence[Run | RunFailed]
+    rate: str,
+    counts: Sequence[int],
+    results: dict[int, list[Run | RunFailed]],
+    control: Sequence[Run | RunFailed],
+    cable: Cable = Cable.VXLAN,
 ) -> bool:
     """The table: per N the median and spread of the runs with a figure, and what limited them."""
     header = f"{'gateways':>8} {'median':>8} {'min..max Mbit/s':>17} {'bound':>7} {'med/bound':>9} {'target':>6}  ok"
@@ -384,8 +672,14 @@ def _summary(
         )
     print("(bound: N x rate + N x tbf burst / window, from tc; target: median >= 0.95 x N x rate;")
     print(f" the target column is median / (N x {rate}); cpu-flagged: machine busy >= {CPU_BOUND:.0%};")
-    print(" wan-use: the median as WAN bytes (payload + TCP/IP + VXLAN headers, tc's count) / (N x rate): the")
-    print(" payload is at most (MTU - 52) / (MTU + 64) of the WAN bytes, 0.923 at the tunnel MTU 1450;")
+    if cable is Cable.WIREGUARD:
+        print(
+            " wan-use: the median as WAN bytes (payload + TCP/IP + VXLAN + WireGuard headers, tc's count) / (N x rate):"
+        )
+        print(" the payload is at most (MTU - 52) / (MTU + 64 + 60) of the WAN bytes, 0.884 at the tunnel MTU 1390;")
+    else:
+        print(" wan-use: the median as WAN bytes (payload + TCP/IP + VXLAN headers, tc's count) / (N x rate): the")
+        print(" payload is at most (MTU - 52) / (MTU + 64) of the WAN bytes, 0.923 at the tunnel MTU 1450;")
     print(" health-flagged: route agents declared a peer down during the run, which withdraws routes for a while)")
     if control and isinstance(control[0], Run):
         print(f"control, unshaped, {max(counts)} gateways: {control[0].total_bps / 1e6:.1f} Mbit/s, machine busy"
