@@ -13,3 +13,6 @@ async def close_worker(executor: ThreadPoolExecutor | None) -> None:
     drained = asyncio.wrap_future(executor.submit(lambda: None))  # one worker: runs after the call in progress
     executor.shutdown(wait=False)
     await drained
+    # The call's future completes before its thread has seen the shutdown and ended: join it (off the loop), so
+    # that "closed" means the thread is gone (a test of the Globalnet trigger caught the thread still alive).
+    await asyncio.to_thread(executor.shutdown, wait=True)

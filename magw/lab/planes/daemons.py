@@ -160,7 +160,19 @@ def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
     cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
     ovn = ovn_nodes.route_agent_flags(st, node) if st.ovn else []
-    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn]
+    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn,
+            *_cable_probe_flags(st)]  # fmt: skip
+
+
+# With the WireGuard cable the lab's gateways run wireguard-go, and the probes between them cross it in userspace
+# on both ends: on these shared 2-core machines its scheduling delays cost probes their 20 ms deadline and took
+# live gateways down (docs/cables.md, "Known limits"). The lab gives them twice the room: misses after 40 ms, the
+# fast re-probe every 50 ms (the timeout may not exceed the shortest jittered interval).
+WIREGUARD_PROBE_FLAGS = ("--probe-fast-interval", "0.05", "--probe-timeout", "0.04")
+
+
+def _cable_probe_flags(st: LabState) -> tuple[str, ...]:
+    return WIREGUARD_PROBE_FLAGS if st.topology.cable is Cable.WIREGUARD else ()
 
 
 def gateway_argv(st: LabState, node: NodeLayout) -> list[str]:
