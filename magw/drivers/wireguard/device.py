@@ -17,9 +17,9 @@ import structlog
 
 from magw.desired.cable.values import WgDevice, WgObserved
 from magw.drivers.wireguard import keys
-from magw.drivers.wireguard.kernel import KernelDevice, kernel_available
+from magw.drivers.wireguard.kernel import KernelDevice, kernel_available, link_kind
 from magw.drivers.wireguard.tool import WgError, WgTool
-from magw.drivers.wireguard.userspace import UserspaceDevice
+from magw.drivers.wireguard.userspace import UserspaceDevice, link_exists
 from magw.model.cable import WG_DEVICE
 from magw.reconcile.cable import diff_wireguard
 
@@ -93,12 +93,20 @@ class WireGuardDriver:
         self._public: tuple[keys.KeyFile, str] | None = None  # the key file read and its public key
 
     def _present(self) -> Backend | None:
-        """The backend holding our device now, if any (refusing one we did not make)."""
-        if self.requested in ("auto", "userspace") and self._userspace.present():
-            return self._userspace
-        if self.requested in ("auto", "kernel") and self._kernel.present():
+        """The backend holding our device now, if any, chosen by the device's kind (refusing one we did not make):
+        asking wireguard-go first would refuse a kernel device as one no wireguard-go of ours serves."""
+        if not link_exists(self.device):
+            self._userspace.present()  # forgets a wireguard-go that exited with its device
+            return None
+        kind = link_kind(self.device)
+        if kind == "wireguard" and self.requested in ("auto", "kernel"):
             return self._kernel
-        return None
+        if kind == "tun" and self.requested in ("auto", "userspace") and self._userspace.present():
+            return self._userspace  # present() refuses a tun device no wireguard-go of ours serves
+        raise WgError(
+            f"{self.device}: exists here as a {kind or 'device of unknown kind'} device that the {self.requested} "
+            "backend did not make; refusing to configure a device we did not create"
+        )
 
     def _create(self) -> Backend:
         if self.requested == "kernel" or (self.requested == "auto" and kernel_available()):
