@@ -6,8 +6,9 @@ hold that plan (magw.drivers.wireguard.device):
 
 - on every full sync (``observe``), whatever changed: a device deleted or a peer removed behind our back is
   back within a resync period;
-- on every other sync when the plan or the key file (a rotation) is not the one last applied, so a failover,
-  which changes neither, costs no ``wg`` call;
+- on every other sync (after each plan, ``RouteAgent.plan``: a change of the cable alone changes no kernel
+  object and the reconciler then applies nothing; and before each apply) when the plan or the key file (a
+  rotation) is not the one last applied, so a failover, which changes neither, costs no ``wg`` call;
 - at least every ``recheck`` seconds otherwise (the periodic resync observes on another driver).
 
 A failure (no wireguard-go, a key file others can read, a device we did not make) is one log line
@@ -28,12 +29,12 @@ import structlog
 from magw.daemons.common.cable import CableKeys
 from magw.desired.cable.values import WgDevice
 from magw.desired.state import DesiredState
+from magw.drivers.wireguard.device import BACKENDS
 from magw.reconcile.changeset import ChangeSet
 from magw.reconcile.driver import ApplyResult, Driver
 
 log = structlog.get_logger(__name__)
 
-BACKENDS = ("auto", "kernel", "userspace")
 
 
 def add_cable_arguments(p: argparse.ArgumentParser) -> None:
