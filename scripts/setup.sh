@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.."
 # OVN (docs/ovn.md): ovn-central gives the NB/SB ovsdb-servers, ovn-northd, ovn-nbctl/sbctl and ovn-trace (tests and
 # the lab start them by hand in temp dirs); python3-openvswitch gives the venv's ovs its C JSON parser (below);
 # openvswitch-switch gives ovs-vswitchd and ovs-vsctl for br-submariner (the route agent's OVN mode, docs/ovn-node.md).
+# ovn-host gives ovn-controller and ethtool turns checksum offload off on pods' interfaces: the OVN lab carries packets
+# through a userspace (netdev) Open vSwitch per node (docs/ovn-lab.md).
 # The egress gateway (docs/egress-ha.md): keepalived holds each VIP (VRRPv3), conntrackd syncs the NAT'ed flows between a
 # VIP's candidates, conntrack (the CLI) reads the kernel's table in the tests (docs/egress-ha.md).
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack wireguard-go wireguard-tools)
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack wireguard-go wireguard-tools ovn-host ethtool)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -23,6 +23,7 @@ from magw.desired.ovn.rows import (
     Switch,
     SwitchPort,
     external_ids,
+    router_options,
 )
 
 
@@ -46,8 +47,7 @@ def row_commands(row: OvnRow, lb_group_uuids: Mapping[str, str], ident: int = 0)
         return [["create", "Address_Set", f"name={_q(row.name)}", f"addresses={_set(row.addresses)}", *_ids(row)]]
     if isinstance(row, Router):
         cols = _ids(row)
-        if row.chassis:
-            cols.append(f"options:chassis={_q(row.chassis)}")
+        cols += [f"options:{_q(k)}={_q(v)}" for k, v in router_options(row).items()]
         if row.lb_group:
             cols.append(f"load_balancer_group={lb_group_uuids[row.lb_group]}")
         return [["lr-add", row.name], ["set", "Logical_Router", row.name, *cols]]

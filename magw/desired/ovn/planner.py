@@ -4,9 +4,10 @@ It gives every NB row magw owns for the local cluster (``magw.desired.ovn.rows``
 extended to one gateway router per active gateway (``magw.desired.ovn.topology``, docs/ovn.md):
 
 - per slot: ``submariner_router[_k]`` pinned with ``options:chassis`` to its gateway's chassis and using
-  the cluster's load-balancer group; its port on ``submariner_join`` and its uplink switch with a localnet
-  port toward ``br-submariner``; static routes for every remote CIDR toward the host (169.254.254.10) and
-  for every local CIDR toward ``ovn_cluster_router`` (169.254.254.2);
+  the cluster's load-balancer group (with several active gateways, ``options:lb_force_snat_ip=router_ip``, so a
+  service's replies return through the router that balanced it); its port on ``submariner_join`` and its uplink
+  switch with a localnet port toward ``br-submariner``; static routes for every remote CIDR toward the host
+  (169.254.254.10) and for every local CIDR toward ``ovn_cluster_router`` (169.254.254.2);
 - ``submariner_join`` with ``ovn_cluster_subm_lrp`` on ``ovn_cluster_router``;
 - per remote cluster: an Address_Set of its CIDRs and one priority-20000 reroute policy on
   ``ovn_cluster_router`` whose nexthops are the join addresses of the usable gateways that reach that
@@ -119,10 +120,21 @@ def plan_ovn(snapshot: Snapshot, inputs: OvnInputs) -> OvnPlan:
         )
     )
     switch_ports.append(_router_peer(CLUSTER_SWITCH_PORT, JOIN_SWITCH, CLUSTER_PORT))
+    # Several active gateways: a remote client's connection to a service is DNATed by the router it entered
+    # through, but the backend's reply is hashed over every router by the reroute policy; SNAT to the router's
+    # join address brings the reply back to the router holding the DNAT (docs/ovn.md, "Services").
+    lb_snat = snapshot.config.multi_active and inputs.lb_group is not None
     for gw, number in sorted(slots.items()):
         s = Slot(number)
         routers.append(
-            Router(name=s.router, chassis=inputs.chassis[gw], lb_group=inputs.lb_group, gateway=gw, slot=number)
+            Router(
+                name=s.router,
+                chassis=inputs.chassis[gw],
+                lb_group=inputs.lb_group,
+                lb_snat=lb_snat,
+                gateway=gw,
+                slot=number,
+            )
         )
         router_ports.append(
             RouterPort(name=s.join_port, router=s.router, mac=s.join_mac, networks=(f"{s.join_ip}/{JOIN_CIDR_LEN}",))

@@ -39,11 +39,14 @@ def _strs(value: Any) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class Router:
-    """A ``Logical_Router`` of ours. ``chassis`` pins it (``options:chassis``): a gateway router."""
+    """A ``Logical_Router`` of ours. ``chassis`` pins it (``options:chassis``): a gateway router. ``lb_snat``
+    (``options:lb_force_snat_ip=router_ip``): connections its load balancers DNAT leave with the address of the
+    router port they leave by, so the replies come back to this router (docs/ovn.md, "Services")."""
 
     name: str
     chassis: str | None = None
     lb_group: str | None = None  # the name of a (foreign) Load_Balancer_Group it uses
+    lb_snat: bool = False
     gateway: str | None = None  # the gateway host the router serves
     slot: int | None = None
 
@@ -52,6 +55,18 @@ class Router:
     @property
     def key(self) -> str:
         return self.name
+
+
+LB_SNAT_OPTION = "lb_force_snat_ip"
+LB_SNAT_VALUE = "router_ip"
+
+
+def router_options(row: Router) -> dict[str, str]:
+    """The ``options`` a router of ours has: its chassis, and the load balancers' SNAT when ``lb_snat``."""
+    options = {"chassis": row.chassis} if row.chassis else {}
+    if row.lb_snat:
+        options[LB_SNAT_OPTION] = LB_SNAT_VALUE
+    return options
 
 
 @attrs.frozen(kw_only=True)

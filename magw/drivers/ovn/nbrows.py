@@ -12,6 +12,8 @@ from magw.desired.ovn.planner import OvnPlan
 from magw.desired.ovn.rows import (
     GATEWAY_KEY,
     KEY_KEY,
+    LB_SNAT_OPTION,
+    LB_SNAT_VALUE,
     OWNER,
     OWNER_KEY,
     SLOT_KEY,
@@ -26,6 +28,7 @@ from magw.desired.ovn.rows import (
     SwitchPort,
     external_ids,
     key_text,
+    router_options,
 )
 from magw.reconcile.ovndiff import OvnChangeSet
 
@@ -104,6 +107,7 @@ def observe_rows(tables: Any) -> OvnState:
             Router(
                 name=r.name,
                 chassis=r.options.get("chassis"),
+                lb_snat=r.options.get(LB_SNAT_OPTION) == LB_SNAT_VALUE,
                 lb_group=r.load_balancer_group[0].name if r.load_balancer_group else None,
                 gateway=r.external_ids.get(GATEWAY_KEY),
                 slot=_int(r.external_ids.get(SLOT_KEY)),
@@ -251,7 +255,7 @@ class NbWriter:
             target.name, target.addresses = row.name, list(row.addresses)
         elif isinstance(row, Router):
             target.name = row.name
-            target.options = {"chassis": row.chassis} if row.chassis else {}
+            target.options = router_options(row)
             group = self.by_name["Load_Balancer_Group"].get(row.lb_group) if row.lb_group else None
             target.load_balancer_group = [group.uuid] if group is not None else []
         elif isinstance(row, Switch):

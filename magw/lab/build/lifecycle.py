@@ -30,6 +30,7 @@ from magw.lab.errors import LabError, LabInputError
 from magw.lab.planes import daemons as lab_daemons
 from magw.lab.planes import egressgw as lab_egressgw
 from magw.lab.planes import ovn as lab_ovn
+from magw.lab.planes import ovn_nodes as lab_ovn_nodes
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.spec.topology import Topology
@@ -126,7 +127,7 @@ def up(
     try:
         st.logs_dir.mkdir()
         state.write(st)
-        build_network(lab, step, marker=naming.marker(name, token))
+        build_network(lab, step, marker=naming.marker(name, token), ovn=cni == "ovn")
         st = attrs.evolve(st, processes=start_echo_servers(lab, st))
         state.write(st)
         step(f"echo servers: {len(lab.pods)} started (port {ECHO_PORT})")
@@ -170,26 +171,34 @@ def _claim_state_dir(name: str) -> None:
         raise LabError(f"lab {name!r} already exists (remove it with: magw lab down --name {name})") from None
 
 
-def build_network(lab: LabLayout, step: Progress, *, marker: str) -> None:
-    """Namespaces (each marked ``marker``), bridges, veths, addresses, routes, nft tables, optional WAN shaping."""
+def build_network(lab: LabLayout, step: Progress, *, marker: str, ovn: bool = False) -> None:
+    """Namespaces (each marked ``marker``), bridges, veths, addresses, routes, nft tables, optional WAN shaping.
+
+    ``ovn`` (``--cni ovn``): the nodes get no cni0, no pod routes and no lab-kube/lab-cni tables (OVN carries
+    pods' packets and balances services: ``magw.lab.planes.ovn_nodes`` finishes the nodes once their Open vSwitch
+    runs), and every pod's interface has checksum offload off (``magw.lab.planes.ovn_nodes.offload_off_argv``)."""
     _parallel(_make_namespace, ((ns, lab, marker) for ns in lab.namespaces))
     step(f"namespaces: {len(lab.namespaces)} created")
     mtu = lab.topology.underlay_mtu
     for ns in (lab.wan_ns, *(c.underlay_ns for c in lab.clusters)):
         netns.ip_batch(ns, wiring.bridge_commands(mtu))
-    _parallel(netns.ip_batch, ((n.namespace, wiring.node_commands(lab, c, n)) for c in lab.clusters for n in c.nodes))
+    nodes = ((n.namespace, wiring.node_commands(lab, c, n, ovn=ovn)) for c in lab.clusters for n in c.nodes)
+    _parallel(netns.ip_batch, nodes)
     netns.ip_batch(lab.wan_ns, wiring.port_commands(wiring.wan_ports(lab)))
     for c in lab.clusters:
-        netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c)))
+        netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c, ovn=ovn)))
     outside = lab_egressgw.outside_ns(lab)
     if outside is not None:
         netns.ip_batch(outside, lab_egressgw.outside_commands(lab))
         netns.ip_batch(lab_egressgw.cluster_of(lab).underlay_ns, wiring.port_commands([lab_egressgw.OUTSIDE_PORT]))
     pods = ((p.namespace, wiring.pod_commands(p, lab.node(p.node))) for p in lab.pods)
     _parallel(netns.ip_batch, pods)
+    if ovn:
+        _parallel(netns.run, ((lab_ovn_nodes.offload_off_argv(p.namespace, naming.POD_IF),) for p in lab.pods))
     step(f"network: {len(lab.clusters)} underlays, {len(lab.gateways)} gateways on the WAN, {len(lab.pods)} pods")
-    _parallel(netns.nft_load, ((n.namespace, services.node_script(c)) for c in lab.clusters for n in c.nodes))
-    step("nft: lab-kube (ClusterIP DNAT) and lab-cni (masquerade) on every node")
+    if not ovn:
+        _parallel(netns.nft_load, ((n.namespace, services.node_script(c)) for c in lab.clusters for n in c.nodes))
+        step("nft: lab-kube (ClusterIP DNAT) and lab-cni (masquerade) on every node")
     if lab.topology.wan_rate is not None:
         for gw in lab.gateways:
             netns.run(wiring.tbf_argv(gw.namespace, lab.topology.wan_rate))

@@ -34,25 +34,47 @@ def bridge_commands(mtu: int) -> list[str]:
     return [f"link add {naming.BRIDGE} mtu {mtu} type bridge", f"link set {naming.BRIDGE} up"]
 
 
-def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout) -> list[str]:
-    """Everything inside a node namespace: underlay veth, cni0 with the pods' veths, WAN veth, pod routes."""
+# --cni ovn: the pods' (and ovn-k8s-mp0's) MTU leaves room for OVN's geneve header (58 bytes) on the underlay.
+OVN_POD_MTU_ROOM = 100
+
+
+def pod_mtu(lab: LabLayout, ovn: bool) -> int:
+    return lab.topology.underlay_mtu - OVN_POD_MTU_ROOM if ovn else lab.topology.underlay_mtu
+
+
+def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout, *, ovn: bool = False) -> list[str]:
+    """Everything inside a node namespace: underlay veth, cni0 with the pods' veths, WAN veth, pod routes.
+
+    ``ovn``: no cni0 and no pod routes (OVN carries pods' packets: ``magw.lab.planes.ovn_nodes`` puts the pods'
+    veths on ``br-int``), and a second underlay leg, ``eth1``, for the node's ``br-phy`` (OVN's tunnels)."""
     mtu = lab.topology.underlay_mtu
     ul_port = naming.underlay_port(node.short)
     cmds = [
         f"link add {naming.UNDERLAY_IF} mtu {mtu} type veth peer name {ul_port} mtu {mtu} netns {cluster.underlay_ns}",
         f"addr add {node.node_ip}/{cluster.underlay.prefixlen} dev {naming.UNDERLAY_IF}",
         f"link set {naming.UNDERLAY_IF} up",
-        f"link add {naming.CNI_BRIDGE} mtu {mtu} type bridge",
-        f"addr add {node.cni_ip}/{node.pod_subnet.prefixlen} dev {naming.CNI_BRIDGE}",
-        f"link set {naming.CNI_BRIDGE} up",
     ]
-    for pod in cluster.pods_of(node.name):
+    if ovn:
+        enc = naming.encap_port(node.short)
         cmds += [
-            f"link add {pod.host_if} mtu {mtu} type veth peer name {naming.POD_IF} mtu {mtu} netns {pod.namespace}",
-            f"link set {pod.host_if} master {naming.CNI_BRIDGE}",
-            f"link set {pod.host_if} type bridge_slave hairpin on",
-            f"link set {pod.host_if} up",
+            f"link add {naming.ENCAP_IF} mtu {mtu} type veth peer name {enc} mtu {mtu} netns {cluster.underlay_ns}",
+            f"link set {naming.ENCAP_IF} up",
         ]
+    else:
+        cmds += [
+            f"link add {naming.CNI_BRIDGE} mtu {mtu} type bridge",
+            f"addr add {node.cni_ip}/{node.pod_subnet.prefixlen} dev {naming.CNI_BRIDGE}",
+            f"link set {naming.CNI_BRIDGE} up",
+        ]
+    pmtu = pod_mtu(lab, ovn)
+    for pod in cluster.pods_of(node.name):
+        cmds.append(
+            f"link add {pod.host_if} mtu {pmtu} type veth peer name {naming.POD_IF} mtu {pmtu} netns {pod.namespace}"
+        )
+        if not ovn:
+            cmds.append(f"link set {pod.host_if} master {naming.CNI_BRIDGE}")
+            cmds.append(f"link set {pod.host_if} type bridge_slave hairpin on")
+        cmds.append(f"link set {pod.host_if} up")
     if node.public_ip is not None:
         wan_port = naming.wan_port(node.cluster, node.short)
         cmds += [
@@ -60,6 +82,8 @@ def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout) -> l
             f"addr add {node.public_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
             f"link set {naming.WAN_IF} up",
         ]
+    if ovn:  # the node's routes into the pod network go through ovn-k8s-mp0 (magw.lab.planes.ovn_nodes)
+        return cmds
     for other in cluster.nodes:
         if other.name != node.name:
             cmds.append(f"route add {other.pod_subnet} via {other.node_ip} dev {naming.UNDERLAY_IF}")
@@ -77,8 +101,9 @@ def port_commands(ports: Sequence[str]) -> list[str]:
     return cmds
 
 
-def underlay_ports(cluster: ClusterLayout) -> list[str]:
-    return [naming.underlay_port(n.short) for n in cluster.nodes]
+def underlay_ports(cluster: ClusterLayout, *, ovn: bool = False) -> list[str]:
+    ports = [naming.underlay_port(n.short) for n in cluster.nodes]
+    return ports + [naming.encap_port(n.short) for n in cluster.nodes] if ovn else ports
 
 
 def wan_ports(lab: LabLayout) -> list[str]:
@@ -86,7 +111,8 @@ def wan_ports(lab: LabLayout) -> list[str]:
 
 
 def pod_commands(pod: PodLayout, node: NodeLayout) -> list[str]:
-    """A pod: its address in the node's /24 and a default route via the node's cni0."""
+    """A pod: its address in the node's /24 and a default route via the node's cni0 (with ``--cni ovn``, the same
+    address is the node's ``rtos-`` port of ``ovn_cluster_router``)."""
     return [
         f"addr add {pod.ip}/{node.pod_subnet.prefixlen} dev {naming.POD_IF}",
         f"link set {naming.POD_IF} up",

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import yaml
 
-from magw.lab.build import procs
+from magw.lab.build import procs, state
 from magw.lab.build.ready import wait_remote
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
@@ -95,17 +95,19 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
         if c.global_cidr is not None:
             docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
         for n in c.nodes:
-            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n)
+            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n, cni)
     return docs | globalnet_documents(lab) | egressgw_documents(lab)
 
 
-def _node_doc(node: NodeLayout) -> dict[str, Any]:
+def _node_doc(node: NodeLayout, cni: str = "generic") -> dict[str, Any]:
+    # On OVN the node's address in the pod network is its management port's (magw.lab.planes.ovn_nodes).
+    cni_ip = ovn_nodes.mgmt_ip(node) if cni == "ovn" else node.cni_ip
     doc: dict[str, Any] = {
         "kind": "Node",
         "cluster": node.cluster,
         "name": node.name,
         "ip": str(node.node_ip),
-        "cni_ip": str(node.cni_ip),
+        "cni_ip": str(cni_ip),
         "gateway": node.gateway,
     }
     if node.public_ip is not None:
@@ -204,8 +206,11 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
         node_state_dir(st, node).mkdir(mode=0o700, parents=True, exist_ok=True)
     if st.ovn:
         st = lab_ovn.start_control_plane(lab, st, step)
-        ovn_nodes.add_mgmt_ports(lab, step)
-        st = ovn_nodes.start_gateway_ovs(lab, st, step)
+        st = ovn_nodes.start_ovs(lab, st, step)
+        st = ovn_nodes.start_chassis(lab, st, step, lambda c: lab_ovn.ovn_dir(st, c.id))
+        state.write(st)
+        deadline = time.monotonic() + lab_ovn.START_TIMEOUT * 3
+        ovn_nodes.wait_chassis(lab, st, lambda c: lab_ovn.ovn_dir(st, c.id), step, deadline, lambda: _check_alive(st))
     records = list(st.processes)
     if lab.topology.globalnet:
         for c in lab.clusters:
@@ -246,8 +251,7 @@ def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, 
     _wait_converged(lab, st, step, deadline)
     if st.ovn:
         lab_ovn.wait_synced(lab, st, step, deadline, lambda: _check_alive(st))
-        step("inter-cluster connectivity: not waited for (--cni ovn: magw lab verify traces the OVN paths)")
-    elif remote:
+    if remote:
         wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0), views=views)
     else:
         step("inter-cluster connectivity: not waited for")

@@ -93,9 +93,9 @@ def cluster_spec(c: ClusterLayout, mac: Callable[[PodLayout], str] = _pod_mac) -
         OvnkNode(
             name=n.name,
             subnet=n.pod_subnet,
-            chassis=f"chassis-{n.name}",
-            encap_ip=n.node_ip,
-            mgmt_ip=n.pod_subnet.broadcast_address - 1,
+            chassis=ovn_nodes.chassis_name(n),
+            encap_ip=ovn_nodes.encap_ip(c, n).ip,
+            mgmt_ip=ovn_nodes.mgmt_ip(n),
             pods=tuple(PodPort(name=pod_port(p), mac=mac(p), ip=p.ip) for p in c.pods_of(n.name)),
         )
         for n in c.nodes
@@ -107,7 +107,8 @@ def cluster_spec(c: ClusterLayout, mac: Callable[[PodLayout], str] = _pod_mac) -
         for s in c.services
         if s.cluster_ip is not None and s.backends
     )
-    return OvnkSpec(pod_cidr=c.pod_cidr, nodes=nodes, services=services)
+    # No SB chassis from the builder: every node's ovn-controller registers its own (magw.lab.planes.ovn_nodes).
+    return OvnkSpec(pod_cidr=c.pod_cidr, nodes=nodes, services=services, chassis=False)
 
 
 def pod_port(pod: PodLayout) -> str:

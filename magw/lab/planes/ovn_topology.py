@@ -11,7 +11,7 @@ OVN-Kubernetes itself would have created before magw's syncer runs, from OVN-K's
   port ``k8s-<node>`` and one port per pod (addresses ``MAC IP``);
 - ``join`` (100.64.0.0/16) with a gateway router ``GR_<node>`` per node (join address 100.64.0.(i+1)), pinned
   to the node's chassis (``options:chassis``);
-- a load balancer per service, all in ``clusterLBGroup``, which every ``GR_<node>`` uses;
+- two load balancers per service (TCP and UDP), all in ``clusterLBGroup``, which every ``GR_<node>`` uses;
 - an SB ``Chassis`` per node (encap geneve, its IP) whose ``hostname`` is the node name, as ovn-controller
   would register it.
 
@@ -104,7 +104,7 @@ class OvnkNode:
 
 @attrs.frozen(kw_only=True)
 class OvnkService:
-    """A ClusterIP service as OVN-K's load balancer: ``vip:port`` -> ``backend:target_port`` (TCP)."""
+    """A ClusterIP service as OVN-K's load balancers: ``vip:port`` -> ``backend:target_port`` (TCP and UDP)."""
 
     name: str
     vip: IPv4Address
@@ -119,6 +119,14 @@ class OvnkSpec:
     nodes: tuple[OvnkNode, ...]
     services: tuple[OvnkService, ...] = ()
     chassis: bool = True  # register an SB Chassis per node (False: tests of a missing chassis)
+
+
+LB_PROTOCOLS = ("tcp", "udp")
+
+
+def lb_names(svc: OvnkService) -> tuple[str, str]:
+    """The service's load balancers, one per protocol as OVN-K has them: ``<name>`` (TCP), ``<name>-udp``."""
+    return svc.name, f"{svc.name}-udp"
 
 
 def _router_pair(dbs: Databases, router: str, lrp: str, mac: str, net: str, switch: str, lsp: str) -> None:
@@ -161,12 +169,14 @@ def build(dbs: Databases, spec: OvnkSpec) -> None:
     cidr = spec.pod_cidr
     nbctl(dbs, "lr-policy-add", CLUSTER_ROUTER, "102", f"ip4.src == {cidr} && ip4.dst == {cidr}", "allow")
     nbctl(dbs, "lr-policy-add", CLUSTER_ROUTER, "102", f"ip4.src == {cidr} && ip4.dst == {JOIN_CIDR}", "allow")
+    names = [name for svc in spec.services for name in lb_names(svc)]
     for svc in spec.services:
         backends = ",".join(f"{b}:{svc.target_port}" for b in svc.backends)
-        nbctl(dbs, "lb-add", svc.name, f"{svc.vip}:{svc.port}", backends, "tcp")
+        for name, proto in zip(lb_names(svc), LB_PROTOCOLS, strict=True):
+            nbctl(dbs, "lb-add", name, f"{svc.vip}:{svc.port}", backends, proto)
     nbctl(dbs, "create", "Load_Balancer_Group", f"name={LB_GROUP}")
-    for svc in spec.services:
-        lb = nbctl(dbs, "--bare", "--columns=_uuid", "find", "Load_Balancer", f"name={svc.name}").strip()
+    for name in names:
+        lb = nbctl(dbs, "--bare", "--columns=_uuid", "find", "Load_Balancer", f"name={name}").strip()
         nbctl(dbs, "add", "Load_Balancer_Group", LB_GROUP, "load_balancer", lb)
     group = nbctl(dbs, "--bare", "--columns=_uuid", "find", "Load_Balancer_Group", f"name={LB_GROUP}").strip()
     for node in spec.nodes:

@@ -24,6 +24,7 @@ CLUSTER_ID_RE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 
 # Inside a node namespace.
 UNDERLAY_IF = "eth0"
+ENCAP_IF = "eth1"  # --cni ovn: the node's leg for OVN's geneve tunnels, a port of its br-phy
 WAN_IF = "wan0"
 CNI_BRIDGE = "cni0"
 # Inside a pod namespace.
@@ -107,6 +108,11 @@ def wan_ns(lab: str) -> str:
 def underlay_port(node_short: str) -> str:
     """A node's port on its cluster's underlay bridge."""
     return node_short
+
+
+def encap_port(node_short: str) -> str:
+    """A node's second port on its cluster's underlay bridge, OVN's tunnel leg (``--cni ovn``)."""
+    return f"{node_short}-ovn"
 
 
 def wan_port(cluster: str, node_short: str) -> str:

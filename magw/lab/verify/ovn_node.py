@@ -20,7 +20,7 @@ from typing import Any
 
 from magw.desired.ovn.node import MGMT_DEV, SUB_DEV
 from magw.lab.build.state import LabState
-from magw.lab.planes.ovn_nodes import MGMT_NEXTHOP, ovs_db, ovs_dir
+from magw.lab.planes.ovn_nodes import mgmt_nexthop, ovs_db, ovs_dir
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
 from magw.lab.verify.check import Check
 from magw.model.vtep import VXLAN_TUNNEL
@@ -55,7 +55,7 @@ def _worker_checks(lab: LabLayout, c: ClusterLayout, node: NodeLayout) -> Iterat
             continue
         dst = str(r.pods[0].ip)
         got = _route_get(node.namespace, dst)
-        yield _route_check(f"{node.name} host -> {r.id} pod {dst}", got, MGMT_DEV, str(MGMT_NEXTHOP), "150")
+        yield _route_check(f"{node.name} host -> {r.id} pod {dst}", got, MGMT_DEV, str(mgmt_nexthop(node)), "150")
 
 
 def _gateway_checks(lab: LabLayout, st: LabState, c: ClusterLayout, node: NodeLayout) -> Iterator[Check]:
