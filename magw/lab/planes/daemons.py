@@ -40,7 +40,7 @@ from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes.egressgw import egressgw_documents
 from magw.lab.planes.globalnet_docs import globalnet_documents
 from magw.lab.spec import naming
-from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
+from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.model.cable import Cable
 from magw.sources.file.broker import endpoint_path
 from magw.sources.kube.mapping import endpoint_object_name
@@ -161,7 +161,10 @@ def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
 def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
     cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
-    ovn = ovn_nodes.route_agent_flags(st, node) if st.ovn else []
+    ovn: list[str] = []
+    if st.ovn:
+        cluster = layout(st.name, st.topology).cluster(node.cluster)
+        ovn = [*ovn_nodes.route_agent_flags(st, node), *lab_ovn.hosted_syncer_flags(st, cluster, node)]
     return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn,
             *_cable_probe_flags(st)]  # fmt: skip
 

@@ -31,7 +31,7 @@ from magw.lab.errors import LabError, LabInputError
 from magw.lab.planes import ovn_nodes, ovn_topology
 from magw.lab.planes.ovn_servers import OvnDir, create_db, northd_argv, ovn_missing, server_argv
 from magw.lab.planes.ovn_topology import OvnkNode, OvnkService, OvnkSpec, PodPort, ovnk_mac, tool_env
-from magw.lab.spec.layout import ClusterLayout, LabLayout, PodLayout
+from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
 
 OVN_KINDS = ("ovsdb-nb", "ovsdb-sb", "ovn-northd", "ovn-syncer")
 SERVER_KINDS = OVN_KINDS[:3]
@@ -157,12 +157,31 @@ def syncer_argv(st: LabState, cluster: str, magw: Path) -> list[str]:
             "--status-file", str(syncer_status_path(st, cluster))]  # fmt: skip
 
 
+def syncer_host(c: ClusterLayout) -> NodeLayout | None:
+    """The node whose route agent hosts cluster ``c``'s OVN syncer: its first worker, whose probes of the local
+    gateways drive the failover (docs/ovn.md, "Failover"); None (a standalone ``magw ovn sync``, which learns
+    of a failure from the broker, in seconds) for a cluster without workers: a gateway hosting it would take the
+    syncer down with it."""
+    return next((n for n in c.nodes if not n.gateway), None)
+
+
+def hosted_syncer_flags(st: LabState, c: ClusterLayout, node: NodeLayout) -> list[str]:
+    """The route agent flags that make ``node`` host ``c``'s syncer, or none if another node does."""
+    host = syncer_host(c)
+    if host is None or host.name != node.name:
+        return []
+    d = ovn_dir(st, c.id)
+    return ["--ovn-nb", d.nb, "--ovn-sb", d.sb, "--ovn-status-file", str(syncer_status_path(st, c.id))]
+
+
 def start_syncers(lab: LabLayout, st: LabState, step: Progress, magw: Path) -> LabState:
-    """One OVN syncer per cluster (the only writer of its NB rows). The one place that launches them: the lead
-    may host them in a route agent instead (probe-driven failover, ``magw-route-agent --ovn-nb``)."""
-    for c in lab.clusters:
+    """One OVN syncer per cluster (the only writer of its NB rows): a standalone ``magw ovn sync`` for each
+    cluster whose syncer no route agent hosts (``syncer_host``)."""
+    alone = [c for c in lab.clusters if syncer_host(c) is None]
+    for c in alone:
         st, _ = _start(st, c, SYNCER_KIND, syncer_argv(st, c.id, magw))
-    step(f"ovn: {len(lab.clusters)} syncers started (magw ovn sync)")
+    hosted = len(lab.clusters) - len(alone)
+    step(f"ovn: {hosted} syncers hosted by a worker's route agent, {len(alone)} standalone (magw ovn sync)")
     return st
 
 
@@ -204,10 +223,14 @@ def status_doc(lab: LabLayout, st: LabState) -> dict[str, Any]:
     clusters = []
     for c in lab.clusters:
         d = ovn_dir(st, c.id)
-        procs_doc = {}
+        procs_doc: dict[str, dict[str, Any]] = {}
+        host = syncer_host(c)
         for kind in OVN_KINDS:
             rec = records.get((kind, c.id))
+            if kind == SYNCER_KIND and host is not None:
+                rec = records.get(("route-agent", host.name))
             procs_doc[kind] = {"pid": rec.pid if rec else None, "alive": rec is not None and procs.alive(rec)}
+        procs_doc[SYNCER_KIND]["host"] = host.name if host is not None else None
         last = (syncer_status(st, c.id) or {}).get("last_sync")
         clusters.append({"cluster": c.id, "nb": d.nb, "sb": d.sb, "processes": procs_doc, "last_sync": last})
     return {"clusters": clusters}

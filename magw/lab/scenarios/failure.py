@@ -45,7 +45,7 @@ class Port:
 
     namespace: str
     name: str
-    what: str  # "underlay" or "wan"
+    what: str  # "underlay", "encap" (--cni ovn: OVN's tunnel leg) or "wan"
 
 
 def node_of(lab: LabLayout, name: str, verb: str) -> NodeLayout:
@@ -56,11 +56,14 @@ def node_of(lab: LabLayout, name: str, verb: str) -> NodeLayout:
         raise LabInputError(f"{verb}: NODE: {name!r} is not a node of lab {lab.name} (nodes: {known})") from None
 
 
-def ports(lab: LabLayout, node: NodeLayout) -> tuple[Port, ...]:
-    """The node's underlay port and, for a gateway, its WAN port."""
-    out = [
-        Port(namespace=lab.cluster(node.cluster).underlay_ns, name=naming.underlay_port(node.short), what="underlay")
-    ]
+def ports(lab: LabLayout, node: NodeLayout, *, ovn: bool = False) -> tuple[Port, ...]:
+    """The node's underlay port, with ``ovn`` its OVN tunnel leg's (``naming.encap_port``), and, for a gateway,
+    its WAN port. On an OVN node the Open vSwitch and ovn-controller keep running: with every link down the
+    node is as dead to the others as without power, and its taps keep their addresses for the recovery."""
+    underlay_ns = lab.cluster(node.cluster).underlay_ns
+    out = [Port(namespace=underlay_ns, name=naming.underlay_port(node.short), what="underlay")]
+    if ovn:
+        out.append(Port(namespace=underlay_ns, name=naming.encap_port(node.short), what="encap"))
     if node.public_ip is not None:
         out.append(Port(namespace=lab.wan_ns, name=naming.wan_port(node.cluster, node.short), what="wan"))
     return tuple(out)
@@ -136,7 +139,7 @@ def fail(name: str, node_name: str, *, wan_only: bool = False) -> tuple[str, ...
     """Cut ``node_name`` off (and SIGKILL its daemons unless ``wan_only``); returns what was done, in words."""
     st, lab = _read(name)
     node = node_of(lab, node_name, "fail")
-    cut = [p for p in ports(lab, node) if p.what == "wan" or not wan_only]
+    cut = [p for p in ports(lab, node, ovn=st.ovn) if p.what == "wan" or not wan_only]
     if wan_only and not cut:
         raise LabInputError(f"fail: NODE: {node_name!r} is a worker: it has no WAN link")
     for port in cut:
@@ -160,7 +163,7 @@ def recover(name: str, node_name: str) -> tuple[str, ...]:
     st, lab = _read(name)
     node = node_of(lab, node_name, "recover")
     done = []
-    for port in ports(lab, node):
+    for port in ports(lab, node, ovn=st.ovn):
         if port_down(port):
             _set(port, up=True)
             done.append(f"{port.what} link up")
