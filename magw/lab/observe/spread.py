@@ -1,4 +1,4 @@
-"""How UDP flows between two clusters spread over the gateways, from the tunnels' packet counters.
+"""How UDP (or TCP) flows between two clusters spread over the gateways, from the tunnels' packet counters.
 
 Counters are read with ``ip -s -j link`` in each gateway namespace before and
 after the flows. Requests go from a client pod in cluster A to a server pod in
@@ -15,6 +15,11 @@ would mix them in. Instead every gateway gets a small ``netdev`` table
 the flows' datagrams (UDP to or from ``ECHO_PORT``): at the device, before
 the IP layer drops a frame that is not for it, so a flooded copy is counted
 like a link counter would. It is removed afterwards.
+
+TCP flows (``proto="tcp"``) count only the segments that carry a request or reply (``psh``: the tool sends each
+request in one segment), so the counts mean what they mean for UDP. OVN's ECMP needs them: in Open vSwitch's
+userspace datapath its hash (symmetric L4) covers TCP ports but not UDP ports, so all UDP flows between two pods
+take one gateway router (docs/ovn.md, "The lab carries packets").
 """
 
 from __future__ import annotations
@@ -35,12 +40,15 @@ _COUNTERS = (("intra_rx", "ingress", INTRA), ("intra_tx", "egress", INTRA),
              ("tunnel_rx", "ingress", TUNNEL), ("tunnel_tx", "egress", TUNNEL))  # fmt: skip
 
 
-def _count_table(devices: frozenset[str]) -> str:
-    """Counters of the flows' datagrams received and sent on each tunnel device of ``devices``."""
+def _count_table(devices: frozenset[str], proto: str = "udp") -> str:
+    """Counters of the flows' datagrams (TCP: segments with data) received and sent on each tunnel device of
+    ``devices``."""
     counters = "".join(f"  counter {name} {{ }}\n" for name, _h, _d in _COUNTERS)
+    data = " tcp flags & psh == psh" if proto == "tcp" else ""
     chains = "".join(
         f'  chain {name} {{\n    type filter hook {hook} device "{dev}" priority -500; policy accept;\n'
-        f"    udp dport {ECHO_PORT} counter name {name}\n    udp sport {ECHO_PORT} counter name {name}\n  }}\n"
+        f"    {proto} dport {ECHO_PORT}{data} counter name {name}\n"
+        f"    {proto} sport {ECHO_PORT}{data} counter name {name}\n  }}\n"
         for name, hook, dev in _COUNTERS
         if dev in devices
     )
@@ -63,6 +71,7 @@ class SpreadResult:
     client: PodLayout
     server: PodLayout
     flows: int
+    proto: str
     sent: int
     received: int
     gateways: tuple[GatewayCount, ...]
@@ -105,16 +114,20 @@ def run_spread(
     packets: int = 10,
     pair: tuple[PodLayout, PodLayout] | None = None,
     timeout: float = 5.0,
+    proto: str = "udp",
 ) -> SpreadResult:
-    """Send ``flows`` UDP flows of ``packets`` requests between two clusters and count per gateway."""
+    """Send ``flows`` UDP flows (or TCP connections) of ``packets`` requests between two clusters and count per
+    gateway."""
     client, server = pair if pair is not None else default_pair(lab)
     gateways: Sequence[NodeLayout] = [g for g in lab.gateways if g.cluster in (client.cluster, server.cluster)]
     for g in gateways:
         devices = frozenset(d for d in (TUNNEL, INTRA) if netns.link_stats(g.namespace, d) is not None)
-        netns.nft_load(g.namespace, _count_table(devices))
+        netns.nft_load(g.namespace, _count_table(devices, proto))
     try:
         before = {g.name: _counters(g) for g in gateways}
-        summary = udp_flows(client.namespace, server.ip, ECHO_PORT, flows=flows, packets=packets, timeout=timeout)
+        summary = udp_flows(
+            client.namespace, server.ip, ECHO_PORT, flows=flows, packets=packets, timeout=timeout, proto=proto
+        )
         after = {g.name: _counters(g) for g in gateways}
     finally:
         for g in gateways:
@@ -129,6 +142,7 @@ def run_spread(
         client=client,
         server=server,
         flows=flows,
+        proto=proto,
         sent=int(summary["sent"]),
         received=int(summary["received"]),
         gateways=counts,
@@ -145,9 +159,10 @@ def spread_text(result: SpreadResult) -> str:
     """A table of per-gateway tunnel packets, each count with its share of that column within the gateway's
     cluster (tx: what the cluster's gateways sent into the tunnels, rx: what they received), and the wire
     amplification."""
+    client, server = result.client, result.server
     lines = [
-        f"{result.flows} UDP flows {result.client.name} ({result.client.ip}) -> {result.server.name} "
-        f"({result.server.ip}): {result.sent} requests sent, {result.received} replies received",
+        f"{result.flows} {result.proto.upper()} flows {client.name} ({client.ip}) -> {server.name} ({server.ip}): "
+        f"{result.sent} requests sent, {result.received} replies received",
         f"{'gateway':<14} {'tunnel tx':>10} {'share':>6} {'tunnel rx':>10} {'share':>6}",
     ]
     for cluster in dict.fromkeys((result.client.cluster, result.server.cluster)):

@@ -8,8 +8,8 @@ Run as ``ip netns exec POD python -m magw.lab.payload.traffic ...``:
 - ``probe --target tcp:IP:PORT [--target udp:IP:PORT ...] [--timeout S] [--attempts N]``:
   one request per target (UDP retried up to N times), one JSON line per
   target: ``{"target": ..., "ok": true, "seen_ip": ..., "server": ..., "error": null}``.
-- ``flows --target IP:PORT [--flows 64] [--packets 10] [--timeout S]``: UDP
-  from ``flows`` sockets (distinct source ports, so distinct 5-tuples),
+- ``flows --target IP:PORT [--flows 64] [--packets 10] [--timeout S] [--proto udp|tcp]``: UDP (or TCP
+  connections) from ``flows`` sockets (distinct source ports, so distinct 5-tuples),
   ``packets`` requests each; prints one JSON object with what was sent and
   received per flow, the source addresses each flow's server saw (with
   Globalnet: which gateway's egress address it left by) and the servers that answered.
@@ -241,24 +241,64 @@ def _collect(
     return received, servers, [sorted(s) for s in seen]
 
 
-def flows(target: str, n_flows: int, packets: int, timeout: float) -> int:
-    """UDP requests over ``n_flows`` distinct source ports; print a JSON summary. Exit 0 if all were answered."""
+def _collect_tcp(
+    socks: list[socket.socket], expected: int, timeout: float
+) -> tuple[list[int], dict[str, int], list[list[str]]]:
+    """``_collect`` for TCP connections: a read may hold several reply lines, or part of one."""
+    received = [0] * len(socks)
+    servers: dict[str, int] = {}
+    seen: list[set[str]] = [set() for _ in socks]
+    bufs = [b""] * len(socks)
+    index = {s.fileno(): i for i, s in enumerate(socks)}
+    open_socks = list(socks)
+    deadline = time.monotonic() + timeout
+    while sum(received) < expected and open_socks and (left := deadline - time.monotonic()) > 0:
+        ready, _w, _x = select.select(open_socks, [], [], left)
+        for sock in ready:
+            i = index[sock.fileno()]
+            try:
+                data = sock.recv(64 * 1024)
+            except OSError:
+                data = b""
+            if not data:
+                open_socks.remove(sock)
+                continue
+            *lines, bufs[i] = (bufs[i] + data).split(b"\n")
+            for line in lines:
+                try:
+                    doc = _decode(line)
+                except ValueError:
+                    continue
+                received[i] += 1
+                server = str(doc.get("server"))
+                servers[server] = servers.get(server, 0) + 1
+                seen[i].add(str(doc.get("seen_ip")))
+    return received, servers, [sorted(s) for s in seen]
+
+
+def flows(target: str, n_flows: int, packets: int, timeout: float, proto: str = "udp") -> int:
+    """Requests over ``n_flows`` distinct source ports (UDP sockets or TCP connections); print a JSON summary.
+    Exit 0 if all were answered."""
     host, _, port = target.rpartition(":")
     socks = []
     try:
         for _ in range(n_flows):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            _big_rcvbuf(sock)
-            sock.connect((host, int(port)))
+            if proto == "tcp":
+                sock = socket.create_connection((host, int(port)), timeout=timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one segment per request
+            else:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                _big_rcvbuf(sock)
+                sock.connect((host, int(port)))
             socks.append(sock)
         sports = [s.getsockname()[1] for s in socks]
         sent = _send_rounds(socks, packets)
-        received, servers, seen = _collect(socks, sent, timeout)
+        received, servers, seen = (_collect_tcp if proto == "tcp" else _collect)(socks, sent, timeout)
     finally:
         for sock in socks:
             sock.close()
     per_flow = [{"sport": p, "received": r, "seen_ips": s} for p, r, s in zip(sports, received, seen, strict=True)]
-    doc = {"target": target, "flows": n_flows, "sent": sent, "received": sum(received),
+    doc = {"target": target, "proto": proto, "flows": n_flows, "sent": sent, "received": sum(received),
            "per_flow": per_flow, "servers": servers}  # fmt: skip
     print(json.dumps(doc), flush=True)
     return 0 if sum(received) == sent else 1
@@ -285,11 +325,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--target", action="append", required=True, help="tcp:IP:PORT or udp:IP:PORT (repeatable)")
     p.add_argument("--timeout", type=_bounded(0.1, 60), default=2.0, help="seconds per target")
     p.add_argument("--attempts", type=int, choices=range(1, 11), default=3, help="UDP sends per target")
-    f = sub.add_parser("flows", help="many UDP flows to one target, JSON summary")
+    f = sub.add_parser("flows", help="many UDP (or TCP) flows to one target, JSON summary")
     f.add_argument("--target", required=True, help="IP:PORT")
     f.add_argument("--flows", type=int, choices=range(1, 1025), default=64, metavar="1..1024")
     f.add_argument("--packets", type=int, choices=range(1, 1001), default=10, metavar="1..1000")
     f.add_argument("--timeout", type=_bounded(0.1, 60), default=5.0, help="seconds to wait for replies")
+    f.add_argument("--proto", choices=("udp", "tcp"), default="udp", help="UDP sockets or TCP connections")
     args = parser.parse_args(argv)
     if args.verb == "serve":
         return serve(args.name, args.port, args.max_seconds)
@@ -299,7 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"traffic: error: {exc}", file=sys.stderr)
             return 2
-    return flows(args.target, args.flows, args.packets, args.timeout)
+    try:
+        return flows(args.target, args.flows, args.packets, args.timeout, args.proto)
+    except OSError as exc:  # a TCP connection refused or timed out
+        print(f"traffic: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

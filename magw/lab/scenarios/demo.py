@@ -23,18 +23,31 @@ def run_demo(
     flows: int = 64,
     wait_timeout: float = 60.0,
     control_plane: str = "file",
+    cni: str = "generic",
 ) -> int:
-    """0 when every probe of the matrix passed, 1 otherwise. The lab is removed unless ``keep``."""
+    """0 when every probe of the matrix passed, 1 otherwise. The lab is removed unless ``keep``.
+
+    ``cni="ovn"``: the lab's pods talk through OVN (``magw.lab.planes.ovn_nodes``), and the spread is measured with
+    TCP connections: OVN's ECMP in the userspace datapath does not hash UDP ports (``magw.lab.observe.spread``)."""
     lab = layout(name, topology)
-    out(f"== bringing up lab {name}{_fed_by(control_plane)}{_cable(topology)}")
-    build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane)
+    out(f"== bringing up lab {name}{_fed_by(control_plane)}{_cable(topology)}{_on(cni)}")
+    build.up(
+        topology,
+        name=name,
+        daemons=True,
+        wait_timeout=wait_timeout,
+        progress=out,
+        control_plane=control_plane,
+        cni=cni,
+    )
     try:
         out("\n== connectivity matrix (each pod -> a remote pod and a remote service)")
         cells = run_matrix(lab)
         out(matrix_text(cells))
         if len(lab.clusters) >= 2:
-            out(f"\n== {flows} UDP flows between {lab.clusters[0].id} and {lab.clusters[1].id}")
-            out(spread_text(run_spread(lab, flows=flows)))
+            proto = "tcp" if cni == "ovn" else "udp"
+            out(f"\n== {flows} {proto.upper()} flows between {lab.clusters[0].id} and {lab.clusters[1].id}")
+            out(spread_text(run_spread(lab, flows=flows, proto=proto)))
         ok = all(c.passed for c in cells)
         out(f"\n== result: {'all OK' if ok else 'FAILURES in the matrix'}")
         return 0 if ok else 1
@@ -45,6 +58,12 @@ def run_demo(
 def _cable(topology: Topology) -> str:
     if topology.cable is Cable.WIREGUARD:
         return " (gateways' VXLAN through WireGuard: magw-wg on every gateway, docs/cables.md)"
+    return ""
+
+
+def _on(cni: str) -> str:
+    if cni == "ovn":
+        return " (OVN-Kubernetes: pods on br-int, Open vSwitch and ovn-controller on every node, docs/ovn.md)"
     return ""
 
 

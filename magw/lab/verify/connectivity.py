@@ -91,10 +91,11 @@ def probe_many(
 
 
 def udp_flows(
-    namespace: str, ip: IPv4Address, port: int, *, flows: int, packets: int, timeout: float = 5.0
+    namespace: str, ip: IPv4Address, port: int, *, flows: int, packets: int, timeout: float = 5.0, proto: str = "udp"
 ) -> dict[str, Any]:
-    """Send ``flows`` x ``packets`` UDP requests from ``namespace``; the traffic tool's JSON summary."""
-    args = ["flows", "--target", f"{ip}:{port}", "--flows", str(flows), "--packets", str(packets)]
+    """Send ``flows`` x ``packets`` UDP requests (``proto="tcp"``: over ``flows`` TCP connections) from
+    ``namespace``; the traffic tool's JSON summary."""
+    args = ["flows", "--target", f"{ip}:{port}", "--flows", str(flows), "--packets", str(packets), "--proto", proto]
     out = _run_in(namespace, traffic_argv(*args, "--timeout", f"{timeout:g}"), timeout + packets * 0.01 + 20)
     doc: dict[str, Any] = json.loads(out)
     return doc

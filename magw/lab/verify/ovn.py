@@ -1,9 +1,10 @@
-"""``magw lab verify``: the OVN paths of a ``--cni ovn`` lab, proven with ``ovn-trace`` on each cluster's SB.
+"""``magw lab verify``: the OVN paths of a ``--cni ovn`` lab, proven with ``ovn-trace`` and with real packets.
 
-The lab has no OVN datapath, so no pod packet crosses OVN there: what is proven is what the real northd
-compiled from the NB that magw's syncer wrote, packet by packet in the logical pipeline. The checks read the
-trace text and the SB (port bindings, chassis), never magw's own rows, and expect what the lab's layout and
-broker say (which gateways are up), not what the syncer reports:
+Each line says which proof it is (``magw.lab.verify.check``). The ``trace`` checks prove what the real northd
+compiled from the NB that magw's syncer wrote, packet by packet in the logical pipeline; the ``packet`` checks
+(``magw.lab.verify.ovn_packets``) send real traffic along the same paths through every node's Open vSwitch. The
+checks read the trace text and the SB (port bindings, chassis), never magw's own rows, and expect what the lab's
+layout and broker say (which gateways are up), not what the syncer reports:
 
 - **egress**: from the first pod of every node to a pod and a ClusterIP service of every other cluster, the
   packet crosses exactly one ``submariner_router*``, is routed toward ``169.254.254.10`` (the gateway host's
@@ -15,8 +16,9 @@ broker say (which gateways are up), not what the syncer reports:
   document does not mark down; else one;
 - **ingress**: from every ``submariner_gateway*`` switch's localnet port (a packet from a remote pod, addressed
   to the router port's MAC) to the first pod of every node: it reaches that pod's port;
-- **node**: the kernel and Open vSwitch side that the route agents in OVN mode programmed (tables 150 and 149,
-  ``br-submariner``), asked of the kernel and ``ovs-vsctl`` (``magw.lab.verify.ovn_node``).
+- **node** (``state``): the kernel and Open vSwitch side that the route agents in OVN mode programmed (tables
+  150 and 149, ``br-submariner``), asked of the kernel and ``ovs-vsctl`` (``magw.lab.verify.ovn_node``);
+- **pods** and **ecmp** (``packet``): see ``magw.lab.verify.ovn_packets``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from magw.lab.planes.ovn import ovn_dir, pod_port
 from magw.lab.planes.ovn_servers import OvnDir
 from magw.lab.planes.ovn_topology import nbctl, sbctl, wait_sb
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
+from magw.lab.verify import ovn_packets
 from magw.lab.verify.check import Check
 from magw.lab.verify.ovn_node import node_checks
 from magw.lab.verify.ovn_trace import Trace, l3gateway_chassis, microflow, ovn_trace
@@ -220,8 +223,9 @@ def _ingress_checks(cl: _Cluster, lab: LabLayout) -> Iterator[Check]:
                                        f"out {t.last_output[0] if t.last_output else 'nowhere'}")  # fmt: skip
 
 
-def verify(lab: LabLayout, st: LabState) -> Verification:
-    """Every check of every cluster (see the module docstring); a failing tool is a failed check, not a crash."""
+def verify(lab: LabLayout, st: LabState, *, packets: bool = True) -> Verification:
+    """Every check of every cluster (see the module docstring); a failing tool is a failed check, not a crash.
+    ``packets=False``: the trace and state checks only."""
     checks: list[Check] = []
     carriers: dict[tuple[str, str], tuple[str, ...]] = {}
     for c in lab.clusters:
@@ -236,4 +240,7 @@ def verify(lab: LabLayout, st: LabState) -> Verification:
         checks += _ecmp_checks(cl, lab, expected_carriers(lab, st, c), carriers)
         checks += _ingress_checks(cl, lab)
         checks += node_checks(lab, st, c)
+    if packets:
+        checks += ovn_packets.pod_checks(lab)
+        checks += ovn_packets.ecmp_checks(lab, lambda c: expected_carriers(lab, st, c))
     return Verification(checks=tuple(checks), carriers=carriers)

@@ -43,10 +43,11 @@ def _route_get(ns: str, *args: str) -> dict[str, Any]:
 
 def _route_check(what: str, got: dict[str, Any], dev: str, via: str, table: str) -> Check:
     if "error" in got:
-        return Check(False, "node", f"{what}: ip route get: {got['error']}")
+        return Check(False, "node", f"{what}: ip route get: {got['error']}", how="state")
     seen = f"via {got.get('gateway')} dev {got.get('dev')} table {got.get('table', 'main')}"
     want = f"via {via} dev {dev} table {table}"
-    return Check(seen == want, "node", f"{what}: {seen}" + ("" if seen == want else f" (expected {want})"))
+    text = f"{what}: {seen}" + ("" if seen == want else f" (expected {want})")
+    return Check(seen == want, "node", text, how="state")
 
 
 def _worker_checks(lab: LabLayout, c: ClusterLayout, node: NodeLayout) -> Iterator[Check]:
@@ -90,7 +91,7 @@ def _vsctl_bridge(remote: str, d: str) -> dict[str, str]:
 def _bridge_check(node: str, got: dict[str, str]) -> Check:
     ok = SUB_DEV in got["ports"].split() and got["datapath"] == "netdev" and MAPPING in got["mappings"].split(",")
     text = f"{node} {BRIDGE}: ports {got['ports'] or '-'}, datapath {got['datapath']}, mappings {got['mappings']}"
-    return Check(ok, "node", text)
+    return Check(ok, "node", text, how="state")
 
 
 def node_checks(lab: LabLayout, st: LabState, c: ClusterLayout) -> Iterator[Check]:

@@ -45,6 +45,10 @@ def test_the_printed_line_runs_as_pasted_and_creates_the_plan(ovn_dbs: OvnDbs) -
     assert {r: nbctl(ovn_dbs, "get", "Logical_Router", r, "load_balancer_group").strip() for r in routers} == {
         r: f"[{group}]" for r in routers
     }
+    # Two active gateways: each router SNATs what its load balancers DNAT (docs/ovn.md, "Services").
+    assert {r: nbctl(ovn_dbs, "get", "Logical_Router", r, "options:lb_force_snat_ip").strip() for r in routers} == {
+        r: "router_ip" for r in routers
+    }
     shown = _magw("ovn", "show", "--nb", ovn_dbs.nb, "--sb", ovn_dbs.sb)
     assert shown == _magw("ovn", "plan", "--snapshot", SEED)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from magw.desired.ovn.planner import OvnInputs, OvnPlanError, plan_ovn
-from magw.desired.ovn.rows import Policy, Router, RouterPort, StaticRoute, SwitchPort
+from magw.desired.ovn.rows import Policy, Router, RouterPort, StaticRoute, SwitchPort, router_options
 from magw.desired.ovn.slots import assign_slots
 from magw.desired.ovn.topology import remote_set_name
 from magw.reconcile.ovndiff import ovn_diff
@@ -203,3 +203,25 @@ def test_switch_port_fields() -> None:
         addresses=("router",),
         options={"router-port": "submariner_j_lrp"},
     )
+
+
+def test_several_active_gateways_snat_what_their_load_balancers_dnat() -> None:
+    """A remote client's connection to a service is DNATed by the gateway router it entered, and the backend's
+    reply is hashed over every router by the reroute policy: with several active gateways every router SNATs
+    balanced connections to its own join address (lb_force_snat_ip=router_ip), so the reply finds the router
+    that holds the DNAT. One active gateway (the seed's topology) does not need it and keeps the seed's rows."""
+    multi = _plan(east_snapshot()).state.routers
+    assert [r.lb_snat for r in multi] == [True, True, True]
+    single = _plan(east_snapshot(gateways=("gw1",), multi_active=False)).state.routers
+    assert [r.lb_snat for r in single] == [False]
+    no_group = plan_ovn(east_snapshot(), OvnInputs(chassis=chassis_of(GWS), lb_group=None)).state.routers
+    assert [r.lb_snat for r in no_group] == [False, False, False]  # no load balancer, nothing to SNAT
+
+
+def test_router_options_hold_the_chassis_and_the_lb_snat() -> None:
+    assert router_options(Router(name="r", chassis="c1", lb_snat=True)) == {
+        "chassis": "c1",
+        "lb_force_snat_ip": "router_ip",
+    }
+    assert router_options(Router(name="r", chassis="c1")) == {"chassis": "c1"}
+    assert router_options(Router(name="r")) == {}

@@ -201,7 +201,8 @@ def test_failover_is_one_transaction_that_changes_only_policy_nexthops(world: Wo
 def test_rows_of_ours_are_updated_in_place_and_a_port_moves_between_our_routers(world: World) -> None:
     world.seed()
     first = OvnState(
-        routers=[Router(name="mg_a", chassis="chassis-gw1", lb_group="clusterLBGroup", gateway="gw1", slot=1),
+        routers=[Router(name="mg_a", chassis="chassis-gw1", lb_group="clusterLBGroup", lb_snat=True, gateway="gw1",
+                        slot=1),
                  Router(name="mg_b")],
         router_ports=[RouterPort(name="mg_p", router="mg_a", mac="00:00:00:00:00:01", networks=["192.0.2.1/24"])],
         routes=[StaticRoute(router="mg_a", prefix="198.51.100.0/24", nexthop="192.0.2.9", output_port="mg_p")],

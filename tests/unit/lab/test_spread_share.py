@@ -24,6 +24,7 @@ RESULT = SpreadResult(
     client=_pod("east", "10.1.1.10"),
     server=_pod("west", "10.2.1.10"),
     flows=64,
+    proto="udp",
     sent=640,
     received=640,
     gateways=(

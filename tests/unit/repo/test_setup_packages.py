@@ -31,6 +31,8 @@ USED_BY = {
     "conntrack": ("tests/kernel/test_egress_nat_sync.py", '"conntrack", "-L"'),
     "wireguard-go": ("magw/drivers/wireguard/userspace.py", "exec wireguard-go -f"),
     "wireguard-tools": ("magw/drivers/wireguard/tool.py", 'WG = "wg"'),
+    "ovn-host": ("magw/lab/planes/ovn_nodes.py", '"ovn-controller", ovs_db(st, node)'),
+    "ethtool": ("magw/lab/planes/ovn_nodes.py", '"ethtool", "-K", dev, "tx", "off"'),
 }
 
 
