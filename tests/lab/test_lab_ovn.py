@@ -73,6 +73,13 @@ def test_up_runs_an_ovn_control_plane_and_verify_passes(lab: LabState, magw_cli:
     doc = magw_cli("lab", "status", "--name", lab.name, "--json")
     assert doc.returncode == 0, doc.stderr
     assert '"cni": "ovn"' in doc.stdout
+    ovn = {c["cluster"]: c for c in json.loads(doc.stdout)["ovn"]["clusters"]}
+    assert ovn["east"]["processes"]["ovn-syncer"]["host"] == "east-w1"  # hosted by the first worker's route agent
+    nodes = ovn["east"]["nodes"]
+    alive = {node: tuple(sorted(k for k, p in kinds.items() if p["alive"])) for node, kinds in nodes.items()}
+    assert alive == dict.fromkeys(("east-gw1", "east-gw2", "east-w1"), ("ovn-controller", "ovs-db", "ovs-vswitchd"))
+    text = magw_cli("lab", "status", "--name", lab.name).stdout
+    assert "processes all alive; syncer ok" in text, text
     rc, lines = verify_lines(magw_cli, lab)
     assert rc == 0, "\n".join(lines)
     checks = [line for line in lines if line.startswith(("OK", "FAIL"))]

@@ -28,7 +28,7 @@ from magw.lab.build.state import LabState
 from magw.lab.observe import egressgw_status, kube_view
 from magw.lab.observe.globalview import ClusterView
 from magw.lab.observe.healthview import health_doc, health_text
-from magw.lab.planes import kube
+from magw.lab.planes import kube, ovn_nodes
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes.daemons import agent_status, read_views, views_readable
 from magw.lab.spec.layout import ClusterLayout, LabLayout, layout
@@ -167,7 +167,7 @@ def _view(st: LabState, c: ClusterLayout, views: dict[str, ClusterView]) -> Clus
     return views.get(c.id) or ClusterView(cluster=c.id)
 
 
-_NOT_DAEMONS = ("echo", *kube.EMULATOR_KINDS, *lab_ovn.OVN_KINDS)
+_NOT_DAEMONS = ("echo", *kube.EMULATOR_KINDS, *lab_ovn.OVN_KINDS, *ovn_nodes.OVS_KINDS)
 
 
 def status_doc(st: LabState) -> dict[str, Any]:
@@ -282,9 +282,10 @@ def _control_plane_text(cp: dict[str, Any]) -> list[str]:
 def _ovn_text(ovn: dict[str, Any] | None) -> list[str]:
     if ovn is None:
         return []
-    lines = ["cni: ovn (logical only: magw lab verify traces the paths with ovn-trace)"]
+    lines = ["cni: ovn (pods on br-int; Open vSwitch and ovn-controller on every node; check: magw lab verify)"]
     for c in ovn["clusters"]:
         dead = [k for k, p in c["processes"].items() if not p["alive"]]
+        dead += [f"{k} of {node}" for node, kinds in c["nodes"].items() for k, p in kinds.items() if not p["alive"]]
         last = c["last_sync"] or {}
         sync = "not synced yet" if not last else ("ok" if last.get("ok") else f"FAILED: {last.get('error')}")
         slots = ", ".join(f"{gw} {n}" for gw, n in sorted((last.get("slots") or {}).items()))

@@ -11,9 +11,10 @@ With ``--control-plane kube`` (``magw.lab.planes.kube``) the same daemons run wi
 server emulator per cluster, the gateways syncing with the broker's emulator; the lab writes Kubernetes
 objects instead of documents and reads the emulators back (``magw.lab.observe.kube_view``) where it read the broker.
 
-With ``--cni ovn`` (``magw.lab.planes.ovn``) each cluster also gets an OVN control plane and an OVN syncer, each node
-``ovn-k8s-mp0`` and each gateway an Open vSwitch (``magw.lab.planes.ovn_nodes``); the route agents run in OVN mode, and
-the last wait is for the syncers instead of pod-to-pod traffic (OVN is logical only in the lab).
+With ``--cni ovn`` (``magw.lab.planes.ovn``) each cluster also gets an OVN control plane (its syncer hosted by the
+first worker's route agent), each node an Open vSwitch and an ovn-controller with its pods on ``br-int``
+(``magw.lab.planes.ovn_nodes``); the route agents run in OVN mode, and the waits include the syncers before the
+pod-to-pod traffic, which crosses OVN.
 """
 
 from __future__ import annotations

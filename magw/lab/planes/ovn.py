@@ -1,19 +1,19 @@
 """``magw lab up --cni ovn``: an OVN control plane per cluster, an OVN-K-like NB, and one OVN syncer per cluster.
 
-The lab cannot run an OVN datapath (no openvswitch kernel module, and no ovn-controller per node), so OVN is
-logical only here: the OVN paths are proven with ``ovn-trace`` by ``magw lab verify`` (``magw.lab.verify.ovn``).
-The route agents run in OVN mode on nodes prepared by ``magw.lab.planes.ovn_nodes``, so, as on a real OVN-Kubernetes
-node, traffic to other clusters leaves the host into OVN (``ovn-k8s-mp0``), which is not there: an OVN lab
-carries no inter-cluster pod traffic.
+Every node runs its own Open vSwitch (userspace datapath) and ``ovn-controller`` with its pods on ``br-int``
+(``magw.lab.planes.ovn_nodes``), so pods' packets cross OVN for real; ``magw lab verify`` proves the OVN paths with
+``ovn-trace`` and with packets (``magw.lab.verify.ovn``). The route agents run in OVN mode, as on a real
+OVN-Kubernetes node.
 
 Per cluster C, in ``<state dir>/ovn/C/`` (``magw.lab.planes.ovn_servers``): the NB and SB ``ovsdb-server``s and
 ``ovn-northd``, lab processes (kinds ``ovsdb-nb``, ``ovsdb-sb``, ``ovn-northd``, owner C) in C's underlay
 namespace, on unix sockets only, recorded in the state file and stopped by PID by ``down``. Then the topology
 OVN-Kubernetes would have built (``magw.lab.planes.ovn_topology``) from the lab's: a node switch per node with its
 /24, a port per pod (its real IP and MAC), a load balancer per ClusterIP service in ``clusterLBGroup``, a
-gateway router per node, and an SB chassis per node whose hostname is the lab node's name. Finally the syncer,
-``magw ovn sync --nb .. --sb .. --broker-dir .. --cluster C --status-file ..`` (kind ``ovn-syncer``), which
-follows the file broker: its Endpoints and its Health document.
+gateway router per node (the SB chassis are the nodes' ovn-controllers' own). Finally the syncer: hosted by the
+route agent of C's first worker (``syncer_host``), or, for a cluster without workers, ``magw ovn sync --nb ..
+--sb .. --broker-dir .. --cluster C --status-file ..`` (kind ``ovn-syncer``), which follows the file broker: its
+Endpoints and its Health document.
 """
 
 from __future__ import annotations
@@ -66,8 +66,6 @@ def check_supported(lab: LabLayout, control_plane: str) -> None:
         raise LabInputError(
             "--cni ovn: only with --control-plane file (the OVN syncer, magw ovn sync, follows the file broker)"
         )
-    if lab.topology.globalnet:
-        raise LabInputError("--cni ovn: not with globalnet: true yet (magw lab verify has no Globalnet checks)")
     missing = ovn_missing() or ovn_nodes.ovs_missing()
     if missing is not None:
         raise LabError(f"--cni ovn: {missing}")
@@ -231,6 +229,16 @@ def status_doc(lab: LabLayout, st: LabState) -> dict[str, Any]:
                 rec = records.get(("route-agent", host.name))
             procs_doc[kind] = {"pid": rec.pid if rec else None, "alive": rec is not None and procs.alive(rec)}
         procs_doc[SYNCER_KIND]["host"] = host.name if host is not None else None
+        nodes = {
+            n.name: {
+                kind: {"pid": rec.pid if rec else None, "alive": rec is not None and procs.alive(rec)}
+                for kind in ovn_nodes.OVS_KINDS
+                for rec in (records.get((kind, n.name)),)
+            }
+            for n in c.nodes
+        }
         last = (syncer_status(st, c.id) or {}).get("last_sync")
-        clusters.append({"cluster": c.id, "nb": d.nb, "sb": d.sb, "processes": procs_doc, "last_sync": last})
+        clusters.append(
+            {"cluster": c.id, "nb": d.nb, "sb": d.sb, "processes": procs_doc, "nodes": nodes, "last_sync": last}
+        )
     return {"clusters": clusters}
