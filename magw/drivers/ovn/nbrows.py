@@ -6,6 +6,7 @@ Both run inside an ovsdbapp command (``nbdriver``), in the IDL's thread. ``table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from magw.desired.ovn.planner import OvnPlan
@@ -91,53 +92,61 @@ def _hops(policy: Any) -> list[str]:
     return hops if policy.action == "reroute" else [*hops, f"<action {policy.action}>"]
 
 
+def _router(r: Any, _parent: str) -> Router:
+    return Router(
+        name=r.name,
+        chassis=r.options.get("chassis"),
+        lb_snat=r.options.get(LB_SNAT_OPTION) == LB_SNAT_VALUE,
+        lb_group=r.load_balancer_group[0].name if r.load_balancer_group else None,
+        gateway=r.external_ids.get(GATEWAY_KEY),
+        slot=_int(r.external_ids.get(SLOT_KEY)),
+    )
+
+
+def _route(r: Any, parent: str) -> StaticRoute:
+    return StaticRoute(
+        router=parent,
+        prefix=_col(r, "ip_prefix"),
+        nexthop=_col(r, "nexthop"),
+        output_port=(_col(r, "output_port") or [""])[0],
+    )
+
+
+# Table -> our value of one of its IDL rows, read from the row's real columns (and its parent's name).
+_READ: dict[str, Callable[[Any, str], OvnRow]] = {
+    "Address_Set": lambda r, _p: AddressSet(name=r.name, addresses=r.addresses),
+    "Logical_Router": _router,
+    "Logical_Switch": lambda r, _p: Switch(name=r.name),
+    "Logical_Router_Port": lambda r, p: RouterPort(name=r.name, router=p, mac=r.mac, networks=r.networks),
+    "Logical_Switch_Port": lambda r, p: SwitchPort(
+        name=r.name, switch=p, type=r.type, addresses=r.addresses, options=r.options
+    ),
+    "Logical_Router_Static_Route": _route,
+    "Logical_Router_Policy": lambda r, p: Policy(router=p, priority=r.priority, match=r.match, nexthops=_hops(r)),
+}
+
+
+def read_ours(tables: Any, table: str) -> list[tuple[OvnRow, Any]]:
+    """Every row of ours in ``table``: (its value, read from its real columns; the IDL row)."""
+    parents = _parents(tables, table) if table in PARENT else {}
+    read = _READ[table]
+    return [(read(r, parents.get(r.uuid, "")), r) for r in tables[table].rows.values() if _ours(r)]
+
+
 def observe_rows(tables: Any) -> OvnState:
     """Every row of ours, with its parent and its real columns (drift shows as a difference)."""
 
-    def ours(table: str) -> list[Any]:
-        return [r for r in tables[table].rows.values() if _ours(r)]
+    def values(table: str) -> list[Any]:
+        return [value for value, _row in read_ours(tables, table)]
 
-    lrp_parent = _parents(tables, "Logical_Router_Port")
-    lsp_parent = _parents(tables, "Logical_Switch_Port")
-    route_parent = _parents(tables, "Logical_Router_Static_Route")
-    policy_parent = _parents(tables, "Logical_Router_Policy")
     return OvnState(
-        address_sets=[AddressSet(name=r.name, addresses=r.addresses) for r in ours("Address_Set")],
-        routers=[
-            Router(
-                name=r.name,
-                chassis=r.options.get("chassis"),
-                lb_snat=r.options.get(LB_SNAT_OPTION) == LB_SNAT_VALUE,
-                lb_group=r.load_balancer_group[0].name if r.load_balancer_group else None,
-                gateway=r.external_ids.get(GATEWAY_KEY),
-                slot=_int(r.external_ids.get(SLOT_KEY)),
-            )
-            for r in ours("Logical_Router")
-        ],
-        switches=[Switch(name=r.name) for r in ours("Logical_Switch")],
-        router_ports=[
-            RouterPort(name=r.name, router=lrp_parent.get(r.uuid, ""), mac=r.mac, networks=r.networks)
-            for r in ours("Logical_Router_Port")
-        ],
-        switch_ports=[
-            SwitchPort(
-                name=r.name, switch=lsp_parent.get(r.uuid, ""), type=r.type, addresses=r.addresses, options=r.options
-            )
-            for r in ours("Logical_Switch_Port")
-        ],
-        routes=[
-            StaticRoute(
-                router=route_parent.get(r.uuid, ""),
-                prefix=_col(r, "ip_prefix"),
-                nexthop=_col(r, "nexthop"),
-                output_port=(_col(r, "output_port") or [""])[0],
-            )
-            for r in ours("Logical_Router_Static_Route")
-        ],
-        policies=[
-            Policy(router=policy_parent.get(r.uuid, ""), priority=r.priority, match=r.match, nexthops=_hops(r))
-            for r in ours("Logical_Router_Policy")
-        ],
+        address_sets=values("Address_Set"),
+        routers=values("Logical_Router"),
+        switches=values("Logical_Switch"),
+        router_ports=values("Logical_Router_Port"),
+        switch_ports=values("Logical_Switch_Port"),
+        routes=values("Logical_Router_Static_Route"),
+        policies=values("Logical_Router_Policy"),
     )
 
 
@@ -166,6 +175,10 @@ class NbWriter:
             t: {r.external_ids.get(KEY_KEY): r for r in tables[t].rows.values() if _ours(r)}
             for t in (*_NAMED, "Logical_Router_Static_Route", "Logical_Router_Policy")
         }
+        # Our rows by the key their real columns give them (what observe_rows reads), per table, made on first
+        # need: a row changed behind our back in a column of its key no longer reads as its ``magw-key``.
+        self._as_read: dict[str, dict[str, list[Any]]] = {}
+        self._claimed: set[Any] = set()  # rows an update or delete of this transaction already took
 
     # -- checks ------------------------------------------------------------------------------------------
 
@@ -205,11 +218,38 @@ class NbWriter:
             raise OvnInputError(f"ovn: no {table} {name!r} to attach to")
         return row
 
-    def _find(self, row: OvnRow) -> Any:
-        found = self.ours_by_key[row.table].get(key_text(row))
-        if found is None:
-            raise OvnInputError(f"ovn: our {row.table} {key_text(row)!r} went away during the sync")
-        return found
+    def _find(self, row: OvnRow, *, stale_first: bool = False) -> Any:
+        """The row of ours that reads as ``row`` (an observed value the diff names), each row taken once.
+
+        Usually the row whose ``magw-key`` is ``row``'s key; but a row drifted in a column of its key (a route's
+        prefix, a policy's match) reads as another key, so its ``magw-key`` is stale and only its columns tell.
+        ``stale_first`` (deletes): among rows reading as the same key, take one with a stale ``magw-key``
+        first, so the row that is exactly ours is the one that stays."""
+        key = key_text(row)
+        found = self.ours_by_key[row.table].get(key)
+        if not stale_first and found is not None and found.uuid not in self._claimed and self._reads_as(found, row):
+            self._claimed.add(found.uuid)
+            return found
+        candidates = [r for r in self._read_index(row.table).get(key, ()) if r.uuid not in self._claimed]
+        if stale_first:
+            candidates.sort(key=lambda r: r.external_ids.get(KEY_KEY) == key)
+        if not candidates:
+            raise OvnInputError(f"ovn: our {row.table} {key!r} went away during the sync")
+        self._claimed.add(candidates[0].uuid)
+        return candidates[0]
+
+    def _reads_as(self, found: Any, row: OvnRow) -> bool:
+        """Whether IDL row ``found`` reads as ``row``'s key (its parent taken as ``row``'s)."""
+        return bool(_READ[row.table](found, self._parent_name(row)).key == row.key)
+
+    def _read_index(self, table: str) -> dict[str, list[Any]]:
+        index = self._as_read.get(table)
+        if index is None:
+            index = {}
+            for value, idl_row in read_ours(self.tables, table):
+                index.setdefault(key_text(value), []).append(idl_row)
+            self._as_read[table] = index
+        return index
 
     def _create(self, row: OvnRow) -> None:
         new = self.txn.insert(self.tables[row.table])
@@ -234,7 +274,7 @@ class NbWriter:
             self._parent(parent_table, self._parent_name(new)).addvalue(column, row.uuid)
 
     def _delete(self, row: OvnRow) -> None:
-        found = self._find(row)
+        found = self._find(row, stale_first=True)
         if row.table in PARENT:
             parent_table, column = PARENT[row.table]
             parent = self.by_name[parent_table].get(self._parent_name(row))

@@ -131,6 +131,44 @@ def test_drift_is_seen_and_repaired_in_one_transaction(world: World, drift: str)
     assert_converged(world, plan)
 
 
+def _local_routes(s: OvnState) -> list[StaticRoute]:
+    """The routes of the first router back into the cluster (same router, next hop and port; two prefixes)."""
+    first = s.routes[0].router
+    return [r for r in s.routes if r.router == first and r.nexthop == "169.254.254.2"]
+
+
+# Drift in a column of a row's key: the row no longer reads as its magw-key (Submariner 1984's wrong routes).
+KEY_DRIFTS = {
+    "route prefix changed": lambda s: [(_local_routes(s)[0], {"ip_prefix": "242.0.0.0/16"})],
+    "two routes drifted into one key": lambda s: [(r, {"ip_prefix": "242.0.0.0/16"}) for r in _local_routes(s)],
+    "a route drifted into another's key": lambda s: [(_local_routes(s)[1], {"ip_prefix": _local_routes(s)[0].prefix})],
+    "policy match changed": lambda s: [(s.policies[0], {"match": "ip4.dst == 192.0.2.0/24"})],
+}
+
+
+@pytest.mark.parametrize("drift", list(KEY_DRIFTS))
+def test_drift_in_a_key_column_is_repaired_in_one_transaction(world: World, drift: str) -> None:
+    """The drifted rows read as keys we do not plan: they are deleted and the planned rows created, in one
+    transaction. (The writer used to look the drifted row up by its stale magw-key, and every sync after the
+    drift failed with "went away during the sync".)"""
+    world.seed()
+    plan = sync(world, east_snapshot())
+    drifted = KEY_DRIFTS[drift](plan.state)
+    assert drifted and all(r.nexthop == "169.254.254.2" for r, _ in drifted if isinstance(r, StaticRoute))
+    for row, columns in drifted:
+        world.drift_set(row, **columns)
+    changes = ovn_diff(plan.state, world.driver.observe())
+    assert len(changes.creates) == len(drifted) == len(changes.deletes) and not changes.updates
+    commits = world.commits()
+    world.driver.apply(changes, plan)
+    assert world.commits() == commits + 1
+    assert_converged(world, plan)
+    # The rows that stayed are the ones whose magw-key names their columns (a drifted one went first).
+    routes = world.rows()["Logical_Router_Static_Route"].values()
+    keys = [(dict(r["external_ids"]).get("magw-key", ""), r["ip_prefix"]) for r in routes]
+    assert all(f":{prefix}>" in key for key, prefix in keys if key)
+
+
 BAD = {
     "missing chassis": ("chassis-gw9", None),
     "missing ovn_cluster_router": ("'ovn_cluster_router'", ("lr-del", "ovn_cluster_router")),
