@@ -14,7 +14,9 @@ Every node N gets, in its own namespace (files in ``<state dir>/ovs/N/``):
   ``external_ids:iface-id`` is the pod's logical switch port (``<namespace>_<pod>``), and ``ovn-k8s-mp0``,
   OVN-Kubernetes' management port, as an internal port (iface-id ``k8s-N``, MAC OVN-K's ``0a:58:`` + address)
   holding ``mgmt_ip`` (the node subnet's last host address: the lab's pods start at .2, where OVN-K puts it),
-  with routes to the cluster's pod and service CIDRs via the node's ``rtos-`` router port (the subnet's .1);
+  with routes to the cluster's pod and service CIDRs via the node's ``rtos-`` router port (the subnet's .1), and
+  OVN-Kubernetes' management port SNAT (``mgmt_snat_script``): whatever the host sends into OVN through
+  ``ovn-k8s-mp0`` leaves with the port's address, as OVN-K's ``OVN-KUBE-SNAT-MGMTPORT`` rule does;
 - ``ovn-controller`` (kind ``ovn-controller``) connected to the cluster's SB by its unix socket (a file path
   reaches it from any namespace), registering chassis ``chassis-N`` with hostname N and encap geneve at
   ``encap_ip``. It has no ``--unixctl`` in 23.03: ``OVN_RUNDIR`` puts its control socket in the node's directory.
@@ -114,6 +116,23 @@ def offload_off_argv(namespace: str, dev: str) -> list[str]:
     return ["ip", "netns", "exec", namespace, "ethtool", "-K", dev, "tx", "off"]
 
 
+MGMT_SNAT_TABLE = "lab-ovnk"
+
+
+def mgmt_snat_script(node: NodeLayout) -> str:
+    """OVN-Kubernetes' ``-o ovn-k8s-mp0 -j SNAT --to-source <mgmt IP>`` ("OVN SNAT to Management Port"), as an nft
+    table of the lab: a packet the host routes into OVN by the management port (rather than by magw's table 149
+    and ``ovn-k8s-sub0``) reaches the pod with the node's address as its source, not the remote client's."""
+    return (
+        f"table ip {MGMT_SNAT_TABLE} {{\n"
+        "  chain mgmtport-snat {\n"
+        "    type nat hook postrouting priority srcnat; policy accept;\n"
+        f'    oifname "{MGMT_DEV}" snat to {mgmt_ip(node)} comment "OVN SNAT to Management Port (OVN-Kubernetes)"\n'
+        "  }\n"
+        "}\n"
+    )
+
+
 def route_agent_flags(st: LabState, node: NodeLayout) -> list[str]:
     """The route agent's OVN mode flags on ``node`` (magw.daemons.route_agent.ovn_node)."""
     flags = ["--ovn-mgmt-nexthop", str(mgmt_nexthop(node))]
@@ -122,8 +141,9 @@ def route_agent_flags(st: LabState, node: NodeLayout) -> list[str]:
     return flags
 
 
-def _run(argv: list[str], what: str, env: dict[str, str] | None = None) -> str:
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT, check=False, env=env)
+def _run(argv: list[str], what: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT, check=False, env=env,
+                         input=stdin)  # fmt: skip
     if out.returncode != 0:
         raise LabError(f"ovn: {what}: {out.stderr.strip() or f'exit {out.returncode}'}")
     return out.stdout
@@ -221,6 +241,7 @@ def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: Node
     for cidr in (c.pod_cidr, c.service_cidr):
         _ip(ns, "route", "add", str(cidr), "via", str(mgmt_nexthop(node)), "dev", MGMT_DEV)
     _run(offload_off_argv(ns, MGMT_DEV), f"ethtool on {node.name}")
+    _run(["ip", "netns", "exec", ns, "nft", "-f", "-"], f"nft on {node.name}", stdin=mgmt_snat_script(node))
 
 
 def start_chassis(lab: LabLayout, st: LabState, step: Progress, sb: Callable[[ClusterLayout], OvnDir]) -> LabState:

@@ -94,3 +94,12 @@ def test_a_cluster_without_workers_keeps_a_standalone_syncer() -> None:
     lab = layout("magw", topo)
     assert lab_ovn.syncer_host(lab.clusters[0]) is None
     assert lab_ovn.syncer_host(lab.clusters[1]) is not None
+
+
+def test_every_ovn_node_snats_what_its_host_sends_into_ovn_by_the_management_port() -> None:
+    """OVN-Kubernetes' "OVN SNAT to Management Port": the host's packets into OVN by ovn-k8s-mp0 leave with the
+    port's address (a remote client routed that way, not by table 149, is hidden from the pod)."""
+    gw1 = _lab().clusters[0].nodes[0]
+    script = ovn_nodes.mgmt_snat_script(gw1)
+    assert "type nat hook postrouting priority srcnat;" in script
+    assert 'oifname "ovn-k8s-mp0" snat to 10.1.1.254 ' in script
