@@ -8,7 +8,10 @@ gateway, or the pod's own GlobalIngressIP. A probe passes when it was answered a
 precedence expects for the client (docs/globalnet.md): the object ``magw.ipam.precedence`` picks for the pod,
 or a cluster egress IP. Behind an exported ClusterIP service the server sees instead the address of the
 server cluster's gateway that took the connection in (its ``cni0`` address): kube-proxy's DNAT state lives on
-that gateway, so the replies must come back to it (docs/globalnet.md, "How replies find their gateway").
+that gateway, so the replies must come back to it (docs/globalnet.md, "How replies find their gateway"). On an
+OVN lab (``--cni ovn``) the service is balanced by the gateway router of the gateway that took the connection
+in: with several active gateways the router SNATs it to its join address (docs/ovn.md, "Services"), with one
+the backend sees the client's global source like a pod target (docs/ovn-globalnet.md).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from ipaddress import IPv4Address
 
 import attrs
 
+from magw.desired.ovn.topology import Slot
 from magw.ipam.precedence import Level, resolve_egress
 from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
 from magw.lab.observe import kube_view
 from magw.lab.observe.globalview import ingress_addresses
+from magw.lab.planes.ovn import syncer_status
 from magw.lab.scenarios.demo import finish
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.spec.topology import Topology, parse_topology
@@ -143,6 +148,19 @@ def targets(gns: dict[str, Globalnet]) -> dict[str, list[tuple[str, IPv4Address]
     }
 
 
+def service_sources(lab: LabLayout, st: LabState, cluster: str) -> dict[str, str] | None:
+    """The address a backend of cluster ``cluster``'s exported ClusterIP service sees -> why (the gateway that
+    took the connection in); None when it sees the client's own global source (an OVN lab with one active
+    gateway: its router does not SNAT)."""
+    gateways = lab.cluster(cluster).gateways
+    if not st.ovn:
+        return {str(g.cni_ip): f"ingress gateway {g.name} (return SNAT)" for g in gateways}
+    if not lab.topology.multi_active:
+        return None
+    slots = ((syncer_status(st, cluster) or {}).get("last_sync") or {}).get("slots") or {}
+    return {Slot(int(n)).join_ip: f"gateway router of {gw} (load-balancer SNAT)" for gw, n in slots.items()}
+
+
 def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
     gns = globalnets(lab, st)
     all_clients = clients(lab, gns)
@@ -158,14 +176,14 @@ def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
                 labels.setdefault(c.netns, []).append(f"{cid} {label} {ip}")
     results = probe_many(plan, timeout=2.0)
     own = {cid: owners(gn) for cid, gn in gns.items()}
+    behind = {cid: service_sources(lab, st, cid) for cid in gns}
     rows = []
     for c in all_clients:
         for label, r in zip(labels.get(c.netns, []), results.get(c.netns, []), strict=True):
-            server_cluster = label.split(" ", 1)[0]
-            ingress = {str(g.cni_ip): g.name for g in lab.cluster(server_cluster).gateways}
-            if "/svc-" in label:  # an exported ClusterIP service: the ingress gateway's address
-                gw = ingress.get(r.seen_ip or "")
-                right, why = gw is not None, f"ingress gateway {gw} (return SNAT)" if gw else "not an ingress gateway"
+            ingress = behind[label.split(" ", 1)[0]]
+            if "/svc-" in label and ingress is not None:  # an exported ClusterIP service: the ingress gateway's
+                found = ingress.get(r.seen_ip or "")
+                right, why = found is not None, found or "not an ingress gateway"
             else:
                 owner = own[c.cluster].get(r.seen_ip or "")
                 if c.expected is not None:
