@@ -30,11 +30,10 @@ from magw.lab.scenarios.globalnet_demo import demo_topology, matrix_text, run_gl
 from magw.lab.spec.layout import ECHO_PORT, LabLayout
 from magw.lab.spec.topology import Topology
 from magw.lab.verify.connectivity import TrafficTarget, probe, udp_flows
-from magw.model.globalnet import GlobalIPStatus, ObjectRef
 from magw.model.vtep import vtep_ip
-from magw.sources.file.broker import FileBroker
 from tests.support import netns as checker
 from tests.support.cli import MagwCli
+from tests.support.globalnet_lab import egress_owner, ingress_ip, pod_ns, seen, status, statuses
 from tests.support.labkit import poll, running_lab
 
 pytestmark = [
@@ -61,55 +60,9 @@ def lab() -> Iterator[tuple[LabLayout, LabState]]:
         yield built
 
 
-# ---- what the controllers wrote, read from the broker -------------------------------------------------------
-
-
-def statuses(st: LabState, cluster: str) -> dict[ObjectRef, GlobalIPStatus]:
-    broker = FileBroker(st.broker_dir, local_cluster=cluster)
-    broker.scan()
-    assert broker.snapshot is not None
-    return dict(broker.snapshot.globalnet.statuses)
-
-
-def status(st: LabState, cluster: str, kind: str, namespace: str, name: str) -> GlobalIPStatus:
-    found = statuses(st, cluster).get(ObjectRef(kind, namespace, name))
-    assert found is not None and found.allocated_ips, f"no addresses for {kind} {namespace}/{name} in {cluster}"
-    return found
-
-
-def ingress_ip(st: LabState, cluster: str, namespace: str, name: str) -> IPv4Address:
-    """The global IP of GlobalIngressIP ``namespace/name`` (``svc-echo``, ``pod-web-0``)."""
-    return status(st, cluster, "GlobalIngressIP", namespace, name).allocated_ips[0]
-
-
-def egress_owner(st: LabState, cluster: str) -> dict[str, str]:
-    """address -> the gateway node whose block holds it, over every many-to-one object of ``cluster``."""
-    owner = {}
-    for ref, s in statuses(st, cluster).items():
-        if ref.kind in ("ClusterGlobalEgressIP", "GlobalEgressIP"):
-            for block in s.gateways:
-                owner.update({str(ip): f"{ref.kind}/{ref.name}@{block.node}" for ip in block.ips})
-    return owner
-
-
-def pod_ns(lab: LabLayout, cluster: str, name: str) -> str:
-    """The network namespace of pod ``name`` (a default pod's short name like ``w1-p1`` or an extra pod's name)."""
-    for p in lab.cluster(cluster).pods:
-        if name in (p.name, p.short) or p.name.endswith(f"-{name}"):
-            return p.namespace
-    raise KeyError(name)
-
-
 def direct(st: LabState, cluster: str = "west") -> IPv4Address:
     """The global IP of ``cluster``'s pod w1-p1 (a backend of the exported headless service ``direct``)."""
     return ingress_ip(st, cluster, "default", "pod-w1-p1")
-
-
-def seen(ns: str, ip: IPv4Address, proto: str) -> str:
-    (result,) = probe(ns, [TrafficTarget(proto=proto, ip=ip, port=ECHO_PORT)], timeout=2.0, attempts=3)
-    assert result.ok, f"{ns} -> {proto}:{ip}: {result.error}"
-    assert result.seen_ip is not None
-    return result.seen_ip
 
 
 # ---- reachability and source addresses ------------------------------------------------------------------------
