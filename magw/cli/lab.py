@@ -276,6 +276,12 @@ def _verify(args: argparse.Namespace) -> int:
     st = _read(args.name)
     if not st.ovn:
         raise LabInputError(f"verify: lab {args.name} was built with --cni {st.cni}; verify is for --cni ovn labs")
+    if st.topology.globalnet:
+        # Its checks address pods by their pod IPs, which overlap between Globalnet clusters: they would prove nothing.
+        raise LabInputError(
+            f"verify: lab {args.name} has globalnet: true; verify's checks address pods by their (overlapping) pod "
+            "IPs: use magw lab demo --globalnet --cni ovn (docs/ovn-globalnet.md)"
+        )
     result = verify(layout(st.name, st.topology), st)
     for check in result.checks:
         _out(check.line())
@@ -311,8 +317,8 @@ def _check_demo_flags(args: argparse.Namespace) -> None:
         raise LabInputError(f"demo: --flows is the default demo's spread measurement; {chosen} sends no such flows")
     if args.egress_gateway and args.control_plane != "file":
         raise LabInputError("demo: --egress-gateway runs with the file broker only (not --control-plane kube)")
-    if args.cni != "generic" and chosen is not None:
-        raise LabInputError(f"demo: --cni {args.cni} is for the default demo; {chosen} runs on the lab's own CNI")
+    if args.cni != "generic" and args.egress_gateway:
+        raise LabInputError(f"demo: --cni {args.cni}: not with --egress-gateway (its agents run on the generic CNI)")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -331,7 +337,9 @@ def _demo(args: argparse.Namespace) -> int:
         topo = _with_cable(args, load_topology(args.topology) if args.topology else demo_topology())
         if not topo.globalnet:
             raise LabInputError(f"{args.topology}: --globalnet needs a topology with globalnet: true")
-        return run_globalnet_demo(topo, name=args.name, keep=args.keep, out=_out, control_plane=args.control_plane)
+        return run_globalnet_demo(
+            topo, name=args.name, keep=args.keep, out=_out, control_plane=args.control_plane, cni=args.cni
+        )
     from magw.lab.scenarios.demo import run_demo
 
     return run_demo(

@@ -28,10 +28,11 @@ from magw.lab.planes.ovn_servers import ovn_missing
 from magw.lab.planes.ovn_topology import nbctl, wait_sb
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ECHO_PORT, layout
-from magw.lab.spec.topology import default_topology
+from magw.lab.spec.topology import default_topology, load_topology
 from magw.lab.verify.connectivity import TrafficTarget, probe
 from tests.support.cli import MagwCli
 from tests.support.labkit import NOTHING_LEFT, leftovers, unique_name
+from tests.support.paths import EXAMPLES
 
 pytestmark = [
     pytest.mark.kernel,
@@ -215,6 +216,12 @@ def test_verify_refuses_a_generic_lab_and_an_unknown_lab(magw_cli: MagwCli) -> N
         out = magw_cli("lab", "verify", "--name", name)
         assert out.returncode == 2, out.stdout + out.stderr
         assert "built with --cni generic; verify is for --cni ovn labs" in out.stderr
+        # An OVN lab with Globalnet too: its pods' addresses overlap, which the checks cannot tell apart.
+        topo = load_topology(EXAMPLES / "lab-globalnet.yaml")
+        state.write(LabState(name=name, topology=topo, phase="up", daemons=False, token="x", cni="ovn"))
+        out = magw_cli("lab", "verify", "--name", name)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "has globalnet: true; verify's checks address pods by their (overlapping) pod IPs" in out.stderr
     finally:
         shutil.rmtree(naming.state_dir(name), ignore_errors=True)
 

@@ -18,9 +18,9 @@ like a link counter would. It is removed afterwards.
 
 TCP flows (``proto="tcp"``) count only the segments that carry a request or reply (``psh``: the tool sends each
 request in one segment), so the counts mean what they mean for UDP, except that a retransmitted segment counts
-again (amplification above 1.00 on a lossy path) and replies may share a segment. OVN's ECMP needs them: in Open vSwitch's
-userspace datapath its hash (symmetric L4) covers TCP ports but not UDP ports, so all UDP flows between two pods
-take one gateway router (docs/ovn.md, "The lab carries packets").
+again (amplification above 1.00 on a lossy path) and replies may share a segment. OVN's ECMP needs them: in Open
+vSwitch's userspace datapath its hash (symmetric L4) covers TCP ports but not UDP ports, so all UDP flows between
+two pods take one gateway router (docs/ovn.md, "The lab carries packets").
 """
 
 from __future__ import annotations

@@ -209,14 +209,29 @@ def matrix_text(rows: list[Row]) -> str:
 
 
 def run_globalnet_demo(
-    topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0, control_plane: str = "file"
+    topology: Topology,
+    *,
+    name: str,
+    keep: bool,
+    out: Output,
+    wait_timeout: float = 90.0,
+    control_plane: str = "file",
+    cni: str = "generic",
 ) -> int:
-    """0 when every probe passed, 1 otherwise. The lab is removed unless ``keep``."""
+    """0 when every probe passed, 1 otherwise. The lab is removed unless ``keep``. ``cni="ovn"``: on OVN-Kubernetes'
+    datapath (docs/ovn-globalnet.md)."""
     lab = layout(name, topology)
     fed = ", daemons fed by Kubernetes API server emulators" if control_plane == "kube" else ""
+    fed += ", pods on OVN" if cni == "ovn" else ""
     out(f"== bringing up Globalnet lab {name} ({len(lab.clusters)} clusters sharing their pod and service CIDRs{fed})")
     st = build.up(
-        topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane
+        topology,
+        name=name,
+        daemons=True,
+        wait_timeout=wait_timeout,
+        progress=out,
+        control_plane=control_plane,
+        cni=cni,
     )
     try:
         out("\n== which source IP each server saw, and why (TCP to every exported global IP of the other clusters)")

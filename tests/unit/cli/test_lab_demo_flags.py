@@ -39,7 +39,7 @@ def _no_lab(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         (["--egress-gateway", "--control-plane", "kube"],
          "demo: --egress-gateway runs with the file broker only (not --control-plane kube)"),
         (["--egress-gateway", "--cni", "ovn"],
-         "demo: --cni ovn is for the default demo; --egress-gateway runs on the lab's own CNI"),
+         "demo: --cni ovn: not with --egress-gateway (its agents run on the generic CNI)"),
         (["--cni", "calico"], "argument --cni: invalid choice: 'calico' (choose from 'generic', 'ovn')"),
         (["--flows", "0"], "argument --flows: must be from 1 to 1024, got 0"),
         (["--flows", "1025"], "argument --flows: must be from 1 to 1024, got 1025"),
