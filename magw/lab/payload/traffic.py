@@ -219,32 +219,10 @@ def _send_rounds(socks: list[socket.socket], packets: int) -> int:
 
 
 def _collect(
-    socks: list[socket.socket], expected: int, timeout: float
+    socks: list[socket.socket], expected: int, timeout: float, *, stream: bool = False
 ) -> tuple[list[int], dict[str, int], list[list[str]]]:
-    """Replies per flow, per server, and the source addresses each flow's server saw (Globalnet: per gateway)."""
-    received = [0] * len(socks)
-    servers: dict[str, int] = {}
-    seen: list[set[str]] = [set() for _ in socks]
-    index = {s.fileno(): i for i, s in enumerate(socks)}
-    deadline = time.monotonic() + timeout
-    while sum(received) < expected and (left := deadline - time.monotonic()) > 0:
-        ready, _w, _x = select.select(socks, [], [], left)
-        for sock in ready:
-            try:
-                doc = _decode(sock.recv(MAX_REQUEST))
-            except (OSError, ValueError):
-                continue
-            received[index[sock.fileno()]] += 1
-            server = str(doc.get("server"))
-            servers[server] = servers.get(server, 0) + 1
-            seen[index[sock.fileno()]].add(str(doc.get("seen_ip")))
-    return received, servers, [sorted(s) for s in seen]
-
-
-def _collect_tcp(
-    socks: list[socket.socket], expected: int, timeout: float
-) -> tuple[list[int], dict[str, int], list[list[str]]]:
-    """``_collect`` for TCP connections: a read may hold several reply lines, or part of one."""
+    """Replies per flow, per server, and the source addresses each flow's server saw (Globalnet: per gateway).
+    ``stream``: TCP connections, where a read may hold several reply lines, or part of one."""
     received = [0] * len(socks)
     servers: dict[str, int] = {}
     seen: list[set[str]] = [set() for _ in socks]
@@ -257,17 +235,20 @@ def _collect_tcp(
         for sock in ready:
             i = index[sock.fileno()]
             try:
-                data = sock.recv(64 * 1024)
+                data = sock.recv(64 * 1024 if stream else MAX_REQUEST)
             except OSError:
                 data = b""
-            if not data:
+            if stream and not data:  # the server closed the connection
                 open_socks.remove(sock)
                 continue
-            *lines, bufs[i] = (bufs[i] + data).split(b"\n")
-            for line in lines:
+            if stream:
+                *messages, bufs[i] = (bufs[i] + data).split(b"\n")
+            else:
+                messages = [data]
+            for message in messages:
                 try:
-                    doc = _decode(line)
-                except ValueError:
+                    doc = _decode(message)
+                except (ValueError, IndexError):
                     continue
                 received[i] += 1
                 server = str(doc.get("server"))
@@ -293,7 +274,7 @@ def flows(target: str, n_flows: int, packets: int, timeout: float, proto: str = 
             socks.append(sock)
         sports = [s.getsockname()[1] for s in socks]
         sent = _send_rounds(socks, packets)
-        received, servers, seen = (_collect_tcp if proto == "tcp" else _collect)(socks, sent, timeout)
+        received, servers, seen = _collect(socks, sent, timeout, stream=proto == "tcp")
     finally:
         for sock in socks:
             sock.close()
