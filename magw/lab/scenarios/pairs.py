@@ -46,6 +46,7 @@ from magw.lab.spec.layout import LabLayout, PodLayout
 
 MAX_PAIRS = 64
 START_LIMIT = 3.0  # seconds the event may wait for streams that start late
+MIN_AFTER = 2.0  # seconds the waiting for late streams leaves between the event and the last read
 READ_BEFORE_END = 0.3  # seconds: the last read of the paths, before the streams end (the sets forget in 0.4 s)
 
 
@@ -97,10 +98,9 @@ def _collect(running: Sequence[tuple[Pair, subprocess.Popen[str]]], duration: fl
     return reports
 
 
-def _wait_all_seen(lab: LabLayout, sports: Sequence[int], at: float) -> list[flowwatch.FlowPath]:
+def _wait_all_seen(lab: LabLayout, sports: Sequence[int], at: float, limit: float) -> list[flowwatch.FlowPath]:
     """The paths at ``at`` (monotonic), or later, once every flow has crossed a gateway both ways: on a loaded
-    machine the stream processes can take seconds to start. Bounded: at most ``START_LIMIT`` s after ``at``."""
-    limit = at + START_LIMIT
+    machine the stream processes can take seconds to start. Bounded: no later than ``limit`` (then as they are)."""
     while True:
         time.sleep(max(at - time.monotonic(), 0.0))
         paths = flowwatch.read_paths(lab, sports)
@@ -120,9 +120,10 @@ def measure_pairs(
     duration: float = 6.0,
     event_at: float = 2.0,
 ) -> FailoverResult:
-    """Stream over every pair; at ``event_at`` s (later, by up to ``START_LIMIT`` s, until every flow runs both
-    ways) read the paths and call ``event()``; read the paths again just before the streams end. ``failed_at`` of the
-    result is the wall-clock time right before ``event()``."""
+    """Stream over every pair; at ``event_at`` s (later, by up to ``START_LIMIT`` s but leaving ``MIN_AFTER`` s
+    before the last read, until every flow runs both ways) read the paths and call ``event()``; read the paths
+    again just before the streams end. ``failed_at`` of the result is the wall-clock time right before
+    ``event()``."""
     if not 0 < event_at < duration - READ_BEFORE_END:
         raise ValueError(f"event_at: must be within the stream's duration {duration}, got {event_at}")
     sports = [s for p in pairs for s in p.sports]
@@ -142,7 +143,8 @@ def measure_pairs(
         ]
         try:
             started = time.monotonic()
-            paths["before"] = _wait_all_seen(lab, sports, started + event_at)
+            latest = min(started + event_at + START_LIMIT, started + duration - READ_BEFORE_END - MIN_AFTER)
+            paths["before"] = _wait_all_seen(lab, sports, started + event_at, max(latest, started + event_at))
             failed_at = time.time()
             event()
             # Read while the flows still run (the sets forget a flow 400 ms after its last datagram).
