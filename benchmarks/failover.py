@@ -44,8 +44,12 @@ it up. Every datagram of the flows crosses wireguard-go twice, at a high CPU cos
 machine of docs/performance.md: use fewer flows there (``--flows 16`` or less); with 16 the victim's
 route agent took 8-12 s to start on recovery (2 s with VXLAN), which the carry time then mostly is.
 
+``--cni ovn`` measures the plain lab and an OVN lab side by side instead, with the same topology and traffic, and
+the OVN steps (NB, SB, OpenFlow) apart: see ``benchmarks/ovn_failover.py``.
+
 Run as root: ``.venv/bin/python benchmarks/failover.py [--flows 64 --rate 100 --gateways 4] [--cable wireguard]
-[--carry] [--json FILE] [--keep DIR]`` (``--keep``: each lab's logs and status files are copied there).
+[--carry] [--cni ovn [--repeat N]] [--json FILE] [--keep DIR]`` (``--keep``: each lab's logs and status files are
+copied there).
 The default rate, 100 datagrams/s per flow (a 10 ms resolution of the loss window), is what
 a 2-CPU machine carries through the lab's namespaces and tunnels both ways: at 1,000/s per
 flow the senders managed only 12-24% of their schedule there. The ``sent`` column tells.
@@ -409,6 +413,10 @@ def main() -> int:
                    help="the labs' cable between gateways (default vxlan)")  # fmt: skip
     p.add_argument("--carry", action=argparse.BooleanOptionalAction, default=None,
                    help="time until the returning gateway carries traffic (default: with wireguard)")  # fmt: skip
+    p.add_argument("--cni", choices=("generic", "ovn"), default="generic",
+                   help="ovn: the plain lab and an OVN lab side by side (benchmarks/ovn_failover.py)")  # fmt: skip
+    p.add_argument("--repeat", type=int, choices=range(1, 21), default=1, metavar="1..20",
+                   help="with --cni ovn: failure and recovery cycles per lab (default 1)")  # fmt: skip
     p.add_argument("--carry-seconds", type=float, default=12.0,
                    help="with --carry: fresh flows for this long after the recovery; the recovery run's traffic"
                    " lasts --fail-at + this + 0.5 s if that is longer than --duration (default 12)")  # fmt: skip
@@ -422,6 +430,12 @@ def main() -> int:
         p.error("--carry-seconds: 1..60")
     configure_logging("console", "warning")
     structlog.get_logger(__name__)
+    if args.cni == "ovn":
+        if args.single or args.carry or args.cable is not Cable.VXLAN:
+            p.error("--cni ovn: not with --single, --carry or --cable wireguard")
+        from benchmarks.ovn_failover import side_by_side
+
+        return side_by_side(args)
     cable = f", cable {args.cable.value}" if args.cable is not Cable.VXLAN else ""
     print(f"{args.flows} flows x {args.rate} pkt/s, {args.gateways} gateways per cluster, victim {VICTIM}{cable}; "
           "(columns: see the module docstring)", flush=True)  # fmt: skip

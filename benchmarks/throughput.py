@@ -75,11 +75,15 @@ one wireguard-go device per gateway (``magw-wg``). What changes:
   the gateways scale. For that, shape well below a tunnel's own rate (e.g.
   ``--rate 10mbit``) and watch the busy column.
 
+``--cni ovn``: per N, the plain lab and then an OVN lab (``magw lab up --cni ovn``: pods on Open vSwitch's
+userspace datapath, ECMP by OVN's gateway routers), same topology, same runs; both tables and the ratio OVN / plain
+(benchmarks/ovn_throughput.py).
+
 Default: ``--cable vxlan --rate 50mbit``, whose output is what it always was.
 
     sudo .venv/bin/python benchmarks/throughput.py [--rate 50mbit|none] [--gateways 1,2,4]
         [--duration 5] [--streams 8] [--repeat 3] [--control] [--latency 10ms] [--name bench]
-        [--cable vxlan|wireguard|vxlan,wireguard]
+        [--cable vxlan|wireguard|vxlan,wireguard] [--cni ovn]
 """
 
 from __future__ import annotations
@@ -432,9 +436,11 @@ def _shaping(namespace: str) -> str:
     return "none"
 
 
-def lab_name_of(name: str, gateways: int, cable: Cable = Cable.VXLAN) -> str:
-    """The lab of one measurement: ``name`` + N (VXLAN, as always), ``name`` + ``wg`` + N (WireGuard)."""
-    return f"{name}{gateways}" if cable is Cable.VXLAN else f"{name}wg{gateways}"
+def lab_name_of(name: str, gateways: int, cable: Cable = Cable.VXLAN, cni: str = "generic") -> str:
+    """The lab of one measurement: ``name`` + N (VXLAN, as always), ``name`` + ``wg`` + N (WireGuard); ``o`` before
+    N for an OVN lab."""
+    ovn = "o" if cni == "ovn" else ""
+    return f"{name}{ovn}{gateways}" if cable is Cable.VXLAN else f"{name}wg{ovn}{gateways}"
 
 
 def measure(
@@ -447,12 +453,14 @@ def measure(
     repeat: int,
     cable: Cable = Cable.VXLAN,
     idle: float = 0.0,
+    cni: str = "generic",
 ) -> list[Run | RunFailed]:
     """``repeat`` runs east -> west with ``gateways`` gateways per cluster, in one lab (None rate: unshaped).
 
     ``latency``: replace the lab's tbf with one of this queue bound on every gateway (None: the lab's).
     ``cable``: between the gateways (with WireGuard, the CPU of the lab's wireguard-go processes is measured too).
     ``idle``: seconds of idle lab measured before each run (the CPU baseline of the scaling table; 0: none).
+    ``cni``: ``ovn`` for an OVN lab (``magw lab up --cni ovn``; benchmarks/ovn_throughput.py).
     """
     topo = parse_topology(
         {
@@ -464,10 +472,11 @@ def measure(
             ],
         }
     )
-    lab_name = lab_name_of(name, gateways, cable)
+    lab_name = lab_name_of(name, gateways, cable, cni)
     lab = layout(lab_name, topo)
     try:
-        st = build.up(topo, name=lab_name, daemons=True, wait_timeout=90, progress=lambda line: print(f"  {line}"))
+        st = build.up(topo, name=lab_name, daemons=True, wait_timeout=120 if cni == "ovn" else 90, cni=cni,
+                      progress=lambda line: print(f"  {line}"))  # fmt: skip
         wg = WgCpu(lambda: wireguard_pids(st, lab)) if cable is Cable.WIREGUARD else None
         if wg is not None:
             print(f"  wireguard-go: {len(wireguard_pids(st, lab))} process(es) for {len(lab.gateways)} gateways",
@@ -513,9 +522,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cable", default="vxlan", metavar="vxlan|wireguard|vxlan,wireguard",
                         help="the labs' cable between gateways; both: one lab per cable and N, side by side "
                         "(default vxlan)")  # fmt: skip
+    parser.add_argument("--cni", choices=("generic", "ovn"), default="generic",
+                        help="ovn: the plain and an OVN lab side by side (benchmarks/ovn_throughput.py)")  # fmt: skip
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     args = parser.parse_args(argv)
     configure_logging("console", args.log_level)
+    if args.cni == "ovn":
+        from benchmarks.ovn_throughput import side_by_side
+
+        return side_by_side(parser, args)
     counts = [int(x) for x in args.gateways.split(",")]
     cables = _cables(parser, args.cable)
     rate: str | None = None if args.rate == "none" else args.rate
