@@ -61,6 +61,7 @@ from magw.lab.spec.topology import Topology, parse_topology
 GOAL = 2.0
 FAIL_SECONDS = 6.0  # at least this much traffic after --fail-at: room for late streams and a slow magw lab fail
 RECOVER_SECONDS = 12.0  # a recovery run's traffic after the event: a returning gateway's daemons start slowly here
+MONITOR_SKEW = 0.05  # seconds: how much earlier than the NB monitor's stamp a later step's monitor may stamp
 MONITOR_SECONDS = 120  # a monitor outlives nothing: ``timeout`` ends it even if we could not
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})(?::|$)")
 Block = tuple[float, str]  # (wall-clock seconds, the lines the tool printed with that stamp)
@@ -132,9 +133,12 @@ def ovn_steps(blocks: dict[str, list[Block]], t0: float, join_ip: str, remote_ci
         return [line for line in text.splitlines() if re.search(r"\s(new|insert)\s", line)]
 
     nb = next((s for s, text in blocks["nb"] if s >= t0 - 0.001 and (rows := new_rows(text))
-               and all((join_ip in r) != gone for r in rows)), None)  # fmt: skip
-    sb = next((s for s, _t in blocks["sb"] if s >= t0 - 0.001), None)
-    of = next((s for s, text in blocks["of"] if s >= t0 - 0.001 and f"nw_dst={remote_cidr}" in text), None)
+               and all((f'"{join_ip}"' in r) != gone for r in rows)), None)  # fmt: skip
+    # A failure changes nothing else; a recovery first re-creates the gateway's router (its Endpoint is back), so
+    # there the SB and OpenFlow changes count from the NB's (less a little: the monitors stamp what they receive).
+    after = t0 if gone or nb is None else nb - MONITOR_SKEW
+    sb = next((s for s, _t in blocks["sb"] if s >= after - 0.001), None)
+    of = next((s for s, text in blocks["of"] if s >= after - 0.001 and f"nw_dst={remote_cidr}" in text), None)
     steps = (("synced_ms", synced), ("nb_ms", nb), ("sb_ms", sb), ("of_ms", of))
     return {k: None if v is None else round((v - t0) * 1000, 1) for k, v in steps}
 
@@ -156,9 +160,10 @@ def windows(result: FailoverResult) -> dict[str, Any]:
     fwd = [f.window_ms for f in result.flows if VICTIM in f.before.forward and f.lost]
     back = [f.window_ms for f in result.flows if VICTIM in f.before.back and VICTIM not in f.before.forward and f.lost]
     crossed_fwd = sum(VICTIM in f.before.forward for f in result.flows)
-    unseen = sum(not (f.before.forward and f.before.back) for f in result.flows)
+    seen = [f for f in result.untouched if f.before.forward and f.before.back]  # untouched, and known to be
     out: dict[str, Any] = {"forward_crossed": crossed_fwd, "forward_lossy": len(fwd), "back_lossy": len(back),
-                           "unseen_before": unseen, "moved_untouched": sum(f.moved for f in result.untouched)}
+                           "unseen_before": sum(not (f.before.forward and f.before.back) for f in result.flows),
+                           "moved_untouched": sum(f.moved for f in seen), "lost_untouched": sum(f.lost for f in seen)}
     for name, ws in (("forward", fwd), ("back", back)):
         out[f"{name}_p50_ms"] = round(statistics.median(ws), 1) if ws else None
         out[f"{name}_max_ms"] = round(max(ws), 1) if ws else None
@@ -231,7 +236,9 @@ def one_run(lab: LabLayout, st: LabState, args: argparse.Namespace, *, ovn: bool
     doc: dict[str, Any] = {"summary": result.summary(), "windows": windows(result), "new": new,
                            "detection": detection(st, lab, t0, new), "result": result}  # fmt: skip
     if ovn:
-        synced = _first_after(st.logs_dir / "route-agent-east-w1.log", t0, "ovn_syncer.synced")
+        # the sync that took the victim out of the policy (the first after a failure), or put it back
+        synced = _first_after(st.logs_dir / "route-agent-east-w1.log", t0, "ovn_syncer.synced",
+                              *(() if down else (f'"{join_ip}"',)))  # fmt: skip
         doc["ovn"] = ovn_steps(blocks, t0, join_ip, str(west.pod_cidr), gone=down, synced=synced)
     return doc
 
@@ -293,7 +300,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "forward_p50_ms": _median(fails, lambda r: r["windows"]["forward_p50_ms"]),
             "back_p50_ms": _median(fails, lambda r: r["windows"]["back_p50_ms"]),
             "detect_ms": _median(fails, lambda r: r["detection"]["worker_ms"]),
-            "lost_on_untouched": sum(r["summary"]["lost_on_untouched"] for r in fails),
+            "lost_on_untouched": sum(r["windows"]["lost_untouched"] for r in fails),
+            "unseen": sum(r["windows"]["unseen_before"] for r in fails),
             "moved_untouched": sum(r["windows"]["moved_untouched"] for r in fails),
             "failed_runs": sum(r["cni"] == cni and "error" in r for r in runs),
         }
@@ -311,12 +319,13 @@ def print_summary(s: dict[str, Any], repeat: int) -> None:
     print(f"\nside by side (medians over {repeat} failure(s) of {VICTIM} per lab):")
     print(f"{'lab':<6} {'window p50':>10} {'max':>6} {'left by it':>10} {'back only':>9} {'detect':>6}"
           f" {'synced':>6} {'NB':>5} {'SB':>5} {'OpenFlow':>8} {'untouched: lost':>15} {'moved':>5}"
-          f" {'failed runs':>11}")  # fmt: skip
+          f" {'unseen':>6} {'failed runs':>11}")  # fmt: skip
     for name, d in (("plain", p), ("ovn", o)):
         print(f"{name:<6} {_fmt(d['window_p50_ms']):>10} {_fmt(d['window_max_ms']):>6} {_fmt(d['forward_p50_ms']):>10}"
               f" {_fmt(d['back_p50_ms']):>9} {_fmt(d['detect_ms']):>6} {_fmt(d.get('synced_ms')):>6}"
               f" {_fmt(d.get('nb_ms')):>5} {_fmt(d.get('sb_ms')):>5} {_fmt(d.get('of_ms')):>8}"
-              f" {d['lost_on_untouched']:>15} {d['moved_untouched']:>5} {d['failed_runs']:>11}")  # fmt: skip
+              f" {d['lost_on_untouched']:>15} {d['moved_untouched']:>5} {d['unseen']:>6}"
+              f" {d['failed_runs']:>11}")  # fmt: skip
     ratio = s["ratio_window_p50_ms"]
     verdict = "-" if ratio is None else ("met" if ratio <= GOAL else "NOT met")
     shown = "-" if ratio is None else ratio
@@ -325,8 +334,9 @@ def print_summary(s: dict[str, Any], repeat: int) -> None:
     print("(ms after the failure began; detect: east-w1 declared it down; synced: the syncer logged its NB"
           " transaction;\n NB, SB, OpenFlow: a monitor received the change; left by it / back only: the loss windows"
           f" of the flows that left east through {VICTIM} / only came back through it;\n untouched: the flows that"
-          " never crossed it, their datagrams lost and how many changed gateway, all failures; failed runs: without"
-          " a figure)")  # fmt: skip
+          " never crossed it, their datagrams lost and how many changed gateway, all failures (flows seen both ways"
+          " before the event only:\n unseen counts the others, late or lossy); failed runs: without a"
+          " figure)")  # fmt: skip
 
 
 def side_by_side(args: argparse.Namespace) -> int:
