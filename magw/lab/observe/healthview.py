@@ -97,7 +97,7 @@ def health_doc(lab: LabLayout, st: LabState, statuses: AgentStatuses | None = No
         )
         for c in lab.clusters
     }
-    return {"clusters": clusters, "failed": failed_ports(lab)}
+    return {"clusters": clusters, "failed": failed_ports(lab, ovn=st.ovn)}
 
 
 def health_text(doc: Mapping[str, Any]) -> list[str]:

@@ -90,11 +90,11 @@ def port_down(port: Port) -> bool:
     return bool(links) and "UP" not in links[0].get("flags", [])
 
 
-def failed_ports(lab: LabLayout) -> dict[str, list[str]]:
-    """Node -> the kinds of its ports that are down ("underlay", "wan"), for nodes with any."""
+def failed_ports(lab: LabLayout, *, ovn: bool = False) -> dict[str, list[str]]:
+    """Node -> the kinds of its ports that are down ("underlay", "encap" with ``ovn``, "wan"), for nodes with any."""
     out: dict[str, list[str]] = {}
     for node in lab.nodes:
-        down = [p.what for p in ports(lab, node) if netns.exists(p.namespace) and port_down(p)]
+        down = [p.what for p in ports(lab, node, ovn=ovn) if netns.exists(p.namespace) and port_down(p)]
         if down:
             out[node.name] = down
     return out
