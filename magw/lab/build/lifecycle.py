@@ -17,13 +17,13 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
 import structlog
 
 from magw.lab.build import kept, netns, ownership, procs, services, state, wiring
+from magw.lab.build.pool import parallel
 from magw.lab.build.ready import wait_local
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError, LabInputError
@@ -38,7 +38,6 @@ from magw.lab.verify.connectivity import traffic_argv
 
 log = structlog.get_logger(__name__)
 
-PARALLEL = 8
 Progress = Callable[[str], None]
 
 
@@ -54,13 +53,6 @@ class DownReport:
     state_removed: bool
     left_alone: tuple[tuple[str, str], ...] = ()  # (namespace with the lab's prefix, why it is not ours)
     kept: Path | None = None  # where the lab's files were copied before they were removed (``keep``)
-
-
-def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) -> None:
-    """Run ``fn(*item)`` for every item on a small thread pool; re-raise the first failure."""
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        for future in [pool.submit(fn, *item) for item in items]:
-            future.result()
 
 
 def check_free(name: str) -> None:
@@ -177,13 +169,13 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str, ovn: bool = Fa
     ``ovn`` (``--cni ovn``): the nodes get no cni0, no pod routes and no lab-kube/lab-cni tables (OVN carries
     pods' packets and balances services: ``magw.lab.planes.ovn_nodes`` finishes the nodes once their Open vSwitch
     runs), and every pod's interface has checksum offload off (``magw.lab.planes.ovn_nodes.offload_off_argv``)."""
-    _parallel(_make_namespace, ((ns, lab, marker) for ns in lab.namespaces))
+    parallel(_make_namespace, ((ns, lab, marker) for ns in lab.namespaces))
     step(f"namespaces: {len(lab.namespaces)} created")
     mtu = lab.topology.underlay_mtu
     for ns in (lab.wan_ns, *(c.underlay_ns for c in lab.clusters)):
         netns.ip_batch(ns, wiring.bridge_commands(mtu))
     nodes = ((n.namespace, wiring.node_commands(lab, c, n, ovn=ovn)) for c in lab.clusters for n in c.nodes)
-    _parallel(netns.ip_batch, nodes)
+    parallel(netns.ip_batch, nodes)
     netns.ip_batch(lab.wan_ns, wiring.port_commands(wiring.wan_ports(lab)))
     for c in lab.clusters:
         netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c, ovn=ovn)))
@@ -192,12 +184,12 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str, ovn: bool = Fa
         netns.ip_batch(outside, lab_egressgw.outside_commands(lab))
         netns.ip_batch(lab_egressgw.cluster_of(lab).underlay_ns, wiring.port_commands([lab_egressgw.OUTSIDE_PORT]))
     pods = ((p.namespace, wiring.pod_commands(p, lab.node(p.node))) for p in lab.pods)
-    _parallel(netns.ip_batch, pods)
+    parallel(netns.ip_batch, pods)
     if ovn:
-        _parallel(netns.run, ((lab_ovn_nodes.offload_off_argv(p.namespace, naming.POD_IF),) for p in lab.pods))
+        parallel(netns.run, ((lab_ovn_nodes.offload_off_argv(p.namespace, naming.POD_IF),) for p in lab.pods))
     step(f"network: {len(lab.clusters)} underlays, {len(lab.gateways)} gateways on the WAN, {len(lab.pods)} pods")
     if not ovn:
-        _parallel(netns.nft_load, ((n.namespace, services.node_script(c)) for c in lab.clusters for n in c.nodes))
+        parallel(netns.nft_load, ((n.namespace, services.node_script(c)) for c in lab.clusters for n in c.nodes))
         step("nft: lab-kube (ClusterIP DNAT) and lab-cni (masquerade) on every node")
     if lab.topology.wan_rate is not None:
         for gw in lab.gateways:

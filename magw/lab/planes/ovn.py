@@ -94,7 +94,7 @@ def cluster_spec(c: ClusterLayout, mac: Callable[[PodLayout], str] = _pod_mac) -
             chassis=ovn_nodes.chassis_name(n),
             encap_ip=ovn_nodes.encap_ip(c, n).ip,
             mgmt_ip=ovn_nodes.mgmt_ip(n),
-            pods=tuple(PodPort(name=pod_port(p), mac=mac(p), ip=p.ip) for p in c.pods_of(n.name)),
+            pods=tuple(PodPort(name=ovn_nodes.pod_port(p), mac=mac(p), ip=p.ip) for p in c.pods_of(n.name)),
         )
         for n in c.nodes
     )
@@ -107,11 +107,6 @@ def cluster_spec(c: ClusterLayout, mac: Callable[[PodLayout], str] = _pod_mac) -
     )
     # No SB chassis from the builder: every node's ovn-controller registers its own (magw.lab.planes.ovn_nodes).
     return OvnkSpec(pod_cidr=c.pod_cidr, nodes=nodes, services=services, chassis=False)
-
-
-def pod_port(pod: PodLayout) -> str:
-    """OVN-K's name of a pod's logical switch port: ``<kubernetes namespace>_<pod name>``."""
-    return f"{pod.kube_namespace}_{pod.name}"
 
 
 def _start(st: LabState, c: ClusterLayout, kind: str, argv: list[str]) -> tuple[LabState, procs.ProcRecord]:
@@ -227,18 +222,15 @@ def status_doc(lab: LabLayout, st: LabState) -> dict[str, Any]:
             rec = records.get((kind, c.id))
             if kind == SYNCER_KIND and host is not None:
                 rec = records.get(("route-agent", host.name))
-            procs_doc[kind] = {"pid": rec.pid if rec else None, "alive": rec is not None and procs.alive(rec)}
+            procs_doc[kind] = _proc_doc(rec)
         procs_doc[SYNCER_KIND]["host"] = host.name if host is not None else None
-        nodes = {
-            n.name: {
-                kind: {"pid": rec.pid if rec else None, "alive": rec is not None and procs.alive(rec)}
-                for kind in ovn_nodes.OVS_KINDS
-                for rec in (records.get((kind, n.name)),)
-            }
-            for n in c.nodes
-        }
+        nodes = {n.name: {k: _proc_doc(records.get((k, n.name))) for k in ovn_nodes.OVS_KINDS} for n in c.nodes}
         last = (syncer_status(st, c.id) or {}).get("last_sync")
         clusters.append(
             {"cluster": c.id, "nb": d.nb, "sb": d.sb, "processes": procs_doc, "nodes": nodes, "last_sync": last}
         )
     return {"clusters": clusters}
+
+
+def _proc_doc(rec: procs.ProcRecord | None) -> dict[str, Any]:
+    return {"pid": rec.pid if rec else None, "alive": rec is not None and procs.alive(rec)}

@@ -37,19 +37,19 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 
 from magw.desired.ovn.node import MGMT_DEV
-from magw.lab.build import procs, state
+from magw.lab.build import procs, state, wiring
+from magw.lab.build.pool import parallel
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.planes.ovn_servers import OvnDir
-from magw.lab.planes.ovn_topology import ovnk_mac, tool_env
+from magw.lab.planes.ovn_topology import ovnk_mac, sbctl, tool_env
 from magw.lab.spec import naming
-from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
+from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
 
 VSWITCH_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 OVS_KINDS = ("ovs-db", "ovs-vswitchd", "ovn-controller")
@@ -59,7 +59,6 @@ PHY_BRIDGE = "br-phy"
 ENCAP_TYPE = "geneve"
 START_TIMEOUT = 10.0
 CMD_TIMEOUT = 30
-PARALLEL = 8
 
 Progress = Callable[[str], None]
 
@@ -109,6 +108,12 @@ def ovs_missing() -> str | None:
     if not os.path.exists("/dev/net/tun"):
         return "no /dev/net/tun: the userspace datapath cannot make its tap devices"
     return None
+
+
+def pod_port(pod: PodLayout) -> str:
+    """OVN-K's name of a pod's logical switch port (the ``iface-id`` of its veth on ``br-int``):
+    ``<kubernetes namespace>_<pod name>``."""
+    return f"{pod.kube_namespace}_{pod.name}"
 
 
 def offload_off_argv(namespace: str, dev: str) -> list[str]:
@@ -168,11 +173,6 @@ def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> procs.
     return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path, env=env)
 
 
-def _parallel(fn: Callable[..., object], items: Iterable[tuple[object, ...]]) -> list[object]:
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        return [f.result() for f in [pool.submit(fn, *item) for item in items]]
-
-
 def _start_ovs(st: LabState, node: NodeLayout) -> list[procs.ProcRecord]:
     """The node's ``ovsdb-server`` (initialised) and ``ovs-vswitchd``; their records, recorded by the caller."""
     d = ovs_dir(st, node)
@@ -201,9 +201,9 @@ def _start_ovs(st: LabState, node: NodeLayout) -> list[procs.ProcRecord]:
 
 def start_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
     """An ``ovsdb-server`` and an ``ovs-vswitchd`` (netdev) in every node's namespace."""
-    results = _parallel(_start_ovs, ((st, n) for n in lab.nodes))
+    results = parallel(_start_ovs, ((st, n) for n in lab.nodes))
     for records in results:
-        for rec in records:  # type: ignore[attr-defined]
+        for rec in records:
             st = state.add_process(st, rec)
     step(f"ovn: Open vSwitch (userspace datapath) on {len(lab.nodes)} nodes in {st.dir / 'ovs'}")
     return st
@@ -230,13 +230,12 @@ def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: Node
              f'mac="{mp0_mac}"', f"external_ids:iface-id=k8s-{node.name}"]  # fmt: skip
     for pod in c.pods_of(node.name):
         args += ["--", "add-port", INT_BRIDGE, pod.host_if, "--", "set", "Interface", pod.host_if,
-                 f"external_ids:iface-id={pod.kube_namespace}_{pod.name}"]  # fmt: skip
+                 f"external_ids:iface-id={pod_port(pod)}"]  # fmt: skip
     vsctl(st, node, *args)
     ns = node.namespace
     _ip(ns, "addr", "add", str(encap_ip(c, node)), "dev", PHY_BRIDGE)
     _ip(ns, "link", "set", PHY_BRIDGE, "up")
-    mtu = str(lab.topology.underlay_mtu - 100)
-    _ip(ns, "link", "set", MGMT_DEV, "mtu", mtu, "up")
+    _ip(ns, "link", "set", MGMT_DEV, "mtu", str(wiring.pod_mtu(lab, ovn=True)), "up")
     _ip(ns, "addr", "add", f"{mgmt_ip(node)}/{node.pod_subnet.prefixlen}", "dev", MGMT_DEV)
     for cidr in (c.pod_cidr, c.service_cidr):
         _ip(ns, "route", "add", str(cidr), "via", str(mgmt_nexthop(node)), "dev", MGMT_DEV)
@@ -245,10 +244,9 @@ def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: Node
 
 
 def start_chassis(lab: LabLayout, st: LabState, step: Progress, sb: Callable[[ClusterLayout], OvnDir]) -> LabState:
-    """Every node's bridges and ports, then its ``ovn-controller``; waits until each cluster's SB has a chassis
-    per node and every pod's port is bound."""
+    """Every node's bridges and ports, then its ``ovn-controller`` (``wait_chassis`` waits for their chassis)."""
     pairs = [(c, n) for c in lab.clusters for n in c.nodes]
-    _parallel(_bridges, ((st, lab, sb(c).sb, c, n) for c, n in pairs))
+    parallel(_bridges, ((st, lab, sb(c).sb, c, n) for c, n in pairs))
     step(f"ovn: br-int (pods, {MGMT_DEV}) and br-phy ({naming.ENCAP_IF}, the encap address) on {len(pairs)} nodes")
     for _c, node in pairs:
         d = ovs_dir(st, node)
@@ -264,8 +262,6 @@ def start_chassis(lab: LabLayout, st: LabState, step: Progress, sb: Callable[[Cl
 def wait_chassis(lab: LabLayout, st: LabState, dirs: Callable[[ClusterLayout], OvnDir], step: Progress,
                  deadline: float, check: Callable[[], None]) -> None:  # fmt: skip
     """Until every node's chassis is in its cluster's SB (bounded by ``deadline``)."""
-    from magw.lab.planes.ovn_topology import sbctl
-
     for c in lab.clusters:
         want = {chassis_name(n) for n in c.nodes}
         while True:

@@ -78,9 +78,9 @@ def _cut(cut: list[Port]) -> None:
     the probes and OVN's geneve lose the node at the same moment (one by one, ``ip`` runs tens of ms apart here)."""
     by_ns: dict[str, list[str]] = {}
     for port in cut:
-        by_ns.setdefault(port.namespace, []).append(f"link set {port.name} down\n")
-    for ns, lines in by_ns.items():
-        netns.run(["ip", "-n", ns, "-batch", "-"], stdin="".join(lines))
+        by_ns.setdefault(port.namespace, []).append(f"link set {port.name} down")
+    for ns, commands in by_ns.items():
+        netns.ip_batch(ns, commands)
 
 
 def port_down(port: Port) -> bool:

@@ -32,7 +32,8 @@ import attrs
 import yaml
 
 from magw.lab.build.state import LabState
-from magw.lab.planes.ovn import ovn_dir, pod_port
+from magw.lab.planes.ovn import ovn_dir
+from magw.lab.planes.ovn_nodes import pod_port
 from magw.lab.planes.ovn_servers import OvnDir
 from magw.lab.planes.ovn_topology import nbctl, sbctl, wait_sb
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
