@@ -1,4 +1,5 @@
-"""``magw lab up|down|status|exec|demo|fail|recover|verify``: a whole clusterset in network namespaces (docs/lab.md)."""
+"""``magw lab up|down|status|exec|demo|fail|recover|verify|upgrade``: a whole clusterset in network namespaces
+(docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--timeout", type=_seconds, default=60.0, help="seconds to wait for connectivity (default 60)")
     _control_plane(up)
     _cni(up)
+    up.add_argument(
+        "--daemons-from",
+        metavar="DIR",
+        default="",
+        help="run the daemons from the magw source tree DIR (same venv and Python, DIR first on their PYTHONPATH; "
+        "status shows each daemon's build): e.g. an older checkout to upgrade from",
+    )
     up.set_defaults(lab_run=_up)
+
+    upgrade = verbs.add_parser("upgrade", help="rolling restart of every daemon onto another build, one at a time")
+    _name(upgrade)
+    upgrade.add_argument("--to", metavar="DIR", default="",
+                         help="the magw source tree to run the daemons from (default: the installed magw)")  # fmt: skip
+    upgrade.add_argument("--only", metavar="KIND|NODE", default=None,
+                         help="only the daemons of this kind (route-agent, gateway, globalnet, egress, egress-agent) "
+                              "or of this node (or cluster, for its controllers)")  # fmt: skip
+    upgrade.add_argument("--json", action="store_true", help="print the steps as JSON at the end")
+    upgrade.set_defaults(lab_run=_upgrade)
 
     verify = verbs.add_parser(
         "verify", help="check a --cni ovn lab's OVN paths: ovn-trace and real packets (one line per check)"
@@ -185,6 +203,7 @@ def _up(args: argparse.Namespace) -> int:
         progress=_out,
         control_plane=args.control_plane,
         cni=args.cni,
+        daemons_from=args.daemons_from,
     )
     if args.cni == "ovn":
         _out(f"verify the OVN paths: magw lab verify --name {args.name}")
@@ -288,6 +307,16 @@ def _verify(args: argparse.Namespace) -> int:
     failed = sum(1 for c in result.checks if not c.ok)
     _out(f"== {len(result.checks) - failed}/{len(result.checks)} OK" + (f", {failed} FAILED" if failed else ""))
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from magw.lab.scenarios.upgrade import upgrade
+
+    _read(args.name)
+    steps = upgrade(args.name, to=args.to, only=args.only, out=_out)
+    if args.json:
+        _out(json.dumps([s.to_doc() for s in steps], indent=2))
+    return EXIT_OK
 
 
 def _fail(args: argparse.Namespace) -> int:

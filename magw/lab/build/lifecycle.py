@@ -22,7 +22,7 @@ from pathlib import Path
 import attrs
 import structlog
 
-from magw.lab.build import kept, netns, ownership, procs, services, state, wiring
+from magw.lab.build import builds, kept, netns, ownership, procs, services, state, wiring
 from magw.lab.build.pool import parallel
 from magw.lab.build.ready import wait_local
 from magw.lab.build.state import LabState
@@ -80,8 +80,12 @@ def up(
     remote_wait: bool = True,
     control_plane: str = "file",
     cni: str = "generic",
+    daemons_from: str = "",
 ) -> LabState:
     """Build lab ``name``; on any failure remove what was built and re-raise.
+
+    ``daemons_from``: a magw source tree (checked with ``builds.check_tree``) the daemons run from instead of the
+    installed magw (``magw.lab.build.builds``).
 
     ``control_plane``: what feeds the daemons, ``file`` (the file broker) or ``kube`` (API server emulators,
     ``magw.lab.planes.kube``). ``cni``: ``generic`` (the lab's host-gw CNI) or ``ovn`` (plus an OVN control plane and
@@ -98,6 +102,8 @@ def up(
         )
     if cni == "ovn":
         lab_ovn.check_supported(lab, control_plane)
+    if daemons_from:
+        daemons_from = builds.check_tree(daemons_from)
     check_free(name)
     _claim_state_dir(name)
     started = time.monotonic()
@@ -124,7 +130,7 @@ def up(
         state.write(st)
         step(f"echo servers: {len(lab.pods)} started (port {ECHO_PORT})")
         if daemons:
-            st = lab_daemons.start_all(lab, st, step)
+            st = lab_daemons.start_all(lab, st, step, daemons_from)
             state.write(st)
             lab_daemons.wait_ready(lab, st, step, timeout=wait_timeout, remote=remote_wait)
         else:

@@ -4,6 +4,10 @@
 we get from Popen is the daemon's own. Each record also keeps the process's
 start time (field 22 of /proc/PID/stat): a PID the kernel has since given to
 another process never matches, so we never signal a stranger.
+
+``build``: the magw source tree a daemon's Python code comes from (``magw lab up --daemons-from DIR``,
+``magw lab upgrade --to DIR``; ``magw.lab.build.builds``), empty for the installed one. The process then runs
+with ``PYTHONPATH=DIR``; the record keeps it, so a restart (``restart``) runs the same build.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ class ProcRecord:
     start_ticks: int
     argv: tuple[str, ...]
     log: str
+    build: str = ""  # the magw source tree on its PYTHONPATH; "" = the installed magw
 
     def to_doc(self) -> dict[str, object]:
-        return {
+        doc: dict[str, object] = {
             "kind": self.kind,
             "owner": self.owner,
             "namespace": self.namespace,
@@ -54,6 +59,9 @@ class ProcRecord:
             "argv": list(self.argv),
             "log": self.log,
         }
+        if self.build:
+            doc["build"] = self.build
+        return doc
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, object]) -> ProcRecord:
@@ -68,6 +76,7 @@ class ProcRecord:
             start_ticks=int(str(doc["start_ticks"])),
             argv=tuple(str(a) for a in argv),
             log=str(doc["log"]),
+            build=str(doc.get("build") or ""),  # absent: the installed magw (and every lab from before)
         )
 
 
@@ -117,9 +126,13 @@ def start(
     argv: Sequence[str],
     log_path: Path,
     env: Mapping[str, str] | None = None,
+    build: str = "",
 ) -> ProcRecord:
-    """Start ``argv`` inside ``namespace`` in its own session, stdout and stderr appended to ``log_path``."""
+    """Start ``argv`` inside ``namespace`` in its own session, stdout and stderr appended to ``log_path``;
+    ``build`` (a magw source tree) goes first on its module path (``PYTHONPATH``)."""
     full = ["ip", "netns", "exec", namespace, *argv]
+    if build:
+        env = {**(os.environ if env is None else env), "PYTHONPATH": build}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
         try:
@@ -148,7 +161,15 @@ def start(
         start_ticks=ticks,
         argv=tuple(argv),
         log=str(log_path),
+        build=build,
     )
+
+
+def restart(rec: ProcRecord, *, build: str | None = None) -> ProcRecord:
+    """Start ``rec``'s command again (same kind, owner, namespace, argv and log), from ``build`` if given, else
+    from the build it ran."""
+    return start(kind=rec.kind, owner=rec.owner, namespace=rec.namespace, argv=rec.argv, log_path=Path(rec.log),
+                 build=rec.build if build is None else build)  # fmt: skip
 
 
 def _signal(pid: int, ticks: int, sig: signal.Signals) -> None:

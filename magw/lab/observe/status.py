@@ -23,7 +23,7 @@ from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
 
-from magw.lab.build import netns, procs
+from magw.lab.build import builds, netns, procs
 from magw.lab.build.state import LabState
 from magw.lab.observe import egressgw_status, kube_view
 from magw.lab.observe.globalview import ClusterView
@@ -152,7 +152,8 @@ def current_status(sync: str, status: dict[str, Any] | None) -> dict[str, Any] |
 
 
 def _daemon_doc(rec: procs.ProcRecord, agents: Mapping[str, tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
-    doc: dict[str, Any] = {"node": rec.owner, "kind": rec.kind, "pid": rec.pid, "alive": procs.alive(rec)}
+    doc: dict[str, Any] = {"node": rec.owner, "kind": rec.kind, "pid": rec.pid, "alive": procs.alive(rec),
+                           "build": builds.describe(rec.build)}  # fmt: skip
     if rec.kind == "route-agent":
         sync, agent = agents.get(rec.owner, ("no status yet", None))
         doc["sync"] = sync
@@ -250,7 +251,10 @@ def status_text(doc: dict[str, Any]) -> str:
     lines.append(f"echo servers: {alive}/{len(doc['servers'])} alive")
     for d in doc["daemons"]:
         sync = f"  {_sync_text(d)}" if d["kind"] == "route-agent" else ""
-        lines.append(f"  {d['kind']:<11} {d['node']:<14} pid {d['pid']:<8} {'alive' if d['alive'] else 'DEAD'}{sync}")
+        build = f"  build {d['build']}" if d.get("build") else ""
+        lines.append(
+            f"  {d['kind']:<11} {d['node']:<14} pid {d['pid']:<8} {'alive' if d['alive'] else 'DEAD'}{sync}{build}"
+        )
     if doc["daemons"]:
         lines += health_text(doc["health"])
     return "\n".join(lines)

@@ -196,10 +196,12 @@ def globalnet_argv(st: LabState, cluster: ClusterLayout) -> list[str]:
     return [str(script(GLOBALNET)), *source, "--cluster", cluster.id, "--log-format", "json", "--log-level", "info"]
 
 
-def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
+def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> LabState:
     """Write the broker documents (or start the emulators and create the objects: ``kube.start_control_plane``),
     then start a route agent on every node and a gateway daemon on each gateway; with Globalnet first a
-    controller per cluster (the gateways publish the addresses it allocates)."""
+    controller per cluster (the gateways publish the addresses it allocates). ``build``: the magw source tree the
+    daemons run from (``magw.lab.build.builds``; "" = the installed one); the lab's own servers (emulators, OVN)
+    run from the installed one."""
     if st.kube:
         st = kube.start_control_plane(lab, st, step)
     else:
@@ -221,28 +223,32 @@ def start_all(lab: LabLayout, st: LabState, step: Progress) -> LabState:
             log_path = st.logs_dir / f"globalnet-{c.id}.log"
             argv = globalnet_argv(st, c)
             records.append(
-                procs.start(kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path)
+                procs.start(
+                    kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path, build=build
+                )
             )
         step(f"daemons: {len(lab.clusters)} Globalnet controllers started")
     if lab.topology.egressgw is not None:
-        records.append(egressgw_daemons.start_controller(lab, st, script))
-        agents = egressgw_daemons.start_agents(lab, st, script)
+        records.append(egressgw_daemons.start_controller(lab, st, script, build))
+        agents = egressgw_daemons.start_agents(lab, st, script, build)
         records += agents
         cluster = lab.topology.egressgw.cluster
         step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {cluster}")
     for node in lab.nodes:
-        records.append(_start(st, node, "route-agent", route_agent_argv(st, node)))
+        records.append(_start(st, node, "route-agent", route_agent_argv(st, node), build))
         if node.gateway:
-            records.append(_start(st, node, "gateway", gateway_argv(st, node)))
+            records.append(_start(st, node, "gateway", gateway_argv(st, node), build))
     n_gw = len(lab.gateways)
     step(f"daemons: {len(lab.nodes)} route agents and {n_gw} gateway daemons started (logs in {st.logs_dir})")
+    if build:
+        step(f"daemons: run from {build} (PYTHONPATH)")
     st = attrs.evolve(st, processes=tuple(records))
     return lab_ovn.start_syncers(lab, st, step, script(MAGW)) if st.ovn else st
 
 
-def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> procs.ProcRecord:
+def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str], build: str) -> procs.ProcRecord:
     log_path = st.logs_dir / f"{kind}-{node.name}.log"
-    return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path)
+    return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path, build=build)
 
 
 def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, remote: bool = True) -> None:

@@ -39,12 +39,12 @@ def controller_argv(lab: LabLayout, st: LabState, script: Script) -> list[str]:
             "--socket", str(api_socket(st)), "--log-format", "json"]  # fmt: skip
 
 
-def start_controller(lab: LabLayout, st: LabState, script: Script) -> procs.ProcRecord:
+def start_controller(lab: LabLayout, st: LabState, script: Script, build: str = "") -> procs.ProcRecord:
     api_socket(st).parent.mkdir(parents=True, exist_ok=True)
     c = cluster_of(lab)
     return procs.start(
         kind=CONTROLLER_KIND, owner=c.id, namespace=c.underlay_ns, argv=controller_argv(lab, st, script),
-        log_path=st.logs_dir / f"egress-{c.id}.log",
+        log_path=st.logs_dir / f"egress-{c.id}.log", build=build,
     )  # fmt: skip
 
 
@@ -59,12 +59,13 @@ def agent_argv(st: LabState, node: NodeLayout, script: Script) -> list[str]:
             "--log-format", "json"]  # fmt: skip
 
 
-def start_agents(lab: LabLayout, st: LabState, script: Script) -> list[procs.ProcRecord]:
+def start_agents(lab: LabLayout, st: LabState, script: Script, build: str = "") -> list[procs.ProcRecord]:
     """An egress agent on every node of the egress cluster (a node that is nobody's candidate runs no daemon)."""
     records = []
     for node in cluster_of(lab).nodes:
         log_path = st.logs_dir / f"egress-agent-{node.name}.log"
         argv = agent_argv(st, node, script)
-        rec = procs.start(kind=AGENT_KIND, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path)
+        rec = procs.start(kind=AGENT_KIND, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path,
+                          build=build)  # fmt: skip
         records.append(rec)
     return records

@@ -180,9 +180,7 @@ def recover(name: str, node_name: str) -> tuple[str, ...]:
     restarted = 0
     for i, rec in enumerate(records):
         if rec.owner == node.name and rec.kind in DAEMON_KINDS and not procs.alive(rec):
-            records[i] = procs.start(
-                kind=rec.kind, owner=rec.owner, namespace=rec.namespace, argv=rec.argv, log_path=Path(rec.log)
-            )
+            records[i] = procs.restart(rec)  # same command, log and build
             restarted += 1
     if restarted:
         state.write(attrs.evolve(st, processes=tuple(records)))
