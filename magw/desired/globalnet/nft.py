@@ -5,7 +5,11 @@ change is an element change (docs/globalnet.md shows the table as text). Traffic
 global CIDRs (``@remote_cidrs``) is marked ``0xc0000/0xc0000``; only marked traffic is SNATed.
 
 - ``prerouting-mark`` / ``output-mark`` (filter, mangle priority -150): set the mark on traffic to remote
-  global CIDRs, forwarded (from pods) or from the node itself (host network).
+  global CIDRs, forwarded (from pods) or from the node itself (host network). First, ``output-mark`` clears
+  our bits on the tunnel's own outer packets (UDP to the VXLAN port, not to a remote global CIDR): the kernel
+  keeps an inner packet's mark on the VXLAN packet it builds in the same namespace, so without this the
+  outer packet was SNATed too and left for the remote gateway's public address from one of our global IPs,
+  which the remote gateway's input guard (``vxlan_peers``) rightly drops, as would a cloud's anti-spoofing.
 - ``prerouting-raw`` (filter, raw priority -300, before conntrack): a packet from a remote cluster to one of
   our one-to-one global IPs gets its destination rewritten to the local address (``@gn_in``): the ClusterIP
   of an exported service (kube-proxy, whatever its mode, then balances it as any ClusterIP connection: we do
@@ -32,6 +36,7 @@ from ipaddress import IPv4Address
 from magw.desired.globalnet.plan import GatewayTranslations
 from magw.desired.nft import expr as x
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet
+from magw.model.vtep import INTER_PORT
 
 GLOBALNET_MARK = 0xC0000
 MARK_MASK = 0xC0000
@@ -129,6 +134,13 @@ def gateway_rules(remote_set: str) -> list[NftRule]:
             comment="magw globalnet: a global IP of ours becomes its local address before conntrack",
         ),
         _mark_rule("prerouting-mark", remote_set),
+        x.rule(
+            "output-mark",
+            x.udp_dport(INTER_PORT),
+            x.match(x.ip_daddr(), x.set_ref(remote_set), "!="),
+            x.mangle(x.meta("mark"), x.bitand(x.meta("mark"), 0xFFFFFFFF ^ MARK_MASK)),
+            comment="magw globalnet: the tunnel's outer packets keep the inner mark: clear it (no SNAT of them)",
+        ),
         _mark_rule("output-mark", remote_set),
         x.rule(
             "postrouting-out",

@@ -19,9 +19,13 @@ Chains and why:
   accept what comes from or goes into ``vxlan-tunnel``: a reply may return
   through another gateway than its request left by, where no conntrack state
   exists, and a stateful CNI firewall would drop it.
-- ``input`` (filter, priority 0): accept the VXLAN ports (4500, 4800). With ``cable: wireguard`` a gateway
-  first drops WireGuard packets from anyone but the remote gateways (set ``wg_peers``), and inter-cluster VXLAN
-  that did not come out of ``magw-wg``: plain VXLAN from the WAN would bypass the encryption.
+- ``input`` (filter, priority 0): VXLAN decapsulates whatever reaches its port, so a sender who can reach a node's
+  VXLAN port could put any packet, from any source address, into the cluster. Every node drops cluster VXLAN
+  (4800) from anyone but the local cluster's nodes (set ``cluster_nodes``); a gateway with the VXLAN cable drops
+  inter-cluster VXLAN (4500) from anyone but the remote gateways' private and public addresses (set
+  ``vxlan_peers``). With ``cable: wireguard`` a gateway drops WireGuard packets from anyone but the remote
+  gateways (set ``wg_peers``), and inter-cluster VXLAN that did not come out of ``magw-wg``: plain VXLAN from the
+  WAN would bypass the encryption. Then the VXLAN ports are accepted (4500, 4800).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ TABLE_NAME = "magw"
 LOCAL_SET = "local_cidrs"
 REMOTE_SET = "remote_cidrs"
 WG_PEERS_SET = "wg_peers"
+VXLAN_PEERS_SET = "vxlan_peers"
+NODES_SET = "cluster_nodes"
 SRCNAT_PRIORITY = 100
 POSTROUTING_PRIORITY = SRCNAT_PRIORITY - 10
 FILTER_PRIORITY = 0
@@ -166,6 +172,46 @@ def _wg_peers(snapshot: Snapshot) -> NftSet:
     return NftSet(name=WG_PEERS_SET, type="ipv4_addr", flags=(), elements=tuple(str(ip) for ip in sorted(peers)))
 
 
+def _address_set(name: str, addresses: Iterable[IPv4Address]) -> NftSet:
+    return NftSet(name=name, type="ipv4_addr", flags=(), elements=tuple(str(ip) for ip in sorted(set(addresses))))
+
+
+def _vxlan_peers(snapshot: Snapshot) -> NftSet:
+    """Both addresses of every remote gateway: its VXLAN may reach us from either (1:1 NAT or not)."""
+    return _address_set(
+        VXLAN_PEERS_SET,
+        (
+            ip
+            for c in snapshot.remote_clusters
+            for e in snapshot.endpoints_of(c.id)
+            for ip in (e.private_ip, e.underlay_ip)
+        ),
+    )
+
+
+def _vxlan_guards(*, inter: bool) -> list[NftRule]:
+    rules = [
+        x.rule(
+            "input",
+            x.udp_dport(INTRA_PORT),
+            x.match(x.ip_saddr(), x.set_ref(NODES_SET), "!="),
+            x.drop(),
+            comment="magw: cluster VXLAN only from the cluster's nodes",
+        )
+    ]
+    if inter:
+        rules.append(
+            x.rule(
+                "input",
+                x.udp_dport(INTER_PORT),
+                x.match(x.ip_saddr(), x.set_ref(VXLAN_PEERS_SET), "!="),
+                x.drop(),
+                comment="magw: inter-cluster VXLAN only from remote gateways",
+            )
+        )
+    return rules
+
+
 def _input() -> list[NftRule]:
     return [
         x.rule(
@@ -211,6 +257,11 @@ def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> NftTable | N
         NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
     ]
     rules = [*_postrouting(role, globalnet=globalnet), *_forward(role)]
+    sets.append(_address_set(NODES_SET, (n.ip for n in snapshot.nodes)))
+    vxlan_gateway = snapshot.config.cable is Cable.VXLAN and role.gateway
+    if vxlan_gateway:
+        sets.append(_vxlan_peers(snapshot))
+    rules += _vxlan_guards(inter=vxlan_gateway)
     if snapshot.config.cable is Cable.WIREGUARD and role.gateway:
         sets.append(_wg_peers(snapshot))
         rules += _wireguard_input(snapshot.config)

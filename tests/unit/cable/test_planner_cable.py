@@ -267,6 +267,11 @@ VXLAN_DROP = [
     {"match": {"left": {"meta": {"key": "iifname"}}, "op": "!=", "right": "magw-wg"}},
     {"drop": None},
 ]
+NODES_DROP = [
+    {"match": {"left": {"payload": {"field": "dport", "protocol": "udp"}}, "op": "==", "right": 4800}},
+    {"match": {"left": {"payload": {"field": "saddr", "protocol": "ip"}}, "op": "!=", "right": "@cluster_nodes"}},
+    {"drop": None},
+]
 VXLAN_ACCEPT = [
     {"match": {"left": {"payload": {"field": "dport", "protocol": "udp"}}, "op": "==", "right": {"set": [4500, 4800]}}},
     {"accept": None},
@@ -285,14 +290,15 @@ def test_the_gateway_table_guards_the_wireguard_port_and_plain_vxlan() -> None:
     assert sets["wg_peers"].type == "ipv4_addr"
     assert set(sets["wg_peers"].elements) == {"203.0.113.4", "172.19.1.5", "192.0.2.9"}  # not w-gw3
     # the drops come before the VXLAN accept, or they would never match
-    assert input_rules(state) == [WG_DROP, VXLAN_DROP, VXLAN_ACCEPT]
+    assert input_rules(state) == [NODES_DROP, WG_DROP, VXLAN_DROP, VXLAN_ACCEPT]
+    assert "vxlan_peers" not in sets  # the WireGuard guards replace the plain cable's
 
 
 def test_the_wireguard_guard_follows_the_port() -> None:
     doc = clusterset_doc()
     doc["wireguard_port"] = 12345
-    first = input_rules(planned(doc))[0]
-    assert first[0]["match"]["right"] == 12345
+    wg = input_rules(planned(doc))[1]
+    assert wg[0]["match"]["right"] == 12345
 
 
 def test_a_worker_and_a_vxlan_gateway_have_no_guard() -> None:

@@ -39,7 +39,13 @@ def _tables() -> list[NftTable]:
 def test_fast_text_is_the_same_document(checked: bool) -> None:
     for table in _tables():
         fast = json.loads(replace_document_text(table, checked=checked))
-        assert fast == json.loads(json.dumps(document(replace_commands(table))))
+        expected = json.loads(json.dumps(document(replace_commands(table))))
+        if checked:  # the one documented difference: a checked IPv4 set's elements come in address order
+            for command in expected["nftables"]:
+                s = command.get("add", {}).get("set")
+                if s is not None and s["type"] == "ipv4_addr" and "elem" in s:
+                    s["elem"].sort(key=_first_address)
+        assert fast == expected
 
 
 def _first_address(element: object) -> int:
