@@ -155,6 +155,10 @@ def _instance(
         *(f"    {node_ips[c]}" for c in sorted(known, key=lambda c: node_ips[c])),
         "  }",
     ]
+    # Only adverts from the listed peers count: anyone else on the underlay (a pod's packet routed there) could
+    # otherwise send priority 255 and take the VIP. Not while a candidate's IP is unknown: its adverts would be
+    # dropped and both would hold the VIP.
+    lines += ["  check_unicast_src"] if not unknown else []
     lines += [f"  # candidate {c}: no underlay IP known, left out" for c in unknown]
     lines += [
         "  virtual_ipaddress {",

@@ -91,6 +91,12 @@ def test_second_candidate_priority_and_unknown_peer_is_left_out_visibly() -> Non
     peers = db[db.index("  unicast_peer {") + 1 : db.index("  }")]
     assert peers == ["    172.31.0.2"]
     assert "  # candidate gone: no underlay IP known, left out" in db
+    # gone's adverts (it may know our IP) must still count, or both would hold the VIP
+    assert "  check_unicast_src" not in db
+
+
+def test_adverts_count_only_from_the_unicast_peers_when_all_are_known() -> None:
+    assert "  check_unicast_src" in _instance(_render(), "web")
 
 
 def test_global_defs_vrrpv3_fifo_and_the_agent_check() -> None:
