@@ -13,9 +13,17 @@ import structlog
 from prometheus_client import REGISTRY
 
 from magw.daemons.common.cable import CableKeys, add_state_dir_argument
-from magw.daemons.common.flags import EXIT_FAILURE, OneLineParser, common_parser, ipv4, parse, positive_seconds
+from magw.daemons.common.flags import (
+    EXIT_FAILURE,
+    OneLineParser,
+    common_parser,
+    ipv4,
+    non_negative_seconds,
+    parse,
+    positive_seconds,
+)
 from magw.daemons.common.runner import run_until_signalled, start_metrics
-from magw.daemons.gateway.app import Gateway
+from magw.daemons.gateway.app import DEFAULT_EXIT_HOLD, Gateway
 from magw.daemons.route_agent.health_flags import add_heartbeat_argument
 from magw.sources.file.broker import FileBroker
 from magw.util.logsetup import configure_logging
@@ -40,6 +48,14 @@ def build_parser() -> OneLineParser:
         action="store_true",
         help="remove the Endpoint document on SIGTERM/SIGINT (drain before maintenance; default: keep it, "
         "so a restart moves no flow)",
+    )
+    p.add_argument(
+        "--exit-hold",
+        type=non_negative_seconds,
+        default=DEFAULT_EXIT_HOLD,
+        metavar="SECONDS",
+        help=f"file broker: a stop that keeps the Endpoint document dates it SECONDS ahead, so the route agents "
+        f"keep it while the gateway restarts (default {DEFAULT_EXIT_HOLD:g}; 0: it ages from its last heartbeat)",
     )
     k = p.add_argument_group("--source kube")
     k.add_argument(
@@ -82,6 +98,7 @@ async def _run(args: argparse.Namespace) -> int:
         public_ip=args.public_ip,
         heartbeat=args.heartbeat,
         withdraw_on_exit=args.withdraw_on_exit,
+        exit_hold=args.exit_hold,
         registry=REGISTRY,
         cable_keys=CableKeys(args.state_dir),
     )
