@@ -12,7 +12,7 @@ Run as ``ip netns exec NS python -m magw.lab.payload.tcpkeep ...``:
   Prints one JSON object: per connection whether it was established, whether it **survived** (still answering
   at the end, no reset, no error), the first error, the largest gap between two echoes (the connection's loss
   window: TCP retransmits, so a short outage shows as a gap, not as a loss), the address the server saw, and
-  the totals.
+  the totals. SIGTERM ends the run early: the same end checks, the same report (for runs of unknown length).
 
 Every loop is bounded in count and time; a connection that stalls longer than ``timeout``, or that has not
 answered in the last second of the run, counts as broken.
@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import selectors
+import signal
 import socket
 import sys
 import threading
@@ -171,11 +172,16 @@ def hold(target: str, n: int, interval: float, duration: float, timeout: float, 
         if c.sock is not None:
             sel.register(c.sock, selectors.EVENT_READ, c)
             c.last_echo = time.monotonic()
+    stopped = threading.Event()
+    if threading.current_thread() is threading.main_thread():  # SIGTERM: end the run now, report as usual
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: stopped.set())
     start = time.monotonic()
     next_send = start
     end = start + duration
     while True:
         now = time.monotonic()
+        if stopped.is_set() and end > now:
+            end = now
         if push:
             next_send = now + interval  # nothing to send: wake up once per interval to check for stalls
         elif now >= next_send and now < end:
