@@ -1,0 +1,278 @@
+"""The soak's faults: each one injected into a running lab, then healed; and the seeded schedule of them.
+
+A fault is ``inject`` then, ``hold`` seconds later, ``heal``; both return a short text of what was done. What a
+fault may disturb is ``touches``: the clusters whose flows may cross the failed part, and ``"egress"`` for the
+flows through the egress VIPs (see ``benchmarks/soak.py``, "crossed"). A SIGKILLed daemon is restarted by
+``heal`` with the same command line (``magw.lab.build.procs.restart``) unless the lab restarts it itself
+(keepalived and conntrackd are the egress agent's children: it starts them again; the heal then only checks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import yaml
+
+from magw.lab.build import netns, procs, state
+from magw.lab.scenarios import failure
+from magw.lab.spec.layout import LabLayout
+
+Action = Callable[[], str]
+
+
+@attrs.frozen
+class Fault:
+    kind: str
+    target: str
+    touches: frozenset[str]  # cluster ids, and "egress" for the VIP flows
+    inject: Action
+    heal: Action
+    hold: float  # seconds between inject and heal
+    outage: bool  # the failed part is down until healed (a cluster with one gateway then has no path at all)
+
+
+def _record(name: str, kind: str, owner: str) -> procs.ProcRecord:
+    st = state.read(name)
+    assert st is not None
+    found = [r for r in st.processes if r.kind == kind and r.owner == owner]
+    if not found:
+        raise RuntimeError(f"no {kind} process of {owner} in lab {name}")
+    return found[0]
+
+
+def _sigkill(rec: procs.ProcRecord) -> None:
+    if procs.alive(rec):
+        os.kill(rec.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while procs.alive(rec) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def kill_daemon(name: str, kind: str, owner: str) -> tuple[Action, Action]:
+    """SIGKILL the lab's ``kind`` process of ``owner``; heal: restart it (same command, log and build)."""
+
+    def inject() -> str:
+        rec = _record(name, kind, owner)
+        _sigkill(rec)
+        return f"SIGKILL pid {rec.pid}"
+
+    def heal() -> str:
+        st = state.read(name)
+        assert st is not None
+        records = list(st.processes)
+        for i, rec in enumerate(records):
+            if rec.kind == kind and rec.owner == owner and not procs.alive(rec):
+                records[i] = procs.restart(rec)
+                state.write(attrs.evolve(st, processes=tuple(records)))
+                return f"restarted as pid {records[i].pid}"
+        return "was running again"
+
+    return inject, heal
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _child(ns: str, comm: str) -> int | None:
+    pids = sorted(pid for pid in netns.namespace_pids(ns) if _comm(pid) == comm)
+    return pids[0] if pids else None
+
+
+def _repair(lab: LabLayout, node: str, comm: str) -> None:
+    """Put the node back the way the lab starts it: every ``comm`` of its namespace SIGKILLed, its egress agent
+    SIGKILLed and restarted (it starts keepalived and conntrackd again), so the next fault meets a sound lab."""
+    ns = lab.node(node).namespace
+    for _ in range(10):
+        pid = _child(ns, comm)
+        if pid is None:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    inject, heal = kill_daemon(lab.name, "egress-agent", node)
+    inject()
+    heal()
+
+
+def kill_child(lab: LabLayout, node: str, comm: str) -> tuple[Action, Action]:
+    """SIGKILL the node's ``comm`` (keepalived or conntrackd, started by its egress agent: the first of that name,
+    keepalived's parent); heal: wait (bounded) until the agent has started it again. If it does not, the fault
+    is reported and the node repaired (``_repair``)."""
+    ns = lab.node(node).namespace
+    killed: list[int] = []
+
+    def inject() -> str:
+        pid = _child(ns, comm)
+        if pid is None:
+            raise RuntimeError(f"no {comm} in {ns}")
+        os.kill(pid, signal.SIGKILL)  # a process of this lab's namespace, found by the lab's own layout
+        killed.append(pid)
+        return f"SIGKILL pid {pid}"
+
+    def heal() -> str:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pid = _child(ns, comm)
+            if pid is not None and pid not in killed:
+                return f"back as pid {pid}"
+            time.sleep(0.2)
+        left = [pid for pid in netns.namespace_pids(ns) if _comm(pid) == comm]
+        _repair(lab, node, comm)
+        raise RuntimeError(f"{comm} of {node} not restarted by its egress agent within 30 s (left running: pids "
+                           f"{left}; node repaired: {comm} killed, egress agent restarted)")
+
+    return inject, heal
+
+
+def power(name: str, node: str, *, wan_only: bool = False) -> tuple[Action, Action]:
+    return (lambda: "; ".join(failure.fail(name, node, wan_only=wan_only)),
+            lambda: "; ".join(failure.recover(name, node)))  # fmt: skip
+
+
+def link_flap(lab: LabLayout, node: str) -> tuple[Action, Action]:
+    """The node's underlay port down, then up (its daemons keep running: a flap inside the cluster)."""
+    port = next(p for p in failure.ports(lab, lab.node(node)) if p.what == "underlay")
+
+    def set_(up: bool) -> str:
+        subprocess.run(["ip", "-n", port.namespace, "link", "set", port.name, "up" if up else "down"], check=True,
+                       timeout=30)  # fmt: skip
+        return f"{port.namespace}/{port.name} {'up' if up else 'down'}"
+
+    return (lambda: set_(False)), (lambda: set_(True))
+
+
+def broker_file(broker: Path, file: str, garbage: bool) -> tuple[Action, Action]:
+    """A broker document truncated to nothing, or replaced by bytes that are not YAML; heal: its text back."""
+    path = broker / file
+    saved: list[str] = []
+
+    def inject() -> str:
+        saved.append(path.read_text())
+        tmp = path.with_name(f".{path.name}.soak")
+        tmp.write_bytes(b"\x00\xff{[: not yaml ]]\n\t-\x7f" if garbage else b"")
+        os.replace(tmp, path)
+        return f"{file} {'replaced by garbage' if garbage else 'truncated'}"
+
+    def heal() -> str:
+        tmp = path.with_name(f".{path.name}.soak")
+        tmp.write_text(saved[-1])
+        os.replace(tmp, path)
+        return f"{file} restored"
+
+    return inject, heal
+
+
+def globalnet_blip(broker: Path, cluster: str, rng: random.Random) -> tuple[Action, Action]:
+    """A GlobalEgressIP created and deleted within milliseconds (a namespace-wide one in ``default``)."""
+    name = f"soak-{rng.randrange(10**6)}"
+    path = broker / f"k8s@{cluster}@GlobalEgressIP@default@{name}.yaml"
+    doc = {"kind": "GlobalEgressIP", "cluster": cluster, "namespace": "default", "name": name, "numberOfIPs": 1}
+
+    def inject() -> str:
+        path.write_text(yaml.safe_dump(doc))
+        time.sleep(0.005)
+        path.unlink()
+        return f"GlobalEgressIP default/{name} created and deleted 5 ms later"
+
+    return inject, (lambda: "nothing to heal")
+
+
+def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> list[Fault]:
+    """``count`` faults drawn from ``rng``: every kind once (in a random order) before any kind repeats."""
+    name = lab.name
+    egress = lab.topology.egressgw
+    assert egress is not None
+    ecl = egress.cluster
+    gateways = [n for n in lab.nodes if n.gateway]
+    multi = [n for n in gateways if sum(g.cluster == n.cluster for g in gateways) > 1]
+    workers = [n for n in lab.nodes if not n.gateway]
+    candidates = [f"{ecl}-{c}" for v in egress.vips for c in v.candidates]
+    kinds: dict[str, Callable[[], Fault]] = {}
+
+    def cl(node: str) -> str:
+        return lab.node(node).cluster
+
+    def add(kind: str, build: Callable[[], Fault]) -> None:
+        kinds[kind] = build
+
+    def daemon(kind: str, pool: list[str], touches: Callable[[str], frozenset[str]]) -> Callable[[], Fault]:
+        def build() -> Fault:
+            owner = rng.choice(pool)
+            inject, heal = kill_daemon(name, kind, owner)
+            return Fault(f"kill-{kind}", owner, touches(owner), inject, heal, hold=2.0, outage=False)
+        return build
+
+    none: Callable[[str], frozenset[str]] = lambda _o: frozenset()  # noqa: E731
+    # A route agent of a WireGuard gateway runs the node's wireguard-go (a child of its own): its cable may go.
+    add("kill-route-agent", daemon("route-agent", [n.name for n in lab.nodes], lambda o: frozenset({cl(o)})))
+    add("kill-gateway", daemon("gateway", [n.name for n in gateways], none))
+    add("kill-globalnet", daemon("globalnet", [c.id for c in lab.topology.clusters], none))
+    add("kill-egress", daemon("egress", [ecl], none))
+    add("kill-egress-agent", daemon("egress-agent", candidates, lambda _o: frozenset({"egress"})))
+
+    def child(comm: str, touches: frozenset[str]) -> Callable[[], Fault]:
+        def build() -> Fault:
+            node = rng.choice(candidates)
+            inject, heal = kill_child(lab, node, comm)
+            return Fault(f"kill-{comm}", node, touches, inject, heal, hold=1.0, outage=False)
+        return build
+
+    add("kill-keepalived", child("keepalived", frozenset({"egress"})))
+    add("kill-conntrackd", child("conntrackd", frozenset()))
+
+    def power_loss() -> Fault:
+        node = rng.choice(multi).name
+        inject, heal = power(name, node)
+        touched = {cl(node)} | ({"egress"} if node in candidates else set())
+        return Fault("power-loss", node, frozenset(touched), inject, heal, hold=6.0, outage=True)
+
+    def wan_flap() -> Fault:
+        node = rng.choice(multi).name
+        inject, heal = power(name, node, wan_only=True)
+        return Fault("wan-flap", node, frozenset({cl(node)}), inject, heal, hold=2.0, outage=True)
+
+    def cluster_flap() -> Fault:
+        node = rng.choice(workers).name
+        inject, heal = link_flap(lab, node)
+        touched = {cl(node)} | ({"egress"} if cl(node) == ecl else set())
+        return Fault("underlay-flap", node, frozenset(touched), inject, heal, hold=1.0, outage=True)
+
+    def broker_bad(garbage: bool) -> Callable[[], Fault]:
+        def build() -> Fault:
+            files = sorted(p.name for p in broker.glob("node-*.yaml")) + sorted(
+                p.name for p in broker.glob("k8s@*@Pod@*.yaml"))
+            file = rng.choice(files)
+            inject, heal = broker_file(broker, file, garbage)
+            kind = "broker-garbage" if garbage else "broker-truncate"
+            return Fault(kind, file, frozenset(), inject, heal, hold=3.0, outage=False)
+        return build
+
+    def blip() -> Fault:
+        cid = rng.choice([c.id for c in lab.topology.clusters])
+        inject, heal = globalnet_blip(broker, cid, rng)
+        return Fault("globalnet-blip", cid, frozenset(), inject, heal, hold=0.0, outage=False)
+
+    add("power-loss", power_loss)
+    add("wan-flap", wan_flap)
+    add("underlay-flap", cluster_flap)
+    add("broker-truncate", broker_bad(False))
+    add("broker-garbage", broker_bad(True))
+    add("globalnet-blip", blip)
+    out: list[Fault] = []
+    while len(out) < count:
+        order = sorted(kinds)
+        rng.shuffle(order)
+        out += [kinds[k]() for k in order[: count - len(out)]]
+    return out

@@ -1,0 +1,179 @@
+"""The soak's traffic groups and its non-kernel checks: daemons' RSS and fds, Globalnet allocations, statuses.
+
+Traffic: per group, UDP flows with per-flow sequence numbers (``magw.lab.payload.losswatch stream``) and long-lived
+TCP connections (``magw.lab.payload.tcpkeep hold``), started for one fault's window and read when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from magw.lab.build import procs, state
+from magw.lab.observe import globalview
+from magw.lab.spec.layout import LabLayout
+from magw.sources.file.broker import FileBroker
+
+DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent")
+
+
+@attrs.frozen
+class Group:
+    """One kind of traffic: from ``ns`` to ``target``; ``touches``: the clusters it crosses, and "egress"."""
+
+    name: str
+    ns: str
+    target: str
+    touches: frozenset[str]
+
+
+def groups(lab: LabLayout, broker: Path) -> list[Group]:
+    """Between the three clusters in a ring (by exported service global IPs: pod CIDRs overlap), and through
+    the egress VIP both ways (a bound pod to the outside server; the outside client to the VIP's Service)."""
+    ids = [c.id for c in lab.topology.clusters]
+    out = []
+    for i, src in enumerate(ids):
+        dst = ids[(i + 1) % len(ids)]
+        gws = tuple(n.name for n in lab.nodes if n.cluster == dst and n.gateway)
+        ip = globalview.read_cluster(broker, dst, gws).service_ip("default", "echo")
+        if ip is None:
+            raise RuntimeError(f"cluster {dst}: exported service echo has no global IP")
+        out.append(Group(f"{src}>{dst}", f"{lab.name}-{src}-w1-p1", f"{ip}:8080", frozenset({src, dst})))
+    eg = lab.topology.egressgw
+    if eg is not None:
+        vip = eg.vips[0]
+        cl = lab.cluster(eg.cluster)
+        bound = next(p for p in lab.pods if p.cluster == eg.cluster and p.kube_namespace == vip.bindings[0].namespace)
+        outside = cl.underlay.network_address + 250
+        out.append(Group("egress", bound.namespace, f"{outside}:8080", frozenset({"egress"})))
+        out.append(Group("ingress", f"{lab.name}-outside", f"{vip.vip}:8081", frozenset({"egress"})))
+    return out
+
+
+def start(group: Group, duration: float, *, flows: int, rate: int, conns: int) -> dict[str, subprocess.Popen[str]]:
+    def run(module: str, *args: str) -> subprocess.Popen[str]:
+        argv = ["ip", "netns", "exec", group.ns, sys.executable, "-m", module, *args]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    return {
+        "udp": run("magw.lab.payload.losswatch", "stream", "--target", group.target, "--flows", str(flows),
+                   "--rate", str(rate), "--duration", f"{duration:.1f}", "--drain", "2"),
+        "tcp": run("magw.lab.payload.tcpkeep", "hold", "--target", group.target, "--conns", str(conns),
+                   "--duration", f"{duration:.1f}", "--interval", "0.05", "--timeout", "20"),
+    }  # fmt: skip
+
+
+def collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, proc in running.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # by the PID we started
+            stdout, stderr = proc.communicate(timeout=30)
+        try:
+            out[key] = json.loads(stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            out[key] = {"error": f"exit {proc.returncode}: {stderr.strip()[-300:]}"}
+    return out
+
+
+# --- resources -------------------------------------------------------------------------------------------------
+
+
+def usage(pid: int) -> tuple[float, int] | None:
+    """(RSS in MiB, open fds) of ``pid``, or None when it is gone."""
+    try:
+        rss = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS"))
+        return int(rss.split()[1]) / 1024.0, len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, StopIteration):
+        return None
+
+
+@attrs.define
+class Resources:
+    """Per daemon (kind, owner): the pid its baseline was taken of, that baseline, and the worst growth seen."""
+
+    rss_bound_mib: float
+    fd_bound: int
+    base: dict[str, tuple[int, float, int]] = attrs.field(factory=dict)  # key -> (pid, rss, fds)
+    worst: dict[str, tuple[float, int]] = attrs.field(factory=dict)
+
+    def sample(self, name: str) -> list[str]:
+        """Sample every daemon; a new pid (restarted) re-baselines; returns the bounds broken now."""
+        st = state.read(name)
+        assert st is not None
+        problems = []
+        for rec in st.processes:
+            if rec.kind not in DAEMONS or not procs.alive(rec):
+                continue
+            got = usage(rec.pid)
+            if got is None:
+                continue
+            key = f"{rec.kind}/{rec.owner}"
+            if key not in self.base or self.base[key][0] != rec.pid:
+                self.base[key] = (rec.pid, *got)
+                continue
+            _pid, rss0, fds0 = self.base[key]
+            grow = (got[0] - rss0, got[1] - fds0)
+            old = self.worst.get(key, (0.0, 0))
+            self.worst[key] = (max(old[0], grow[0]), max(old[1], grow[1]))
+            if grow[0] > self.rss_bound_mib or grow[1] > self.fd_bound:
+                problems.append(f"{key} pid {rec.pid}: RSS +{grow[0]:.1f} MiB, fds +{grow[1]} since its baseline")
+        return problems
+
+
+# --- Globalnet allocations and statuses ---------------------------------------------------------------------------
+
+
+def globalnet_problems(broker: Path, clusters: Iterable[str], prefix: str = "soak-") -> list[str]:
+    """Per cluster: every allocated global IP held by one object only and inside the cluster's global CIDRs, and
+    no status left of an object the soak deleted (``prefix``)."""
+    problems = []
+    for cid in clusters:
+        fb = FileBroker(broker, local_cluster=cid)
+        fb.scan()
+        snap = fb.snapshot
+        if snap is None:
+            problems.append(f"{cid}: no snapshot")
+            continue
+        cidrs = next((c.global_cidrs for c in snap.clusters if c.id == cid), ())
+        holders: dict[IPv4Address, list[str]] = {}
+        for ref, status in snap.globalnet.statuses:
+            if ref.name.startswith(prefix):
+                problems.append(f"{cid}: leaked status of deleted {ref.kind} {ref.namespace}/{ref.name}")
+            for ip in status.allocated_ips:
+                holders.setdefault(ip, []).append(f"{ref.kind}/{ref.name}")
+                if not any(ip in net for net in cidrs):
+                    problems.append(f"{cid}: {ref.kind}/{ref.name} holds {ip} outside {list(map(str, cidrs))}")
+        problems += [f"{cid}: {ip} held by {who}" for ip, who in holders.items() if len(who) > 1]
+    return problems
+
+
+def agent_statuses(name: str, nodes: Iterable[str]) -> list[str]:
+    """What keeps the route agents' statuses from saying converged with every probed peer up."""
+    problems = []
+    st = state.read(name)
+    assert st is not None
+    for node in nodes:
+        path = st.dir / "status" / f"route-agent-{node}.json"
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(f"{node}: status unreadable ({type(exc).__name__})")
+            continue
+        if not doc.get("converged"):
+            problems.append(f"{node}: not converged ({doc.get('waiting') or doc.get('counts')})")
+        health = doc.get("health") or {}
+        down = [p.get("hostname") for p in health.get("peers", []) if p.get("state") != "up"]
+        if down or health.get("down"):
+            problems.append(f"{node}: peers not up: {down or health.get('down')}")
+    return problems
