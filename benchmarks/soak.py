@@ -14,7 +14,8 @@ traffic runs ``POST`` s more. Then:
   for the egress and ingress groups, the egress VIPs. A group that did not cross it must lose nothing: no
   datagram lost, every TCP connection alive at the end. A group that crossed it must come back: no flow lost at
   its end, and every loss window at most ``FAILOVER_BOUND`` s (plus the hold when the failed part was the only
-  path: a fault whose ``outage`` takes a cluster's only gateway). Its TCP connections are counted, not judged: under
+  path: a fault whose ``outage`` takes a cluster's only gateway, or a node where the group's Service has a
+  backend, which the lab never removes from the Service). Its TCP connections are counted, not judged: under
   Globalnet a flow moved to another gateway leaves with that gateway's egress address, which no connection survives;
 - **convergence**, polled until it holds or ``CONVERGE_BOUND`` s after the heal: every route agent's status says
   converged with every probed peer up; every node's kernel, read by ``tests/support/kernel_dump.py``, is exactly
@@ -173,7 +174,9 @@ def window(lab: LabLayout, broker: Path, fault: soak_faults.Fault, groups: list[
     bound = FAILOVER_BOUND + (fault.hold if only_path else 0.0)
     rows = []
     for g in groups:
-        figures, bad = judge(fault, g, docs[g.name], bound)
+        # A Service may have sent a flow to a pod of the failed node: lost while the node is down.
+        mine = FAILOVER_BOUND + fault.hold if fault.outage and fault.target in g.backends else bound
+        figures, bad = judge(fault, g, docs[g.name], mine)
         rows.append(figures)
         problems += bad
     took, left = converge(lab, broker, heal_at)

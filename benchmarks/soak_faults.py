@@ -217,7 +217,9 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> li
     none: Callable[[str], frozenset[str]] = lambda _o: frozenset()  # noqa: E731
     # A route agent of a WireGuard gateway runs the node's wireguard-go (a child of its own): its cable may go.
     add("kill-route-agent", daemon("route-agent", [n.name for n in lab.nodes], lambda o: frozenset({cl(o)})))
-    add("kill-gateway", daemon("gateway", [n.name for n in gateways], none))
+    # A gateway daemon restarted later than the route agents' --endpoint-ttl (5 s; a loaded machine's Python start
+    # takes that long) has its Endpoint expire: its flows move to the cluster's other gateways (docs/robustness.md).
+    add("kill-gateway", daemon("gateway", [n.name for n in gateways], lambda o: frozenset({cl(o)})))
     add("kill-globalnet", daemon("globalnet", [c.id for c in lab.topology.clusters], none))
     add("kill-egress", daemon("egress", [ecl], none))
     add("kill-egress-agent", daemon("egress-agent", candidates, lambda _o: frozenset({"egress"})))

@@ -27,12 +27,15 @@ DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent")
 
 @attrs.frozen
 class Group:
-    """One kind of traffic: from ``ns`` to ``target``; ``touches``: the clusters it crosses, and "egress"."""
+    """One kind of traffic: from ``ns`` to ``target``; ``touches``: the clusters it crosses, and "egress";
+    ``backends``: the nodes whose pods may answer it (a Service's backends: the lab, unlike Kubernetes, never
+    drops a dead node's endpoints, so a flow the Service sent there is lost while that node is down)."""
 
     name: str
     ns: str
     target: str
     touches: frozenset[str]
+    backends: frozenset[str] = frozenset()
 
 
 def groups(lab: LabLayout, broker: Path) -> list[Group]:
@@ -46,15 +49,18 @@ def groups(lab: LabLayout, broker: Path) -> list[Group]:
         ip = globalview.read_cluster(broker, dst, gws).service_ip("default", "echo")
         if ip is None:
             raise RuntimeError(f"cluster {dst}: exported service echo has no global IP")
-        out.append(Group(f"{src}>{dst}", f"{lab.name}-{src}-w1-p1", f"{ip}:8080", frozenset({src, dst})))
+        on = frozenset(n.name for n in lab.nodes if n.cluster == dst)  # echo: the default pod of every node
+        out.append(Group(f"{src}>{dst}", f"{lab.name}-{src}-w1-p1", f"{ip}:8080", frozenset({src, dst}), on))
     eg = lab.topology.egressgw
     if eg is not None:
         vip = eg.vips[0]
         cl = lab.cluster(eg.cluster)
-        bound = next(p for p in lab.pods if p.cluster == eg.cluster and p.kube_namespace == vip.bindings[0].namespace)
+        shop = [p for p in lab.pods if p.cluster == eg.cluster and p.kube_namespace == vip.bindings[0].namespace]
+        bound = sorted(shop, key=lambda p: lab.node(p.node).gateway)[0]  # a worker's first: it outlives a gateway
         outside = cl.underlay.network_address + 250
         out.append(Group("egress", bound.namespace, f"{outside}:8080", frozenset({"egress"})))
-        out.append(Group("ingress", f"{lab.name}-outside", f"{vip.vip}:8081", frozenset({"egress"})))
+        pay = frozenset(p.node for p in lab.pods if p.cluster == eg.cluster and "pay" in p.name)  # Service shop/pay
+        out.append(Group("ingress", f"{lab.name}-outside", f"{vip.vip}:8081", frozenset({"egress"}), pay))
     return out
 
 
