@@ -12,6 +12,9 @@ docs/egress-datapath.md walks packets through it. The chains, and why:
 - ``forward`` (filter, mangle -150, every node): our mark bits are cleared on packets entering the tunnel
   (the tunnel's own route lookup for the VIP sees the mark and would loop); TCP MSS is clamped into the
   tunnel and on ingress SYNs.
+- ``input`` (filter, 0, candidates with conntrack sync): conntrackd's sync (UDP 3780, unauthenticated) only from
+  the cluster's nodes (set ``sync_peers``): anyone else could fill a backup's cache with made-up connections,
+  committed to the kernel when it takes a VIP (docs/security.md).
 - ``postrouting`` (nat, srcnat -10, candidates, before a CNI masquerade at srcnat): hairpin to the source
   pod's own VIP, or to the VIP reached; ingress keeps the client's address (a null SNAT, so a CNI masquerade
   cannot run); egress from the tunnel to the pod's VIP.
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from ipaddress import IPv4Address
 
-from magw.desired.egressgw.numbers import EGRESSGW_DEV, HAIRPIN, INGRESS, KIND_MASK, MARK_MASK
+from magw.desired.egressgw.numbers import CONNTRACKD_PORT, EGRESSGW_DEV, HAIRPIN, INGRESS, KIND_MASK, MARK_MASK
 from magw.desired.nft import expr as x
 from magw.desired.nft.values import NftRule
 
@@ -33,6 +36,7 @@ SNAT_PRIORITY = 90
 EXCLUDED_SET = "excluded"
 BOUND_SET = "bound"
 VIPS_SET = "vips"
+SYNC_PEERS_SET = "sync_peers"
 _ALL = 0xFFFFFFFF
 
 
@@ -213,3 +217,16 @@ def _guard_rule(where: x.Expr, why: str) -> NftRule:
         x.drop(),
         comment=f"magw egress: {why}",
     )
+
+
+def sync_guard_rules() -> list[NftRule]:
+    """``input`` of a candidate with conntrack sync: conntrackd's UDP port only from the cluster's nodes."""
+    return [
+        x.rule(
+            "input",
+            x.udp_dport(CONNTRACKD_PORT),
+            x.match(x.ip_saddr(), x.set_ref(SYNC_PEERS_SET), "!="),
+            x.drop(),
+            comment="magw egress: conntrackd sync only from the cluster's nodes",
+        )
+    ]

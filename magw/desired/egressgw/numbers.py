@@ -22,6 +22,7 @@ from __future__ import annotations
 EGRESSGW_DEV = "magw-egress"
 EGRESSGW_PORT = 4801  # VXLAN-GPE; 4789/8472 are Calico's/Flannel's, 4500/4800 Submariner's, 4790 GPE's default
 GPE_OVERHEAD = 36  # outer IPv4 20 + UDP 8 + VXLAN-GPE 8; no inner Ethernet header
+CONNTRACKD_PORT = 3780  # conntrackd's FTFW sync between a VIP's candidates (magw.drivers.conntrackd.config)
 DEVICE_ADDRESS = "169.254.240.1/32"  # loose rp_filter refuses a device without any IPv4 address
 
 MARK_MASK = 0x30FF

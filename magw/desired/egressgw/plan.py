@@ -151,6 +151,9 @@ def plan_nft(inputs: EgressGatewayInputs, problems: list[str]) -> NftTable:
             )
             chains.append(guard)
             rules += n.commit_guard_rules()
+            sets.append(NftSet(name=n.SYNC_PEERS_SET, type="ipv4_addr", elements=[str(ip) for ip in inputs.node_ips]))
+            chains.append(NftChain(name="input", type="filter", hook="input", priority=0, policy="accept"))
+            rules += n.sync_guard_rules()
     return NftTable(family="ip", name=TABLE_NAME, sets=sets, chains=chains, rules=rules)
 
 

@@ -24,8 +24,10 @@ from ipaddress import IPv4Address
 
 import attrs
 
+from magw.desired.egressgw.numbers import CONNTRACKD_PORT
+
 MULTICAST_GROUP = IPv4Address("225.0.0.50")
-PORT = 3780
+PORT = CONNTRACKD_PORT  # the egress table's input guard lets it in from the cluster's nodes only
 HASH_SIZE = 32768
 HASH_LIMIT = 131072
 RESEND_QUEUE_SIZE = 131072
