@@ -81,14 +81,15 @@ async def test_failover_reaches_the_agents_conntrackd_and_status(tmp_path: Path)
             await asyncio.to_thread(n1.keepalived.stop)  # n1's keepalived dies (by PID)
             await eventually(lambda: n2.agent.masters() == ("web",), "n2's agent hears MASTER")
             assert holders(net) == [2]
-            assert changes["n2"] == [("web", True)]
+            # the state is recorded first, conntrackd's commands and the callback follow (EgressHA.handle)
+            await eventually(lambda: changes["n2"] == [("web", True)], "n2's holder change is reported")
             name, steps = n2.agent.transitions[-1]
             assert name == "master" and [(s.option, s.returncode) for s in steps] == [
                 ("-c", 0), ("-f", 0), ("-R", 0), ("-B", 0)
             ]  # fmt: skip
             await eventually(lambda: n1.agent.vip("web") is not None and n1.agent.vip("web").state == "STOP",
                              "n1's agent hears STOP")  # fmt: skip
-            assert changes["n1"] == [("web", True), ("web", False)]
+            await eventually(lambda: changes["n1"] == [("web", True), ("web", False)], "n1's loss is reported")
             assert (await status(str(tmp_path / "n2.sock"), "/status/web"))["master"] is True
 
             n2.lock.release()  # n2's agent "dies": keepalived's check fails, n2 goes FAULT
@@ -96,7 +97,8 @@ async def test_failover_reaches_the_agents_conntrackd_and_status(tmp_path: Path)
             assert holders(net) == [3]
             await eventually(lambda: n2.agent.masters() == (), "n2's agent hears FAULT")
             assert n2.agent.vip("web").state == "FAULT"  # type: ignore[union-attr]
-            assert n2.agent.transitions[-1][0] == "fault"
+            # the agent records the state before conntrackd's commands of the transition have run
+            await eventually(lambda: n2.agent.transitions[-1][0] == "fault", "n2's conntrackd goes fault")
         finally:
             for r in runners:
                 await r.cleanup()
