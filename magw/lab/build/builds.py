@@ -85,3 +85,12 @@ def check_tree(path: str | Path) -> str:
     if not imported.is_relative_to(tree):
         raise LabInputError(f"{what}: with PYTHONPATH={tree}, magw still came from {imported}")
     return str(tree)
+
+
+def gateway_holds(build: str) -> bool:
+    """Whether build ``build``'s gateway has ``--exit-hold`` (magw-gateway dates its kept Endpoint ahead)."""
+    tree = Path(build) if build else Path(installed_tree())
+    try:
+        return "--exit-hold" in (tree / "magw" / "daemons" / "gateway" / "main.py").read_text()
+    except OSError:
+        return False

@@ -165,11 +165,11 @@ def start(
     )
 
 
-def restart(rec: ProcRecord, *, build: str | None = None) -> ProcRecord:
+def restart(rec: ProcRecord, *, build: str | None = None, argv: Sequence[str] | None = None) -> ProcRecord:
     """Start ``rec``'s command again (same kind, owner, namespace, argv and log), from ``build`` if given, else
-    from the build it ran."""
-    return start(kind=rec.kind, owner=rec.owner, namespace=rec.namespace, argv=rec.argv, log_path=Path(rec.log),
-                 build=rec.build if build is None else build)  # fmt: skip
+    from the build it ran; ``argv`` instead of the recorded one if given."""
+    return start(kind=rec.kind, owner=rec.owner, namespace=rec.namespace, argv=rec.argv if argv is None else argv,
+                 log_path=Path(rec.log), build=rec.build if build is None else build)  # fmt: skip
 
 
 def _signal(pid: int, ticks: int, sig: signal.Signals) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import yaml
 
-from magw.lab.build import procs, state
+from magw.lab.build import builds, procs, state
 from magw.lab.build.ready import wait_remote
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
@@ -167,7 +167,7 @@ def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
         cluster = layout(st.name, st.topology).cluster(node.cluster)
         ovn = [*ovn_nodes.route_agent_flags(st, node), *lab_ovn.hosted_syncer_flags(st, cluster, node)]
     return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn,
-            *_cable_probe_flags(st)]  # fmt: skip
+            *_cable_probe_flags(st), "--lease-exit-hold", RESTART_HOLD]  # fmt: skip
 
 
 # With the WireGuard cable the lab's gateways run wireguard-go, and the probes between them cross it in userspace
@@ -177,12 +177,38 @@ def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
 WIREGUARD_PROBE_FLAGS = ("--probe-fast-interval", "0.05", "--probe-timeout", "0.04")
 
 
+# A restart's holds: how long a cleanly stopped route agent keeps answering its gateway's probes
+# (``--lease-exit-hold``) and a gateway keeps its Endpoint fresh (``--exit-hold``) for the next process. Their
+# default, 10 s, was shorter than a Python daemon's start on these shared 2-core machines under load (12-16 s in
+# the lab's rolling upgrade: the gateway went down and its flows moved); the lab gives them 30 s.
+RESTART_HOLD = "30"
+
+
+def gateway_restart_flags(build: str) -> tuple[str, ...]:
+    """``--exit-hold`` for a gateway of ``build``, if that build has the flag (older ones refuse it)."""
+    return ("--exit-hold", RESTART_HOLD) if builds.gateway_holds(build) else ()
+
+
+def with_gateway_restart_flags(argv: tuple[str, ...], build: str) -> tuple[str, ...]:
+    """A gateway's recorded command line made right for ``build``: ``--exit-hold`` added or dropped."""
+    base: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--exit-hold":
+            next(rest, None)
+            continue
+        base.append(arg)
+    return (*base, *gateway_restart_flags(build))
+
+
 def _cable_probe_flags(st: LabState) -> tuple[str, ...]:
     return WIREGUARD_PROBE_FLAGS if st.topology.cable is Cable.WIREGUARD else ()
 
 
-def gateway_argv(st: LabState, node: NodeLayout) -> list[str]:
+def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:
     argv = [str(script(GATEWAY)), *_common_flags(st, node, GATEWAY_METRICS_PORT), "--private-ip", str(node.node_ip)]
+    if not st.kube:  # the file broker's Endpoint hold (--source kube has Leases)
+        argv += gateway_restart_flags(build)
     if node.public_ip is not None:
         argv += ["--public-ip", str(node.public_ip)]
     if st.kube:
@@ -237,7 +263,7 @@ def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> 
     for node in lab.nodes:
         records.append(_start(st, node, "route-agent", route_agent_argv(st, node), build))
         if node.gateway:
-            records.append(_start(st, node, "gateway", gateway_argv(st, node), build))
+            records.append(_start(st, node, "gateway", gateway_argv(st, node, build), build))
     n_gw = len(lab.gateways)
     step(f"daemons: {len(lab.nodes)} route agents and {n_gw} gateway daemons started (logs in {st.logs_dir})")
     if build:

@@ -3,7 +3,8 @@
 Order: the controllers first (each cluster's Globalnet controller, the egress controller), then node by node its
 route agent, its gateway daemon and its egress agent. Each step stops the daemon gracefully (SIGTERM, SIGKILL
 only after ``procs.STOP_GRACE``: said in the step's line), starts the same command line with the same log from the
-target build (``procs.restart``), writes the new PID and build into the lab's state at once, and waits, bounded,
+target build (``procs.restart``; a gateway's ``--exit-hold`` added or dropped as the target build has it or not),
+writes the new PID and build into the lab's state at once, and waits, bounded,
 until the new process is ready before the next step:
 
 - route agent: its status file written by the new process (``updated_at`` after its start) says converged;
@@ -32,6 +33,7 @@ import structlog
 from magw.lab.build import builds, procs, state
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError, LabInputError
+from magw.lab.planes import daemons
 from magw.lab.planes.daemons import agent_status, endpoint_file
 from magw.lab.spec.layout import LabLayout, layout
 
@@ -166,7 +168,9 @@ def restart_one(
     offset = log_path.stat().st_size if log_path.exists() else 0
     started = time.time()
     t1 = time.monotonic()
-    new = procs.restart(rec, build=build)
+    kube = st.kube
+    argv = daemons.with_gateway_restart_flags(rec.argv, build) if rec.kind == "gateway" and not kube else None
+    new = procs.restart(rec, build=build, argv=argv)
     st = attrs.evolve(st, processes=tuple(new if r == rec else r for r in st.processes))
     state.write(st)
     deadline = t1 + timeout
