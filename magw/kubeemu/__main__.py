@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from magw.kubeemu.errors import ApiError
+from magw.kubeemu.rbac import parse_token_file
 from magw.kubeemu.resources import CrdError
 from magw.kubeemu.server import Emulator
 
@@ -60,15 +61,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
     p.add_argument("--pidfile", help="write the PID here once serving; removed on exit")
     p.add_argument("--state", help="objects to load at start (YAML/JSON)")
+    p.add_argument("--token-auth-file", help="serve TokenReview for these tokens (token,user,uid,\"g1,g2\" lines) and "
+                   "SubjectAccessReview over the stored RBAC objects")  # fmt: skip
     return p.parse_args(argv)
 
 
 async def serve(args: argparse.Namespace) -> None:
+    tokens = None
+    if args.token_auth_file:
+        with open(args.token_auth_file, encoding="utf-8") as f:
+            tokens = parse_token_file(f.read())
     if args.socket:
-        emulator = Emulator(socket_path=args.socket, bookmark_interval=args.bookmark_interval)
+        emulator = Emulator(socket_path=args.socket, bookmark_interval=args.bookmark_interval, tokens=tokens)
     else:
         host, port = args.listen
-        emulator = Emulator(host=host, port=port, bookmark_interval=args.bookmark_interval)
+        emulator = Emulator(host=host, port=port, bookmark_interval=args.bookmark_interval, tokens=tokens)
     for path in args.crd:
         for doc in _documents(path):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":

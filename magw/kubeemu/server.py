@@ -20,8 +20,10 @@ from typing import Any
 
 from aiohttp import web
 
+from magw.kubeemu.errors import status_object
 from magw.kubeemu.faults import Faults
 from magw.kubeemu.handlers import Api
+from magw.kubeemu.rbac import RBAC, Authorizer, UserInfo, subject_access_review, token_review
 from magw.kubeemu.resources import DEFAULT_TYPES, Registry, ResourceType, from_crd
 from magw.kubeemu.store import Store
 from magw.kubeemu.watch import WatchHub
@@ -37,6 +39,7 @@ class Emulator:
         types: Iterable[ResourceType] = DEFAULT_TYPES,
         bookmark_interval: float = 60.0,
         history_limit: int = 100_000,
+        tokens: Mapping[str, UserInfo] | None = None,
     ) -> None:
         if (socket_path is None) == (host is None):
             raise ValueError("Emulator: give exactly one of socket_path or host")
@@ -46,6 +49,12 @@ class Emulator:
         self.store = Store(Registry(types), history_limit=history_limit)
         self.hub = WatchHub(self.store, bookmark_interval=bookmark_interval)
         self.faults = Faults()
+        # TokenReview and SubjectAccessReview (magw.kubeemu.rbac): served, with the RBAC kinds, when given tokens.
+        self.tokens: dict[str, UserInfo] | None = dict(tokens) if tokens is not None else None
+        if self.tokens is not None:
+            for rt in RBAC:
+                if self.store.registry.find(rt.group, rt.version, rt.plural) is None:
+                    self.store.registry.add(rt)
         self._runner: web.AppRunner | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -65,6 +74,9 @@ class Emulator:
         if self._runner is not None:
             return
         app = web.Application(middlewares=[self.faults.middleware], client_max_size=16 * 2**20)
+        if self.tokens is not None:
+            app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
+            app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
         app.router.add_route("*", "/{tail:.*}", Api(self.store, self.hub).handle)
         runner = web.AppRunner(
             app, handle_signals=False, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
@@ -84,6 +96,27 @@ class Emulator:
             await runner.cleanup()
             raise
         self._runner = runner
+
+    async def _review_body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return web.json_response(status_object(400, "BadRequest", "the body is not a JSON object"), status=400)
+        return body
+
+    async def _token_review(self, request: web.Request) -> web.Response:
+        body = await self._review_body(request)
+        if isinstance(body, web.Response):
+            return body
+        return web.json_response(token_review(self.tokens or {}, body), status=201)
+
+    async def _access_review(self, request: web.Request) -> web.Response:
+        body = await self._review_body(request)
+        if isinstance(body, web.Response):
+            return body
+        return web.json_response(subject_access_review(Authorizer(self.store.objects), body), status=201)
 
     async def stop(self) -> None:
         """Stop serving, keeping the state: watches end, connections close, the socket file goes away."""

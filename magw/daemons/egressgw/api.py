@@ -15,11 +15,16 @@ field, a VIP outside the configured ranges), 404 (an unknown VIP, namespace, Ser
 contradicts the bindings: bound twice, not bound, Services still bound; or the VIP's file holds other
 documents), 503 (no snapshot of the cluster yet, or the lease is not held), 500 (an I/O error). Nothing is
 written when a request is refused.
+
+With ``auth`` (``magw.daemons.egressgw.auth``, the TCP API of ``--source kube``) every request first needs a
+bearer token the API server accepts (401) and then the action's SubjectAccessReview (403); 503 when the API
+server cannot be asked. On the unix socket there is no ``auth``: the socket's permissions are the access control.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Callable
 from ipaddress import AddressValueError, IPv4Address
 from typing import Any
@@ -28,10 +33,12 @@ from aiohttp import web
 
 from magw.controllers.egressgw import ops
 from magw.controllers.egressgw.controller import Answer, EgressController, NotReady
+from magw.daemons.egressgw.auth import Access, KubeAuth, Refused, User
 from magw.model.egressgw import EgressVIPStatus
 from magw.snapshot.egressgw import status_to_doc, vip_to_doc
 from magw.sources.file.egressgw_store import StoreRefused
 
+_USER = web.RequestKey("user", User)
 _STATUS = {ops.ErrorKind.INVALID: 400, ops.ErrorKind.NOT_FOUND: 404, ops.ErrorKind.CONFLICT: 409}
 _VIP_FIELDS = ("action", "vip", "namespace", "service")
 _NOTIFY_FIELDS = ("vip", "node", "node_ip", "mac", "state")
@@ -71,25 +78,64 @@ async def _body(request: web.Request, allowed: tuple[str, ...]) -> dict[str, str
 class EgressApi:
     """The handlers; every request runs under the controller's lock, on a fresh read of the source."""
 
-    def __init__(self, controller: EgressController) -> None:
+    def __init__(self, controller: EgressController, auth: KubeAuth | None = None, vip_namespace: str = "") -> None:
         self.controller = controller
+        self.auth = auth
+        self.vip_namespace = vip_namespace  # where the EgressVIP objects live: the SAR namespace of get/list/notify
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024)
+        app = web.Application(client_max_size=64 * 1024, middlewares=[self._authenticate])
         app.router.add_post("/vip", self.vip)
         app.router.add_post("/master_notify", self.master_notify)
         app.router.add_get("/vip", self.list_vips)
         app.router.add_get("/vip/{name}", self.show_vip)
         return app
 
+    @web.middleware
+    async def _authenticate(
+        self, request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        if self.auth is not None:
+            try:
+                request[_USER] = await self.auth.authenticate(request.headers.get("Authorization"))
+            except Refused as exc:
+                return _error(exc.status, str(exc))
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def _authorize(self, request: web.Request, access: Access, *, agent_only: bool = False) -> None:
+        if self.auth is None:
+            return
+        await self.auth.authorize(request[_USER], access, agent_only=agent_only)
+
+    def _vip_name(self, ref: str) -> str:
+        """The EgressVIP's name for a request naming it by name or address (the SAR's name); ``ref`` if unknown."""
+        try:
+            return ops.find_vip(self.controller.fresh().egressgw, ref).name
+        except (ops.EgressOpError, NotReady):
+            return ref
+
+    def _access(self, path: str, body: dict[str, str]) -> tuple[Access, bool]:
+        name = self._vip_name(body.get("vip", ""))
+        if path == "/master_notify":
+            return Access("report", self.vip_namespace, name), True
+        action = body.get("action", "")
+        if action in ("bind", "unbind"):
+            return Access(action, body.get("namespace", ""), name), False
+        return Access("notify", self.vip_namespace, name), False
+
     async def _guarded(
         self, request: web.Request, allowed: tuple[str, ...], act: Callable[[dict[str, str]], dict[str, Any]]
     ) -> web.Response:
         try:
             body = await _body(request, allowed)
+            if self.auth is not None:
+                async with self.controller.lock:
+                    access, agent_only = self._access(request.path, body)
+                await self._authorize(request, access, agent_only=agent_only)
             async with self.controller.lock:
                 result = act(body)
-        except _RequestRefused as exc:
+        except (_RequestRefused, Refused) as exc:
             return _error(exc.status, str(exc))
         except ops.EgressOpError as exc:
             return _error(_STATUS[exc.kind], exc.message)
@@ -145,10 +191,12 @@ class EgressApi:
         raise _RequestRefused(404, f"no node of cluster {self.controller.cluster} has address {address}")
 
     async def list_vips(self, request: web.Request) -> web.Response:
-        del request
         try:
+            await self._authorize(request, Access("list", self.vip_namespace))
             async with self.controller.lock:
                 egress = self.controller.fresh().egressgw
+        except Refused as exc:
+            return _error(exc.status, str(exc))
         except NotReady as exc:
             return _error(503, str(exc))
         out = [_doc(Answer(vip=v, status=egress.status_of(v.name) or EgressVIPStatus())) for v in egress.vips]
@@ -156,9 +204,12 @@ class EgressApi:
 
     async def show_vip(self, request: web.Request) -> web.Response:
         try:
+            await self._authorize(request, Access("get", self.vip_namespace, request.match_info["name"]))
             async with self.controller.lock:
                 egress = self.controller.fresh().egressgw
             vip = ops.find_vip(egress, request.match_info["name"])
+        except Refused as exc:
+            return _error(exc.status, str(exc))
         except NotReady as exc:
             return _error(503, str(exc))
         except ops.EgressOpError as exc:
@@ -167,21 +218,41 @@ class EgressApi:
 
 
 async def serve(
-    controller: EgressController, *, socket_path: str | os.PathLike[str] | None = None, host: str = "", port: int = 0
+    controller: EgressController,
+    *,
+    socket_path: str | os.PathLike[str] | None = None,
+    host: str = "",
+    port: int = 0,
+    auth: KubeAuth | None = None,
+    vip_namespace: str = "",
+    ssl_context: ssl.SSLContext | None = None,
+    socket_mode: int = 0o600,
+    socket_group: int | None = None,
 ) -> tuple[web.AppRunner, str]:
-    """Start the API on a unix socket or on HOST:PORT (port 0: any); returns the runner (``cleanup()`` it)
-    and the URL it serves (``unix:PATH`` or ``http://HOST:PORT``)."""
-    runner = web.AppRunner(EgressApi(controller).app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
+    """Start the API on a unix socket (made ``socket_mode``, group ``socket_group``) or on HOST:PORT (port 0: any;
+    TLS with ``ssl_context``); returns the runner (``cleanup()`` it) and the URL it serves (``unix:PATH``,
+    ``http://HOST:PORT`` or ``https://HOST:PORT``)."""
+    api = EgressApi(controller, auth, vip_namespace)
+    runner = web.AppRunner(api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
         if socket_path is not None:
-            await web.UnixSite(runner, os.fspath(socket_path)).start()
-            return runner, f"unix:{os.fspath(socket_path)}"
-        site = web.TCPSite(runner, host or "127.0.0.1", port)
+            path = os.fspath(socket_path)
+            old = os.umask(0o177)  # no moment where the socket is wider than asked
+            try:
+                await web.UnixSite(runner, path).start()
+            finally:
+                os.umask(old)
+            if socket_group is not None:
+                os.chown(path, -1, socket_group)
+            os.chmod(path, socket_mode)
+            return runner, f"unix:{path}"
+        site = web.TCPSite(runner, host or "127.0.0.1", port, ssl_context=ssl_context)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or ()
         bound = sockets[0].getsockname()[1] if sockets else port
-        return runner, f"http://{host or '127.0.0.1'}:{bound}"
+        scheme = "https" if ssl_context is not None else "http"
+        return runner, f"{scheme}://{host or '127.0.0.1'}:{bound}"
     except BaseException:
         await runner.cleanup()
         raise

@@ -18,12 +18,16 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from magw.controllers.egressgw.controller import EgressController
-from magw.daemons.egressgw.api import serve
+from magw.daemons.egressgw.app import serve_from_flags
+from magw.daemons.egressgw.auth import KubeAuth
+from magw.daemons.egressgw.reviews import KubeReviewer
+from magw.daemons.egressgw.tls import DEFAULT_AGENT_SA
 from magw.sources.kube.client import KubeConfigError, api_client
 from magw.sources.kube.egressgw_store import ApiThread, KubeEgressStore
 from magw.sources.kube.egressgw_view import KubeEgressView
 from magw.sources.kube.source import KubeSource
 
+SA_PREFIX = "system:serviceaccount:"
 log = structlog.get_logger(__name__)
 
 
@@ -50,11 +54,12 @@ async def run_kube(args: argparse.Namespace, stop: asyncio.Event) -> int:
         raise
     try:
         controller, source = kube_controller(args, api, thread)
-        if args.socket is not None:
-            runner, url = await serve(controller, socket_path=args.socket)
-        else:
-            host, _, port = args.listen.rpartition(":")
-            runner, url = await serve(controller, host=host or "127.0.0.1", port=int(port))
+        auth = None
+        if args.listen is not None and not getattr(args, "insecure_unauthenticated_http", False):
+            agents = getattr(args, "agent_identity", None) or [f"{SA_PREFIX}{args.namespace}:{DEFAULT_AGENT_SA}"]
+            ttl = getattr(args, "auth_cache_ttl", 10.0)
+            auth = KubeAuth(KubeReviewer(api), agent_users=agents, ttl=ttl)
+        runner, url = await serve_from_flags(controller, args, auth)
         log.info("egress.serving", url=url, cluster=args.cluster, source="kube", namespace=args.namespace)
         tasks = [asyncio.create_task(source.run(), name="source"), asyncio.create_task(controller.run(args.interval))]
         source.subscribe(lambda _snapshot: controller.mark_dirty("snapshot"))

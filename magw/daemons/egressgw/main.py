@@ -21,6 +21,7 @@ from magw.daemons.common.flags import (
     positive_seconds,
 )
 from magw.daemons.egressgw.app import run
+from magw.daemons.egressgw.tls import DEFAULT_AGENT_SA, INSECURE_FLAG, group_id, serving_problem
 from magw.sources.flags import add_source_arguments
 from magw.util.logsetup import configure_logging
 
@@ -39,6 +40,18 @@ def parser() -> OneLineParser:
     where.add_argument(
         "--listen", type=host_port, metavar="HOST:PORT", help="serve the API on this address (port 0: any)"
     )
+    p.add_argument("--socket-group", type=group_id, metavar="GROUP",
+                   help="--socket: make the socket 0660 and of this group (default: 0600, its owner only)")  # fmt: skip
+    p.add_argument("--tls-cert-file", metavar="PATH", help="--listen: the server's certificate chain (PEM)")
+    p.add_argument("--tls-key-file", metavar="PATH", help="--listen: the server's private key (PEM)")
+    p.add_argument(INSECURE_FLAG, action="store_true",
+                   help="--listen without TLS and without any authentication: whoever reaches the port may bind, "
+                   "unbind and report any VIP (tests and throwaway labs only)")  # fmt: skip
+    p.add_argument("--agent-identity", action="append", default=[], metavar="USER",
+                   help="a user allowed to POST /master_notify (repeatable; default "
+                   f"system:serviceaccount:NAMESPACE:{DEFAULT_AGENT_SA})")  # fmt: skip
+    p.add_argument("--auth-cache-ttl", type=positive_seconds, default=10.0, metavar="SECONDS",
+                   help="seconds a TokenReview or SubjectAccessReview answer is reused (default 10)")  # fmt: skip
     p.add_argument(
         "--interval", type=positive_seconds, default=1.0, metavar="SECONDS", help="seconds between passes (default 1)"
     )
@@ -47,8 +60,14 @@ def parser() -> OneLineParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(parser(), argv)
+    p = parser()
+    args = parse(p, argv)
+    problem = serving_problem(args)
+    if problem is not None:
+        p.error(problem)
     configure_logging(args.log_format, args.log_level)
+    if args.insecure_unauthenticated_http:
+        log.warning("egress.insecure", message=f"{INSECURE_FLAG}: the API has no TLS and no authentication")
 
     async def body() -> int:
         stop = asyncio.Event()

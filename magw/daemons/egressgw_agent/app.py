@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from ipaddress import IPv4Address
 from pathlib import Path
@@ -44,9 +45,22 @@ REPORT_TIMEOUT = 5.0
 class Reporter:
     """Delivers holder reports to the controller, latest state per VIP, retrying in the background."""
 
-    def __init__(self, node: str, *, socket: str | None, url: str | None) -> None:
+    def __init__(
+        self,
+        node: str,
+        *,
+        socket: str | None,
+        url: str | None,
+        token_file: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
         self.node = node
         self.socket = socket
+        # Over TCP (magw-egress --listen with auth): the bearer token, read again for every report (a projected
+        # ServiceAccount token is rotated in place), and the CA that must have signed the server's certificate
+        # (None: the system's trust store; https is always verified).
+        self.token_file = token_file
+        self.ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self.enabled = socket is not None or url is not None
         # Over a unix socket the host part is only the request's Host header.
         self.url = (url or "http://magw-egress").rstrip("/")
@@ -67,9 +81,12 @@ class Reporter:
             try:
                 connector = aiohttp.UnixConnector(path=self.socket) if self.socket else None
                 timeout = aiohttp.ClientTimeout(total=REPORT_TIMEOUT)
+                headers = {}
+                if self.token_file:
+                    headers["Authorization"] = "Bearer " + Path(self.token_file).read_text(encoding="utf-8").strip()
                 async with (
                     aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
-                    session.post(f"{self.url}/master_notify", json=body) as resp,
+                    session.post(f"{self.url}/master_notify", json=body, headers=headers, ssl=self.ssl) as resp,
                 ):
                     text = (await resp.text()).strip()
                     if resp.status < 300:
@@ -134,7 +151,13 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> None:
         snapshots = kube_snapshots(args.kubeconfig, cluster=args.cluster, namespace=args.namespace)
     else:
         snapshots = FileBroker(args.broker_dir, local_cluster=args.cluster).watch()
-    reporter = Reporter(args.node, socket=args.controller_socket, url=args.controller_url)
+    reporter = Reporter(
+        args.node,
+        socket=args.controller_socket,
+        url=args.controller_url,
+        token_file=getattr(args, "token_file", None),
+        ca_file=getattr(args, "controller_ca_file", None),
+    )
     follow = asyncio.create_task(_follow(args, snapshots, reporter, stop))
     stopped = asyncio.create_task(stop.wait())
     try:

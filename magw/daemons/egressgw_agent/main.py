@@ -43,6 +43,12 @@ def parser() -> OneLineParser:
                    help="the egress controller's API unix socket (magw-egress --socket)")  # fmt: skip
     p.add_argument("--controller-url", type=url, metavar="URL",
                    help="the egress controller's API base URL (magw-egress --listen)")  # fmt: skip
+    p.add_argument("--token-file", metavar="PATH",
+                   help="--controller-url: send the bearer token in this file (read for every report; in deploy/ "
+                   "the projected ServiceAccount token)")  # fmt: skip
+    p.add_argument("--controller-ca-file", metavar="PATH",
+                   help="--controller-url https: the CA that signed magw-egress's certificate (default: the "
+                   "system's trust store)")  # fmt: skip
     p.add_argument("--status-listen", default="0.0.0.0:9620", type=host_port, metavar="HOST:PORT",
                    help="the status endpoint (default 0.0.0.0:9620)")  # fmt: skip
     add_log_arguments(p)
