@@ -30,7 +30,6 @@ import json
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -56,7 +55,6 @@ pytestmark = [
 ]
 
 REPO = Path(__file__).resolve().parents[2]
-KEPT = Path(tempfile.gettempdir()) / "magw-upgrade-test"
 OLD_COMMIT = "b364c39"  # main's HEAD when issue 30 started
 FLOWS, RATE, STREAM_S, LEAD_S = 8, 100, 4.0, 1.0  # per step and direction: 8 flows x 100/s for 4 s, SIGTERM at 1 s
 CONNS, HOLD_MAX_S = 8, 600
@@ -262,12 +260,12 @@ def check(seen: dict[str, Any], lab: LabLayout, build_dir: str, no_hold: tuple[s
 
 
 @pytest.fixture
-def lab_name() -> Iterator[str]:
+def lab_name(tmp_path: Path) -> Iterator[str]:
     name = unique_name()
     try:
         yield name
     finally:
-        build.down(name, keep=KEPT / name)  # its logs and status files, for a failure's evidence
+        build.down(name, keep=tmp_path / "lab")  # its logs and status files, for a failure's evidence
 
 
 # Found by this test (docs/lab.md, "Rolling upgrade"): b364c39's Globalnet gateways SNAT the tunnel's own outer
