@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Coroutine
@@ -23,7 +25,9 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from magw.daemons.egressgw.api import serve
 from magw.daemons.egressgw.auth import KubeAuth
 from magw.daemons.egressgw.kube import kube_controller
+from magw.daemons.egressgw.main import main, parser
 from magw.daemons.egressgw.reviews import KubeReviewer
+from magw.daemons.egressgw.tls import serving_problem
 from magw.kubeemu import Emulator
 from magw.kubeemu.rbac import parse_token_file
 from magw.sources.kube.client import api_client, write_kubeconfig
@@ -228,3 +232,51 @@ async def test_reviews_unreachable_refuse(env: kubeemu_fixtures.KubeEnv) -> None
         code, answer = await _post(session, "/master_notify", {"vip": "c", "node": "e-gw2"}, "agent-token")
         assert code == 503, answer
         assert await _rv(env, "c") == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "says", "insecure_starts"),
+    [
+        (["--source", "file", "--broker-dir", "{d}", "--listen", "127.0.0.1:0"], "--listen with --source file", True),
+        (["--listen", "127.0.0.1:0"], "--listen: give --tls-cert-file and --tls-key-file", True),
+        (["--listen", "127.0.0.1:0", "--tls-cert-file", "c"], "give both", False),
+        (["--source", "file", "--broker-dir", "{d}", "--socket", "{d}/s", "--tls-key-file", "k",
+          "--tls-cert-file", "c"], "are for --listen", False),
+    ],
+)  # fmt: skip
+def test_no_tcp_without_tls_and_auth_unless_said_loudly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str, insecure_starts: bool
+) -> None:
+    kube = ["--source", "kube", "--kubeconfig", str(env_kubeconfig(tmp_path))]
+    flags = [a.replace("{d}", str(tmp_path)) for a in extra]
+    argv = ["--cluster", "east", *([] if "--source" in extra else kube), *flags]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+    loud = serving_problem(parser().parse_args([*argv, "--insecure-unauthenticated-http"]))
+    assert (loud is None) == insecure_starts, loud
+
+
+def env_kubeconfig(directory: Path) -> Path:
+    return write_kubeconfig(directory / "kc", "unix://" + str(directory / "none.sock"), ko.NS)
+
+
+async def test_the_socket_is_its_owners_only(env: kubeemu_fixtures.KubeEnv) -> None:
+    args = argparse.Namespace(cluster="east", namespace=ko.NS)
+    thread = await asyncio.to_thread(ApiThread, env.kubeconfig)
+    try:
+        controller, _ = kube_controller(args, env.client, thread)
+        sock = env.directory / "owner.sock"
+        runner, _ = await serve(controller, socket_path=sock)
+        try:
+            assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+        finally:
+            await runner.cleanup()
+        runner, _ = await serve(controller, socket_path=env.directory / "group.sock", socket_mode=0o660, socket_group=0)
+        try:
+            st = os.stat(env.directory / "group.sock")
+            assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == 0
+        finally:
+            await runner.cleanup()
+    finally:
+        await asyncio.to_thread(thread.close)
