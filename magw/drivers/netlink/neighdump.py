@@ -61,6 +61,8 @@ def _mac(raw: bytes) -> str:
 def parse_entries(replies: list[bytes], family: int, ifindex: int) -> Iterator[tuple[IPv4Address, str, int]]:
     """``(dst, mac, state)`` of each reply of ``family`` on ``ifindex`` that has an IPv4 dst and a MAC."""
     for msg in replies:
+        if len(msg) < _HDR:  # not even the headers: no entry (the raw socket only hands whole messages)
+            continue
         length, kind, _flags, _seq, _pid = NLMSGHDR.unpack_from(msg, 0)
         if kind != RTM_NEWNEIGH or length < _HDR:
             continue

@@ -47,6 +47,7 @@ from magw.drivers.netlink.nlattr import (
     U16,
     U32,
     U64,
+    MalformedMessage,
     attr,
     attr_flag,
     attr_nested,
@@ -366,7 +367,17 @@ def encode_dump(*, family: int = socket.AF_UNSPEC, groups_only: bool = False, oi
 
 
 def decode_nexthop(msg: bytes) -> NexthopSpec | GroupSpec:
-    """Decode an RTM_NEWNEXTHOP message (a dump reply, or a request as built above)."""
+    """Decode an RTM_NEWNEXTHOP message (a dump reply, or a request as built above).
+
+    A message that is not one, or cannot be read, raises ``ValueError`` (``MalformedMessage``), one line.
+    """
+    try:
+        return _decode_nexthop(msg)
+    except (struct.error, ValueError) as exc:
+        raise MalformedMessage("RTM_NEWNEXTHOP", msg, exc) from None
+
+
+def _decode_nexthop(msg: bytes) -> NexthopSpec | GroupSpec:
     length, kind, _flags, _seq, _pid = NLMSGHDR.unpack_from(msg, 0)
     if kind != RTM_NEWNEXTHOP:
         raise ValueError(f"message.type: expected RTM_NEWNEXTHOP ({RTM_NEWNEXTHOP}), got {kind}")

@@ -92,12 +92,21 @@ def message(kind: int, flags: int, body: bytes, seq: int = 0) -> bytes:
     return NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags, seq, 0) + body
 
 
+class MalformedMessage(ValueError):
+    """A netlink message our decoders cannot read (truncated, an attribute of the wrong size, a bad address);
+    ``str()`` is one line: ``RTM_NEWROUTE: malformed message (N bytes): reason``. The kernel never sends one."""
+
+    def __init__(self, kind: str, msg: bytes, reason: object) -> None:
+        super().__init__(f"{kind}: malformed message ({len(msg)} bytes): {' '.join(str(reason).split())}")
+
+
 def iter_attrs(buf: bytes, start: int, end: int) -> Iterator[tuple[int, bytes]]:
     """Yield ``(type, payload)`` for each attribute in ``buf[start:end]``; the type has its flag bits masked off.
 
     A truncated trailing attribute ends the iteration (the kernel never sends one).
     """
     pos = start
+    end = min(end, len(buf))  # a message whose header claims more than was received: read what is there
     while pos + NLAHDR.size <= end:
         length, kind = NLAHDR.unpack_from(buf, pos)
         if length < NLAHDR.size or pos + length > end:
@@ -111,7 +120,7 @@ def attrs_of(buf: bytes, start: int, end: int | None = None) -> dict[int, bytes]
 
     A plain loop rather than ``dict(iter_attrs(...))``: this runs once per dumped route.
     """
-    stop = len(buf) if end is None else end
+    stop = len(buf) if end is None else min(end, len(buf))
     out: dict[int, bytes] = {}
     unpack = NLAHDR.unpack_from
     pos = start
@@ -142,7 +151,7 @@ def parse_error(buf: bytes | bytearray | memoryview, offset: int, length: int, f
     ack is ``NLM_F_CAPPED``, else the whole request), then extended-ack TLVs when
     ``NLM_F_ACK_TLVS`` is set.
     """
-    if length < NLMSG_ERROR_MIN:
+    if length < NLMSG_ERROR_MIN or offset + length > len(buf):
         return 0, ""
     (error,) = I32.unpack_from(buf, offset + NLMSGHDR.size)
     text = ""
@@ -151,7 +160,7 @@ def parse_error(buf: bytes | bytearray | memoryview, offset: int, length: int, f
         if flags & NLM_F_CAPPED:
             tlv_start = inner + NLMSGHDR.size
         else:
-            (inner_len,) = U32.unpack_from(buf, inner)
+            (inner_len,) = U32.unpack_from(buf, inner) if inner + U32.size <= offset + length else (length,)
             tlv_start = inner + align4(inner_len)
         tlvs = attrs_of(bytes(buf[tlv_start : offset + length]), 0)
         raw = tlvs.get(NLMSGERR_ATTR_MSG, b"")

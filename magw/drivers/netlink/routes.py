@@ -47,6 +47,7 @@ from magw.drivers.netlink.nlattr import (
     NLMSGHDR,
     U16,
     U32,
+    MalformedMessage,
     align4,
     attr,
     attr_u16,
@@ -241,6 +242,14 @@ def parse_route(msg: bytes, ifname: IfName) -> Route | None:
             return None
         dst = _network(int.from_bytes(f[19], "big"), f[6])
         return Route(table=f[16], dst=dst, metric=f[22], src=_address(f[25]), nhid=f[28])
+    try:
+        return _parse_route(msg, ifname)
+    except (struct.error, ValueError) as exc:  # truncated, an attribute of the wrong size, a prefix length > 32
+        raise MalformedMessage("RTM_NEWROUTE", msg, exc) from None
+
+
+def _parse_route(msg: bytes, ifname: IfName) -> Route | None:
+    """``parse_route`` of any other layout: the attributes by type."""
     length, kind, _flags, _seq, _pid = NLMSGHDR.unpack_from(msg, 0)
     if kind != RTM_NEWROUTE or length < _HDR_LEN:
         return None

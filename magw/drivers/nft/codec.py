@@ -201,8 +201,23 @@ def _parse_rule(body: dict[str, Any]) -> NftRule:
     return NftRule(chain=body["chain"], expr=canonical_expr(body.get("expr", [])), comment=body.get("comment"))
 
 
+class ListingError(ValueError):
+    """An ``nft -j`` listing we cannot read; ``str()`` is one line: ``nft -j list table ip magw: reason``."""
+
+
 def parse_table(doc: dict[str, Any], family: str, name: str) -> NftTable:
-    """The table ``family name`` of an ``nft -j list table`` document, without handles or counter values."""
+    """The table ``family name`` of an ``nft -j list table`` document, without handles or counter values.
+
+    A document not shaped as libnftables writes one raises ``ListingError`` (a ``ValueError``), one line.
+    """
+    try:
+        return _parse_table(doc, family, name)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a missing key, a list for a dict, ...
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise ListingError(f"nft -j list table {family} {name}: not a listing libnftables writes ({reason})") from None
+
+
+def _parse_table(doc: dict[str, Any], family: str, name: str) -> NftTable:
     sets, maps, chains, rules = [], [], [], []
     for item in doc.get("nftables", ()):
         ((kind, body),) = item.items()

@@ -113,16 +113,23 @@ def load_topology(path: str | Path) -> Topology:
     """Read and validate a topology YAML file."""
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
         raise LabInputError(f"{source}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise LabInputError(f"{source}: cannot read: {exc}") from None
+    return parse_topology_text(text, source=source)
+
+
+def parse_topology_text(text: str, *, source: str = "<topology>") -> Topology:
+    """Validate a topology's YAML text; every error is one ``LabInputError`` line naming ``source``."""
     try:
         doc = yaml.load(text, Loader=StrictLoader)  # safe, and refuses duplicate keys
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         reason = getattr(exc, "problem", None) or "invalid YAML"
-        raise LabInputError(f"{source}{where}: {reason}") from None
+        raise LabInputError(f"{source}{where}: {' '.join(str(reason).split())}") from None
     return parse_topology({} if doc is None else doc, source=source)
 
 

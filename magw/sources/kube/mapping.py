@@ -17,9 +17,10 @@ controller's check "is one of my statuses unreadable?" (``problem_files(status_p
 
 from __future__ import annotations
 
+import functools
 import ipaddress
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 import yaml
 
@@ -49,6 +50,35 @@ class MappingError(ValueError):
 class NotYet(MappingError):
     """An object that will be mappable once someone fills it in (a Node before its InternalIP or before its route
     agent wrote the CNI annotation): expected for a moment at start, so not a warning."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def odd_fields(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A mapping of ``kind`` objects: a field of a shape it does not expect (a bool where the CRD says an object,
+    a string for a list, a port that is not a mapping, ...) raises ``MappingError`` naming the object, one line,
+    like every other refusal, instead of the TypeError or AttributeError of reading it; the object's last good
+    documents stay in use (``KubeSource._remap``). Found by fuzzing (docs/fuzzing.md)."""
+
+    def wrap(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def mapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return fn(*args, **kwargs)
+            except MappingError:
+                raise
+            except (TypeError, AttributeError, KeyError, ValueError) as exc:
+                obj = next((a for a in args if isinstance(a, Mapping)), None)
+                label = args[0] if args and isinstance(args[0], str) else kind  # globalnet_docs(kind, obj, ...)
+                where = origin(label, obj) if obj is not None else f"kube:{label}"
+                reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+                raise MappingError(f"{where}: a field of an unexpected shape ({reason})") from None
+
+        return mapped
+
+    return wrap
 
 
 def origin(kind: str, obj: Obj) -> str:
@@ -116,6 +146,7 @@ def public_ip(node: Obj) -> str | None:
         raise MappingError(f"{origin('Node', node)}: {PUBLIC_IP_ANNOTATION}: {raw!r} is not ipv4:<address>") from None
 
 
+@odd_fields("Node")
 def node_docs(node: Obj, cluster: str) -> tuple[Document, ...]:
     """A Node document: InternalIP, the CNI annotation, the gateway label, the public IP annotation."""
     where = origin("Node", node)
@@ -142,6 +173,7 @@ def node_docs(node: Obj, cluster: str) -> tuple[Document, ...]:
 # ----- the submariner.io kinds shared through the broker ------------------------------------------------
 
 
+@odd_fields("Cluster")
 def cluster_docs(obj: Obj) -> tuple[Document, ...]:
     """A Cluster CR (``cluster_id``, ``cluster_cidr``, ``service_cidr``, ``global_cidr``) -> a Cluster document."""
     spec = _spec(obj)
@@ -156,6 +188,7 @@ def cluster_docs(obj: Obj) -> tuple[Document, ...]:
     return (_doc(raw, origin("Cluster", obj)),)
 
 
+@odd_fields("Endpoint")
 def endpoint_docs(obj: Obj) -> tuple[Document, ...]:
     """An Endpoint CR -> an Endpoint document (``cluster_id`` -> ``cluster``; the seed's ``allocated_ips``)."""
     spec = _spec(obj)
@@ -197,6 +230,7 @@ def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
     return spec
 
 
+@odd_fields("Config")
 def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Document, ...]:
     """The Config document: the seed's ``multiActiveGatewayEnabled`` (default false) and ``cni`` (``ovn`` when
     Submariner's ``networkPlugin`` is ``OVNKubernetes``) from the Submariner object, the rest (``strategy``,
@@ -233,6 +267,7 @@ def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Documen
 # ----- workloads (the Globalnet controller and the route agents' Globalnet planner read them) -------------
 
 
+@odd_fields("Namespace")
 def namespace_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     raw: dict[str, Any] = {"kind": "Namespace", "cluster": cluster, "name": _name(obj)}
     if _labels(obj):
@@ -240,6 +275,7 @@ def namespace_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     return (_doc(raw, origin("Namespace", obj)),)
 
 
+@odd_fields("Pod")
 def pod_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     spec, status = _spec(obj), _status(obj)
     raw: dict[str, Any] = {"kind": "Pod", "cluster": cluster, "namespace": _namespace(obj), "name": _name(obj)}
@@ -282,6 +318,7 @@ def slice_addresses(slices: Iterable[Obj], *, publish_not_ready: bool) -> list[s
     return sorted(out, key=lambda a: ipaddress.IPv4Address(a))
 
 
+@odd_fields("Service")
 def service_docs(obj: Obj, cluster: str, slices: Iterable[Obj] = ()) -> tuple[Document, ...]:
     """A Service plus its EndpointSlices -> a Service document (``clusterIP: None`` is headless)."""
     spec = _spec(obj)
@@ -303,7 +340,10 @@ def service_docs(obj: Obj, cluster: str, slices: Iterable[Obj] = ()) -> tuple[Do
     # by hand); for every other Service the model finds them from the selector and the pods, and the snapshot
     # refuses addresses on it.
     headless_manual = "cluster_ip" not in raw and spec.get("selector") is None
-    addresses = slice_addresses(slices, publish_not_ready=publish) if headless_manual else []
+    try:
+        addresses = slice_addresses(slices, publish_not_ready=publish) if headless_manual else []
+    except ValueError as exc:  # an EndpointSlice address that is not IPv4 (e.g. '09.1.3.21'): keep the last good
+        raise MappingError(f"{origin('Service', obj)}: endpoint slices: {exc}") from None
     if addresses:
         raw["endpoint_addresses"] = addresses
     if publish:
@@ -311,6 +351,7 @@ def service_docs(obj: Obj, cluster: str, slices: Iterable[Obj] = ()) -> tuple[Do
     return (_doc(raw, origin("Service", obj)),)
 
 
+@odd_fields("ServiceExport")
 def service_export_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     raw = {"kind": "ServiceExport", "cluster": cluster, "namespace": _namespace(obj), "name": _name(obj)}
     return (_doc(raw, origin("ServiceExport", obj)),)
@@ -341,6 +382,7 @@ def _status_doc(kind: str, obj: Obj, cluster: str) -> Document | None:
     return _doc(raw, file, index=1)
 
 
+@odd_fields("Globalnet")
 def globalnet_docs(kind: str, obj: Obj, cluster: str) -> tuple[Document, ...]:
     """ClusterGlobalEgressIP, GlobalEgressIP or GlobalIngressIP -> its document (+ its status document)."""
     spec = _spec(obj)
@@ -353,7 +395,8 @@ def globalnet_docs(kind: str, obj: Obj, cluster: str) -> tuple[Document, ...]:
         raw["podSelector"] = spec["podSelector"]
     if kind == GLOBAL_INGRESS_IP:
         target = spec.get("target")
-        ref_name = (spec.get("objRef") or {}).get("name") or spec.get("serviceName")
+        obj_ref = spec.get("objRef")
+        ref_name = (obj_ref.get("name") if isinstance(obj_ref, Mapping) else None) or spec.get("serviceName")
         raw["target"] = target
         raw["serviceName"] = spec.get("serviceName")
         raw["targetRef"] = {
@@ -370,6 +413,7 @@ def globalnet_docs(kind: str, obj: Obj, cluster: str) -> tuple[Document, ...]:
     return tuple(docs)
 
 
+@odd_fields("EgressVIP")
 def egress_vip_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     """An EgressVIP CR (deploy/crds/submariner.io_egressvips.yaml) -> its EgressVIP document, plus its
     EgressVIPStatus document once the controller has written a status (``holder`` or ``services`` present, even
@@ -393,6 +437,7 @@ def egress_vip_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
 EGRESS_CONFIG = "default"  # the only EgressConfig magw reads (deploy/crds/submariner.io_egressconfigs.yaml)
 
 
+@odd_fields("EgressConfig")
 def egress_config_docs(obj: Obj, cluster: str) -> tuple[Document, ...]:
     """The EgressConfig CR ``default`` in magw's namespace -> the cluster's EgressConfig document (the same
     fields: ``vipRanges``, ``advertInt``, ``conntrackSync``). Another name is refused: a second config would
