@@ -81,6 +81,9 @@ def test_the_egress_controller_patches_egress_vips_and_their_status_only() -> No
     assert {(g.namespace, g.group, g.resource, g.verb) for g in found if g.verb in WRITE_VERBS} == {
         (NAMESPACE, "submariner.io", "egressvips", "patch"),
         (NAMESPACE, "submariner.io", "egressvips/status", "patch"),
+        # its API's TokenReviews and SubjectAccessReviews (system:auth-delegator), cluster-wide as they are
+        ("", "authentication.k8s.io", "tokenreviews", "create"),
+        ("", "authorization.k8s.io", "subjectaccessreviews", "create"),
     }
     reads = {(g.group, g.resource) for g in found if g.verb == "watch"}
     assert {("", "pods"), ("", "services"), ("", "namespaces"), ("discovery.k8s.io", "endpointslices")} <= reads
@@ -89,7 +92,9 @@ def test_the_egress_controller_patches_egress_vips_and_their_status_only() -> No
 
 def test_the_egress_agent_only_reads_nodes_and_the_egress_kinds() -> None:
     found = grants(NAMESPACE, "magw-egress-agent")
-    assert {g.verb for g in found} == {"get", "list", "watch"}
+    assert {g.verb for g in found} == {"get", "list", "watch", "report"}
+    # report: the SubjectAccessReview verb of its POST /master_notify to magw-egress, on egressvips only
+    assert {(g.group, g.resource) for g in found if g.verb == "report"} == {("submariner.io", "egressvips")}
     assert {("", "nodes"), ("submariner.io", "egressvips"), ("submariner.io", "egressconfigs")} <= {
         (g.group, g.resource) for g in found
     }
@@ -110,6 +115,7 @@ def test_every_binding_names_a_role_and_a_service_account_that_exist() -> None:
         if m.kind in ("RoleBinding", "ClusterRoleBinding"):
             ref = m.doc["roleRef"]
             scope = "" if ref["kind"] == "ClusterRole" else m.doc["metadata"]["namespace"]
-            assert (ref["kind"], scope, ref["name"]) in kinds, m
+            builtin = ref["kind"] == "ClusterRole" and ref["name"] == "system:auth-delegator"
+            assert builtin or (ref["kind"], scope, ref["name"]) in kinds, m
             for subject in m.doc["subjects"]:
                 assert ("ServiceAccount", subject["namespace"], subject["name"]) in kinds, m

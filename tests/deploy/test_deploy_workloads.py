@@ -120,7 +120,13 @@ def test_the_egress_controller_is_one_replica_serving_its_api_behind_its_service
         "--cluster": "$(CLUSTER_ID)",
         "--namespace": NAMESPACE,
         "--listen": "0.0.0.0:9610",
+        "--tls-cert-file": "/var/run/magw-egress-tls/tls.crt",
+        "--tls-key-file": "/var/run/magw-egress-tls/tls.key",
     }
+    # the certificate and key from the Secret magw-egress-tls, mounted where the flags read them
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/var/run/magw-egress-tls")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "magw-egress-tls" and mount["readOnly"] is True
     assert _env_sources(c) == {"CLUSTER_ID": CLUSTER_FROM_CONFIG}
     assert "hostNetwork" not in pod and pod["securityContext"]["runAsNonRoot"] is True
     assert pod["serviceAccountName"] == "magw-egress" and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -145,7 +151,10 @@ def test_the_egress_agent_runs_on_every_node_on_the_host_network_and_reports_to_
     }
     service = find("Service", "magw-egress")
     name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
-    assert flags["--controller-url"] == f"http://{name}.{namespace}.svc:{service['spec']['ports'][0]['port']}"
+    assert flags["--controller-url"] == f"https://{name}.{namespace}.svc:{service['spec']['ports'][0]['port']}"
+    assert flags["--token-file"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    ca_mount = next(m for m in c["volumeMounts"] if flags["--controller-ca-file"].startswith(m["mountPath"] + "/"))
+    assert next(v for v in ds["volumes"] if v["name"] == ca_mount["name"])["configMap"] == {"name": "magw-egress-ca"}
     assert ds["hostNetwork"] is True and ds["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert ds["tolerations"] == [{"operator": "Exists"}] and "nodeSelector" not in ds
     assert ds["serviceAccountName"] == "magw-egress-agent"

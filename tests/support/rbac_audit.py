@@ -63,10 +63,22 @@ def _docs() -> list[dict[str, Any]]:
     return out
 
 
+# Built-in ClusterRoles the manifests bind (as every cluster defines them; not in deploy/).
+BUILTIN_ROLES: dict[tuple[str, str, str], dict[str, Any]] = {
+    ("ClusterRole", "", "system:auth-delegator"): {
+        "rules": [
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        ]
+    },
+}
+
+
 def rules_of(service_account: str, namespace: str) -> list[tuple[str, Mapping[str, Any]]]:
     """(namespace the rule applies in, "" for everywhere; rule) for every role bound to the ServiceAccount."""
     docs = _docs()
     roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
+    roles.update(BUILTIN_ROLES)
     out: list[tuple[str, Mapping[str, Any]]] = []
     for binding in docs:
         if binding.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
