@@ -1,6 +1,6 @@
 """A bounded coverage-guided run of every target (benchmarks/fuzz.py, one atheris subprocess each).
 
-Each target fuzzes for $MAGW_FUZZ_SECONDS seconds (default 4: the whole part stays near a minute and a half on
+Each target fuzzes for $MAGW_FUZZ_SECONDS seconds (default 3: the whole part stays near a minute and a half on
 the 2-core CI machine, start-up included) and must end without a crash: libFuzzer exits 0 and reports how many
 inputs it ran. ``benchmarks/fuzz.py --all --seconds 60`` is the longer run (docs/fuzzing.md).
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fuzz  # noqa: E402  (benchmarks/fuzz.py)
 
-SECONDS = int(os.environ.get("MAGW_FUZZ_SECONDS", "4"))
+SECONDS = int(os.environ.get("MAGW_FUZZ_SECONDS", "3"))
 
 
 @pytest.mark.timeout(SECONDS + 300)
