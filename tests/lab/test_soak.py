@@ -1,0 +1,131 @@
+"""The soak (benchmarks/soak.py) for two minutes, and its judges on made-up figures.
+
+The kernel test runs the benchmark as a user does, on its own uniquely named lab (three clusters, Globalnet, the
+egress gateway with keepalived and conntrackd: ``examples/lab-soak.yaml``), with a fixed seed and VXLAN cables
+(the example's WireGuard runs wireguard-go in userspace here, whose delays on a loaded machine make the probes
+call live gateways down: docs/cables.md, "Known limits"; the 30-minute soak in docs/robustness.md runs WireGuard),
+and requires exit 0 and a JSON report in which every fault window ran traffic in every group, converged, and broke
+no invariant. The benchmark removes its lab in ``finally``; the test checks that nothing of it is left.
+
+The judges are tested without root: a group that did not cross a fault and lost one datagram, a crossed group
+whose flow never came back or whose window is over the bound, a broken TCP connection, a global IP held twice
+and a status left of a deleted object are each reported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from benchmarks import soak, soak_faults, soak_watch
+from magw.lab.planes.daemons import daemons_installed
+from tests.support.labkit import unique_name
+from tests.support.paths import REPO as ROOT
+
+MINUTES = 2.0
+
+
+def _udp(lost: int = 0, tail: int = 0, window: float = 0.0) -> dict[str, Any]:
+    flow = {"sport": 41000, "sent": 100, "received": 100 - lost, "lost": lost, "lost_tail": tail,
+            "windows_ms": [window] if lost else [], "window_starts_s": [1.0] if lost else []}  # fmt: skip
+    return {"sent": 100, "scheduled": 100, "flows": [flow]}
+
+
+def _tcp(broken: int = 0) -> dict[str, Any]:
+    return {"conns": 2, "established": 2, "survived": 2 - broken, "max_gap_ms": 40.0}
+
+
+def _fault(touches: set[str]) -> soak_faults.Fault:
+    return soak_faults.Fault("power-loss", "east-gw1", frozenset(touches), lambda: "", lambda: "", 1.0, True)
+
+
+GROUP = soak_watch.Group("east>west", "ns", "242.2.0.5:8080", frozenset({"east", "west"}))
+OTHER = soak_watch.Group("west>north", "ns", "242.3.0.3:8080", frozenset({"west", "north"}))
+
+
+def test_judge_untouched_group_must_lose_nothing() -> None:
+    fault = _fault({"east"})
+    assert soak.judge(fault, OTHER, {"udp": _udp(), "tcp": _tcp()}, 3.0)[1] == []
+    _fig, bad = soak.judge(fault, OTHER, {"udp": _udp(lost=1, window=20.0), "tcp": _tcp()}, 3.0)
+    assert len(bad) == 1 and "did not cross the fault but lost 1 datagrams" in bad[0]
+    _fig, bad = soak.judge(fault, OTHER, {"udp": _udp(), "tcp": _tcp(broken=1)}, 3.0)
+    assert len(bad) == 1 and "1/2 TCP connections broke" in bad[0]
+
+
+def test_judge_crossed_group_must_come_back_within_the_bound() -> None:
+    fault = _fault({"east"})
+    figures, bad = soak.judge(fault, GROUP, {"udp": _udp(lost=10, window=400.0), "tcp": _tcp()}, 3.0)
+    assert bad == [] and figures["crossed"] and figures["lost"] == 10 and figures["window_ms"] == 400.0
+    _f, bad = soak.judge(fault, GROUP, {"udp": _udp(lost=10, window=3500.0), "tcp": _tcp()}, 3.0)
+    assert len(bad) == 1 and "loss window 3500 ms > bound 3000 ms" in bad[0]
+    _f, bad = soak.judge(fault, GROUP, {"udp": _udp(lost=10, tail=10, window=200.0), "tcp": _tcp()}, 3.0)
+    assert len(bad) == 1 and "did not come back" in bad[0]
+    _f, bad = soak.judge(fault, GROUP, {"udp": {"error": "exit 1"}, "tcp": _tcp()}, 3.0)
+    assert len(bad) == 1 and "traffic tool failed" in bad[0]
+
+
+def _write(directory: Path, file: str, doc: dict[str, Any]) -> None:
+    (directory / file).write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _ingress(directory: Path, name: str, ip: str) -> None:
+    _write(directory, f"globalingressip@east@default@{name}.yaml", {
+        "kind": "GlobalIngressIP", "cluster": "east", "namespace": "default", "name": name,
+        "target": "ClusterIPService", "serviceName": name,
+        "targetRef": {"kind": "Service", "name": name, "namespace": "default"}, "targetIP": "100.0.0.10"})
+    _write(directory, f"globalnet-status@east@GlobalIngressIP@default@{name}.yaml", {
+        "kind": "GlobalnetStatus", "cluster": "east",
+        "object": {"kind": "GlobalIngressIP", "name": name, "namespace": "default"}, "allocatedIP": ip})
+
+
+def test_globalnet_problems_duplicates_outside_and_leaked(tmp_path: Path) -> None:
+    """Objects and statuses written as the controller writes them, read back through the file broker."""
+    _write(tmp_path, "cluster-east.yaml", {"kind": "Cluster", "id": "east", "pod_cidrs": ["10.0.0.0/16"],
+                                           "service_cidrs": ["100.0.0.0/16"], "global_cidrs": ["242.1.0.0/16"]})
+    _ingress(tmp_path, "svc-a", "242.1.0.5")
+    assert soak_watch.globalnet_problems(tmp_path, ["east"]) == []
+    _ingress(tmp_path, "svc-b", "242.1.0.5")
+    assert soak_watch.globalnet_problems(tmp_path, ["east"]) == [
+        "east: 242.1.0.5 held by ['GlobalIngressIP/svc-a', 'GlobalIngressIP/svc-b']"
+    ]
+    _ingress(tmp_path, "svc-b", "242.9.0.1")
+    _ingress(tmp_path, "soak-1", "242.1.0.6")
+    assert sorted(soak_watch.globalnet_problems(tmp_path, ["east"])) == [
+        "east: GlobalIngressIP/svc-b holds 242.9.0.1 outside ['242.1.0.0/16']",
+        "east: leaked status of deleted GlobalIngressIP default/soak-1",
+    ]
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
+@pytest.mark.timeout(600)
+def test_soak_two_minutes(tmp_path: Path) -> None:
+    name = unique_name()
+    out = tmp_path / "soak.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--minutes", str(MINUTES), "--seed", "30",
+         "--cable", "vxlan", "--name", name, "--json", str(out)],
+        capture_output=True, text=True, timeout=540, cwd=ROOT,
+    )  # fmt: skip
+    print(done.stdout[-6000:], done.stderr[-3000:])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    rows = doc["faults"]
+    assert len(rows) >= 2, f"only {len(rows)} fault windows in {MINUTES} minutes"
+    assert len({r["kind"] for r in rows}) == len(rows), "the schedule repeated a kind before using every kind"
+    for r in rows:
+        assert r["problems"] == [] and r["converged_s"] is not None, r
+        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east", "egress", "ingress"}
+        for g in r["groups"]:
+            assert g["sent"] > 0 and g["tcp_conns"] == soak.CONNS, g
+            if not g["crossed"]:
+                assert g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"], (r["kind"], g)
+    assert doc["resources"], "no daemon's resources were sampled twice"
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert f"{name}-" not in left
