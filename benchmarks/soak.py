@@ -68,12 +68,13 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(f"soak: stopped by signal {signum}")
 
 
-def downs(st_dir: Path, since: float, until: float) -> list[tuple[float, str, str]]:
-    """(seconds after ``since``, observer, peer) of every route agent's log line calling a peer down in the span."""
+def downs(st_dir: Path, since: float, until: float, tail: int = 4000) -> list[tuple[float, str, str]]:
+    """(seconds after ``since``, observer, peer) of every route agent's log line calling a peer down in the span
+    (among each log's last ``tail`` lines)."""
     out = []
     for path in (st_dir / "logs").glob("route-agent-*.log"):
         try:
-            lines = path.read_text(errors="replace").splitlines()[-4000:]
+            lines = path.read_text(errors="replace").splitlines()[-tail:]
         except OSError:
             continue
         for line in lines:
