@@ -167,7 +167,8 @@ def test_egress_bind_failure_is_one_log_line_and_exit_1(
     """``magw-egress`` whose socket or port cannot be bound (taken) logs ``egress.failed`` and exits 1."""
     monkeypatch.setattr(egress_main, "run", _refused_bind)
     (tmp_path / "broker").mkdir()
-    code = egress_main.main(["--cluster", "east", "--broker-dir", str(tmp_path / "broker"), "--listen", ":0"])
+    argv = ["--cluster", "east", "--broker-dir", str(tmp_path / "broker")]
+    code = egress_main.main([*argv, "--socket", str(tmp_path / "e.sock")])
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback" not in err
