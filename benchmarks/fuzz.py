@@ -74,6 +74,14 @@ def run_subprocess(target: str, seconds: int, runs: int = 0) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def crash_report(output: str) -> str:
+    """The part of a failed run's output that tells the crash: from libFuzzer's report of it (a deep recursion's
+    traceback is long: its head and tail), or the end."""
+    start = output.find("=== Uncaught Python exception")
+    text = output[start:] if start >= 0 else output[-3000:]
+    return text if len(text) <= 8000 else f"{text[:3000]}\n[...]\n{text[-4000:]}"
+
+
 def summary(output: str) -> tuple[int, int, int]:
     """(executions, cov, ft) of the last libFuzzer status line of ``output``."""
     execs = cov = ft = 0
@@ -107,7 +115,7 @@ def main() -> int:
             print(f"{name:<18} {rc:>4} {execs:>11} {execs // max(a.seconds, 1):>7} {cov:>6} {ft:>7}", flush=True)
             if rc != 0:
                 failed += 1
-                print(out[-3000:], file=sys.stderr)
+                print(crash_report(out), file=sys.stderr)
         return 1 if failed else 0
     if not a.target:
         ap.error("--target NAME, --all or --list")

@@ -29,7 +29,7 @@ SECONDS = int(os.environ.get("MAGW_FUZZ_SECONDS", "3"))
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_target_fuzzes_without_a_crash(name: str) -> None:
     rc, output = fuzz.run_subprocess(name, SECONDS)
-    assert rc == 0, f"{name}: libFuzzer exited {rc}:\n{output[-4000:]}"
+    assert rc == 0, f"{name}: libFuzzer exited {rc}:\n{fuzz.crash_report(output)}"
     executions, cov, _ft = fuzz.summary(output)
     assert executions > len(list((ROOT / "tests" / "data" / "fuzz" / name).iterdir())), output[-2000:]
     assert cov > 0, f"{name}: no coverage reported (instrumentation missing?):\n{output[-2000:]}"

@@ -58,6 +58,18 @@ def test_a_map_without_a_type_in_an_nft_listing_is_a_listing_error() -> None:
         parse_table(doc, "ip", "magw")
 
 
+def test_a_rule_expression_nested_too_deeply_is_a_listing_error() -> None:
+    """atheris, nft_json (60 s run): a rule whose expr nests a few hundred lists deep passed json.loads, then
+    RecursionError escaped the counters' normalisation (_zero_counters)."""
+    expr: object = []
+    for _ in range(5000):
+        expr = [expr]
+    doc = {"nftables": [{"rule": {"family": "ip", "table": "magw", "chain": "c", "expr": expr}}]}
+    with pytest.raises(ListingError, match=r"^nft -j list table ip magw: .*RecursionError") as err:
+        parse_table(doc, "ip", "magw")
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("item", [[1], {"set": 1, "map": 2}, "x", {"rule": {"family": "ip", "table": "magw"}}])
 def test_odd_items_of_an_nft_listing_are_listing_errors(item: object) -> None:
     with pytest.raises(ListingError):
