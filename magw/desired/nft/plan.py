@@ -22,10 +22,11 @@ Chains and why:
 - ``input`` (filter, priority 0): VXLAN decapsulates whatever reaches its port, so a sender who can reach a node's
   VXLAN port could put any packet, from any source address, into the cluster. Every node drops cluster VXLAN
   (4800) from anyone but the local cluster's nodes (set ``cluster_nodes``); a gateway with the VXLAN cable drops
-  inter-cluster VXLAN (4500) from anyone but the remote gateways' private and public addresses (set
-  ``vxlan_peers``). With ``cable: wireguard`` a gateway drops WireGuard packets from anyone but the remote
-  gateways (set ``wg_peers``), and inter-cluster VXLAN that did not come out of ``magw-wg``: plain VXLAN from the
-  WAN would bypass the encryption. Then the VXLAN ports are accepted (4500, 4800).
+  inter-cluster VXLAN (4500) from inside the tunnel and from anyone but the remote gateways' private and public
+  addresses, and with Globalnet their published egress IPs (set ``vxlan_peers``). With ``cable: wireguard`` a
+  gateway drops WireGuard packets from anyone but the remote gateways (set ``wg_peers``), and inter-cluster
+  VXLAN that did not come out of ``magw-wg``: plain VXLAN from the WAN would bypass the encryption. Then the
+  VXLAN ports are accepted (4500, 4800).
 """
 
 from __future__ import annotations
@@ -177,14 +178,17 @@ def _address_set(name: str, addresses: Iterable[IPv4Address]) -> NftSet:
 
 
 def _vxlan_peers(snapshot: Snapshot) -> NftSet:
-    """Both addresses of every remote gateway: its VXLAN may reach us from either (1:1 NAT or not)."""
+    """Both addresses of every remote gateway: its VXLAN may reach us from either (1:1 NAT or not). With Globalnet
+    also its published cluster egress IPs: builds before the ``output-mark`` fix (magw.desired.globalnet.nft) SNAT
+    their outer packets to them, and a rolling upgrade has clusters on both builds (tests/lab/test_lab_upgrade.py);
+    ``_vxlan_guards`` refuses those addresses from inside the tunnel, where a remote pod's packet carries them."""
     return _address_set(
         VXLAN_PEERS_SET,
         (
             ip
             for c in snapshot.remote_clusters
             for e in snapshot.endpoints_of(c.id)
-            for ip in (e.private_ip, e.underlay_ip)
+            for ip in (e.private_ip, e.underlay_ip, *e.allocated_ips)
         ),
     )
 
@@ -200,15 +204,22 @@ def _vxlan_guards(*, inter: bool) -> list[NftRule]:
         )
     ]
     if inter:
-        rules.append(
+        rules += [
+            x.rule(
+                "input",
+                x.udp_dport(INTER_PORT),
+                x.iifname(VXLAN_TUNNEL),
+                x.drop(),
+                comment="magw: no inter-cluster VXLAN from inside the tunnel",
+            ),
             x.rule(
                 "input",
                 x.udp_dport(INTER_PORT),
                 x.match(x.ip_saddr(), x.set_ref(VXLAN_PEERS_SET), "!="),
                 x.drop(),
                 comment="magw: inter-cluster VXLAN only from remote gateways",
-            )
-        )
+            ),
+        ]
     return rules
 
 

@@ -200,3 +200,17 @@ def test_the_tunnels_outer_packets_lose_the_globalnet_mark_first(snap: Snapshot)
     mask = clear[2]["mangle"]["value"]["&"][1]
     assert mask & 0xC0000 == 0 and mask | 0xC0000 == 0xFFFFFFFF
     assert mark[-1]["mangle"]["value"]["|"][1] == 0xC0000
+
+
+def test_vxlan_peers_include_the_remote_gateways_egress_ips_but_not_from_the_tunnel(snap: Snapshot) -> None:
+    """Builds before the mark fix send their outer VXLAN from their cluster egress IPs: a rolling upgrade keeps them
+    in while those addresses are refused from inside the tunnel, where a remote pod's packets carry them."""
+    state = plan(snap, "e-gw1")
+    remote = [e for e in snap.endpoints if e.cluster != "east"]
+    expected = {str(ip) for e in remote for ip in (e.private_ip, e.underlay_ip, *e.allocated_ips)}
+    assert any(e.allocated_ips for e in remote)
+    assert _elements(state.nft, "vxlan_peers") == expected
+    inputs = [json.loads(r) for r in _rule_texts(state.nft, "input")]
+    tunnel = {"match": {"left": {"meta": {"key": "iifname"}}, "op": "==", "right": "vxlan-tunnel"}}
+    peers = {"match": {"left": {"payload": {"field": "saddr", "protocol": "ip"}}, "op": "!=", "right": "@vxlan_peers"}}
+    assert [tunnel in r for r in inputs].index(True) < [peers in r for r in inputs].index(True)

@@ -52,8 +52,9 @@ BUILT = {
         x.mss_clamp_to_pmtu(),
     ],
     "input.0": [x.udp_dport(4800), x.match(x.ip_saddr(), x.set_ref("cluster_nodes"), "!="), x.drop()],
-    "input.1": [x.udp_dport(4500), x.match(x.ip_saddr(), x.set_ref("vxlan_peers"), "!="), x.drop()],
-    "input.2": [x.udp_dport((4800, 4500)), x.accept()],
+    "input.1": [x.udp_dport(4500), x.iifname("vxlan-tunnel"), x.drop()],
+    "input.2": [x.udp_dport(4500), x.match(x.ip_saddr(), x.set_ref("vxlan_peers"), "!="), x.drop()],
+    "input.3": [x.udp_dport((4800, 4500)), x.accept()],
 }
 
 TEXT = {
@@ -63,8 +64,9 @@ TEXT = {
     "forward.1": 'oifname "vxlan-tunnel" accept',
     "forward.2": "tcp flags syn / syn,rst ip daddr @remote_cidrs tcp option maxseg size set rt mtu",
     "input.0": "udp dport 4800 ip saddr != @cluster_nodes drop",
-    "input.1": "udp dport 4500 ip saddr != @vxlan_peers drop",
-    "input.2": "udp dport { 4500, 4800 } accept",
+    "input.1": 'udp dport 4500 iifname "vxlan-tunnel" drop',
+    "input.2": "udp dport 4500 ip saddr != @vxlan_peers drop",
+    "input.3": "udp dport { 4500, 4800 } accept",
 }
 
 
