@@ -70,6 +70,13 @@ def test_a_rule_expression_nested_too_deeply_is_a_listing_error() -> None:
     assert "\n" not in str(err.value)
 
 
+def test_a_set_range_element_with_one_bound_is_a_listing_error() -> None:
+    """atheris, nft_json (60 s run): {"range": [x]} in a set's elem raised IndexError out of elements.from_json."""
+    body = {"family": "ip", "table": "magw", "name": "s", "type": "ipv4_addr", "elem": [{"range": ["10.0.0.1"]}]}
+    with pytest.raises(ListingError, match=r"^nft -j list table ip magw: .*IndexError"):
+        parse_table({"nftables": [{"set": body}]}, "ip", "magw")
+
+
 @pytest.mark.parametrize("item", [[1], {"set": 1, "map": 2}, "x", {"rule": {"family": "ip", "table": "magw"}}])
 def test_odd_items_of_an_nft_listing_are_listing_errors(item: object) -> None:
     with pytest.raises(ListingError):

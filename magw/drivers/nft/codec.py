@@ -212,8 +212,8 @@ def parse_table(doc: dict[str, Any], family: str, name: str) -> NftTable:
     """
     try:
         return _parse_table(doc, family, name)
-    except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:  # a missing key, a list
-        # for a dict, an expression nested deeper than the interpreter's stack (atheris: [[[...]]] in a rule)
+    except (LookupError, TypeError, AttributeError, ValueError, RecursionError) as exc:  # a missing key or index,
+        # a list for a dict, an expression nested deeper than the interpreter's stack (atheris: [[[...]]] in a rule)
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ListingError(f"nft -j list table {family} {name}: not a listing libnftables writes ({reason})") from None
 
