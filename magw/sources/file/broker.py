@@ -86,6 +86,8 @@ def _read(path: Path, name: str, stamp: Stamp, previous: _FileState | None) -> t
     except OSError as exc:
         return _FileState(stamp=stamp, error=f"{name}: cannot read: {exc}"), True
     digest = hashlib.blake2b(data, digest_size=16).digest()
+    if not data.strip():  # writers replace files by rename and delete by unlink: an empty one is cut short
+        return _FileState(stamp=stamp, digest=digest, error=f"{name}: empty (cut short?)"), True
     if previous is not None and previous.digest == digest:  # touched (heartbeat) or rewritten with the same text
         return attrs.evolve(previous, stamp=stamp), False
     try:

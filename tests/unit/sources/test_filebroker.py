@@ -216,6 +216,27 @@ def test_broken_edit_keeps_the_last_good_version(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_emptied_file_keeps_its_last_good_documents(tmp_path: Path, content: str) -> None:
+    """Writers replace files by rename and delete them by unlink, so an empty file was cut short (found by the soak,
+    benchmarks/soak.py: emptying a Node's file for 3 s deleted the node and cost its pods' flows). Its documents
+    stay, and it is reported like any bad file; removing the file still deletes them."""
+    populate(tmp_path)
+    broker = FileBroker(tmp_path, local_cluster="east")
+    broker.scan()
+    before = broker.snapshot
+    write(tmp_path, "node-e-w1.yaml", content)
+    with capture_logs() as logs:
+        broker.scan()
+    assert broker.snapshot == before
+    assert [(e["file"], e["error"], e["kept_last_good"]) for e in events(logs, "filebroker.bad_document")] == [
+        ("node-e-w1.yaml", "node-e-w1.yaml: empty (cut short?)", True)
+    ]
+    (tmp_path / "node-e-w1.yaml").unlink()
+    broker.scan()
+    assert broker.snapshot is not None and [n.name for n in broker.snapshot.nodes] == ["e-gw1"]
+
+
 def test_unparsable_file_keeps_its_last_good_documents(tmp_path: Path) -> None:
     """A YAML syntax error is reported with file and line; the file's previous documents stay."""
     populate(tmp_path)
