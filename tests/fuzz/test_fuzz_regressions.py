@@ -91,6 +91,15 @@ def test_an_endpoint_slice_address_with_leading_zeros_is_a_mapping_error_of_the_
         mapping.service_docs(service, "east", slices)
 
 
+def test_an_object_name_with_a_newline_keeps_errors_on_one_line() -> None:
+    """atheris, kube_object (suite run): a ConfigMap namespace holding a newline put it into every problem line."""
+    cm = {"metadata": {"name": "magw-config", "namespace": "sub\nmariner"}, "data": {"underlayMTU": "x"}}
+    with pytest.raises(mapping.MappingError) as err:
+        mapping.config_docs(None, cm)
+    assert str(err.value).startswith("kube:ConfigMap/'sub\\nmariner'/magw-config: underlayMTU: ")
+    assert "\n" not in str(err.value)
+
+
 def test_a_global_ingress_ip_whose_obj_ref_is_not_an_object_maps_by_service_name() -> None:
     """hypothesis: spec.objRef: true raised AttributeError ('bool' object has no attribute 'get')."""
     obj = {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"objRef": True, "serviceName": "web"}}

@@ -84,8 +84,15 @@ def odd_fields(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
 def origin(kind: str, obj: Obj) -> str:
     """``kube:Node/e-w1``, ``kube:Pod/default/web-0``: the ``file`` of the object's documents."""
     meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"kube:{kind}/{ns}/{meta.get('name')}" if ns else f"kube:{kind}/{meta.get('name')}"
+    ns, name = meta.get("namespace"), _printable(meta.get("name"))
+    return f"kube:{kind}/{_printable(ns)}/{name}" if ns else f"kube:{kind}/{name}"
+
+
+def _printable(value: object) -> str:
+    """A name as it is, or quoted with escapes when it holds a newline or another control character: the origin
+    is part of every one-line error (the API server refuses such names; a fuzzer sent one)."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
