@@ -109,6 +109,13 @@ class NsDaemon:
         self._pid = self._child.pid
         return self._pid
 
+    def adopt(self, pid: int) -> None:
+        """Take ``pid`` as our daemon (to stop it), if its command line carries our marker; else refuse."""
+        if not owned_by(pid, self.marker):
+            raise DaemonError(f"PID {pid} is not ours (no {self.marker} in its command line); refusing to adopt it")
+        self._child = None
+        self._pid = pid
+
     def signal(self, sig: int) -> None:
         """Send ``sig`` to our daemon; a daemon that is not running (or not ours) raises DaemonError."""
         if not self.running() or self._pid is None:

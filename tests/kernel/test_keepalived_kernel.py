@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from ipaddress import IPv4Address
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from magw.drivers.keepalived.config import AgentCheck, KeepalivedNode, render
 from magw.drivers.keepalived.process import Keepalived
-from magw.drivers.nsdaemon import DaemonError
+from magw.drivers.nsdaemon import DaemonError, alive, read_pid
 from magw.model.egressgw import EgressConfig, EgressVIP
 from tests.support.egress_ha_net import VIP, Underlay, build, holders, wait_until
 from tests.support.netns import run
@@ -121,3 +122,22 @@ def test_refuses_a_pid_file_naming_a_process_that_is_not_ours(tmp_path: Path) ->
     with pytest.raises(DaemonError, match="not ours"):
         ka.apply("global_defs {\n}\n")
     assert not ka.running()
+
+
+def test_a_vrrp_child_left_by_a_killed_parent_is_stopped_before_keepalived_starts_again(tmp_path: Path) -> None:
+    """SIGKILL of keepalived's parent leaves its VRRP child running (it holds the VIP and sends adverts) and a new
+    keepalived refused to start beside it ("daemon is already running"; found by the soak). The next apply stops
+    the orphan (ours: our config path on its command line) and starts a keepalived that holds the VIP again."""
+    with cluster(tmp_path, 1) as c:
+        vips = (web("n1"),)
+        ka = c.kas[0]
+        assert ka.apply(c.conf(1, vips)) == "started"
+        wait_until(lambda: holders(c.net) == [1], "n1 holds the VIP")
+        parent, child = ka.pid, read_pid(ka.vrrp_pid_file)
+        assert parent is not None and child is not None and child != parent
+        os.kill(parent, signal.SIGKILL)
+        wait_until(lambda: not ka.running(), "keepalived's parent is gone")
+        assert alive(child), "the VRRP child outlives its parent (the case this test is about)"
+        assert ka.apply(c.conf(1, vips)) == "started"
+        assert not alive(child) and ka.pid not in (None, parent)
+        wait_until(lambda: holders(c.net) == [1], "the new keepalived holds the VIP")

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,6 +202,43 @@ def _hold(lab: LabState, ns: str, target: str, conns: int, duration: float, *pus
     argv = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", target, "--conns", str(conns),
             "--duration", str(duration), "--interval", "0.02", "--timeout", "3", *push]  # fmt: skip
     return subprocess.Popen(["ip", "netns", "exec", f"{lab.name}-{ns}", *argv], stdout=subprocess.PIPE, text=True)
+
+
+def _pids_with(marker: str) -> set[int]:
+    """Live processes whose command line carries ``marker`` (a config path private to one node's agent)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0"):
+                    out.add(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+def test_the_agent_starts_a_killed_keepalived_and_conntrackd_again(lab: LabState, magw_cli: MagwCli) -> None:
+    """On a candidate that holds no VIP, keepalived (its parent, whose VRRP child then lives on) and conntrackd are
+    SIGKILLed: its agent starts both again within its supervision interval (found by the soak: nothing restarted
+    them), and the VIPs stay where they are."""
+    before = holders(magw_cli, lab)
+    held = {n for nodes in before.values() for n in nodes}
+    running = [d for d in (lab.dir / "egress").iterdir() if (d / "keepalived" / "keepalived.pid").exists()]
+    backups = sorted(d.name for d in running if d.name not in held)
+    assert backups, f"no candidate that holds no VIP in the lab: {before}"
+    work = lab.dir / "egress" / backups[0]
+    ka_conf, ctd_conf = str(work / "keepalived" / "keepalived.conf"), str(work / "conntrackd" / "conntrackd.conf")
+    ka_parent = int((work / "keepalived" / "keepalived.pid").read_text())
+    old_ka, old_ctd = _pids_with(ka_conf), _pids_with(ctd_conf)
+    assert ka_parent in old_ka and len(old_ctd) == 1
+    os.kill(ka_parent, signal.SIGKILL)
+    os.kill(next(iter(old_ctd)), signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while not (_pids_with(ka_conf) - old_ka and _pids_with(ctd_conf) - old_ctd):
+        assert time.monotonic() < deadline, f"{backups[0]}: keepalived or conntrackd not started again within 60 s"
+        time.sleep(0.5)
+    assert not (_pids_with(ka_conf) & old_ka), "the orphaned VRRP child was left running beside the new keepalived"
+    assert holders(magw_cli, lab) == before
 
 
 def test_zz_failover_moves_the_vips_and_established_connections_survive(lab: LabState, magw_cli: MagwCli) -> None:

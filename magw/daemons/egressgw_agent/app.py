@@ -40,6 +40,7 @@ log = structlog.get_logger(__name__)
 RETRY_FIRST = 0.2
 RETRY_MAX = 5.0
 REPORT_TIMEOUT = 5.0
+SUPERVISE_INTERVAL = 5.0  # seconds without a new snapshot before keepalived and conntrackd are checked again
 
 
 class Reporter:
@@ -116,12 +117,31 @@ async def _follow(
 ) -> None:
     ha: EgressHANode | None = None
     runner: Any = None
+    last: Snapshot | None = None
+    pending: asyncio.Task[Snapshot | None] | None = None
     try:
-        async for snap in snapshots:
+        while True:
+            # Every SUPERVISE_INTERVAL without a new snapshot, the last one is applied again: apply is level-driven,
+            # so a keepalived or conntrackd that died (SIGKILL, OOM) is started again (found by the soak).
+            if pending is None:
+                pending = asyncio.ensure_future(anext(snapshots))
+            done, _ = await asyncio.wait({pending}, timeout=SUPERVISE_INTERVAL)
+            if done:
+                try:
+                    snap = pending.result()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    pending = None
+            elif ha is not None and last is not None:
+                snap = last
+            else:
+                continue
             if stop.is_set():
                 return
             if snap is None:
                 continue
+            last = snap
             ips = _node_ips(snap)
             if args.node not in ips:
                 log.warning("egress_agent.no_node", node=args.node, reason="no Node document of this node yet")
@@ -140,6 +160,8 @@ async def _follow(
             except Exception as exc:  # one bad apply must not end the agent; the next change retries
                 log.error("egress_agent.apply_failed", node=args.node, error=str(exc))
     finally:
+        if pending is not None:
+            pending.cancel()
         if ha is not None:
             await ha.stop()
         if runner is not None:

@@ -55,6 +55,7 @@ class EgressHANode:
         self.lock = AgentLock(str(workdir / "agent.lock"))
         self.agent = EgressHA(node, conntrackd=self.conntrackd, on_holder_change=on_holder_change)
         self._ctd_text = ""
+        self._ka_started = False  # a later "started" means keepalived had died
         self._task: asyncio.Task[None] | None = None
 
     def _conntrackd_text(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address]) -> str:
@@ -71,7 +72,10 @@ class EgressHANode:
         """Make keepalived and conntrackd match ``egress`` (blocking; call it from a worker thread)."""
         self.lock.acquire()
         ctd_text = self._conntrackd_text(egress, node_ips)
-        if ctd_text != self._ctd_text or (ctd_text and not self.conntrackd.running()):
+        restarted = ctd_text != self._ctd_text or bool(ctd_text and not self.conntrackd.running())
+        if restarted:
+            if ctd_text == self._ctd_text:
+                log.warning("egress_ha.conntrackd_died", node=self.node)
             self.conntrackd.stop()
             if ctd_text:
                 self.conntrackd.start(ctd_text)
@@ -81,11 +85,17 @@ class EgressHANode:
         self.agent.conntrackd = self.conntrackd if ctd_text else None
         if not any(self.node in v.candidates for v in egress.vips):
             self.keepalived.stop()
+            self._ka_started = False
             return
         ka_node = KeepalivedNode(name=self.node, interface=self.interface, ip=self.ip, fifo=str(self.keepalived.fifo),
                                  check=AgentCheck(lock_file=self.lock.path))  # fmt: skip
         result = self.keepalived.apply(render_keepalived(ka_node, egress.vips, node_ips, egress.config))
-        log.info("egress_ha.applied", node=self.node, keepalived=result, conntrackd=bool(ctd_text))
+        if result == "started" and self._ka_started:
+            log.warning("egress_ha.keepalived_died", node=self.node)
+        self._ka_started = self._ka_started or result == "started"
+        # the agent applies its last snapshot again every few seconds (supervision): quiet when nothing changed
+        report = log.debug if result == "unchanged" and not restarted else log.info
+        report("egress_ha.applied", node=self.node, keepalived=result, conntrackd=bool(ctd_text))
 
     def start_listening(self) -> asyncio.Task[None]:
         """Start the agent's FIFO reader (before keepalived starts is fine: the FIFO keeps early lines)."""

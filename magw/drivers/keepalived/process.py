@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from magw.drivers.keepalived.events import make_fifo
-from magw.drivers.nsdaemon import DaemonError, NsDaemon, read_pid, wait_for
+from magw.drivers.nsdaemon import DaemonError, NsDaemon, alive, owned_by, read_pid, wait_for
 
 BINARY = "keepalived"
 START_TIMEOUT = 10.0
@@ -76,10 +76,25 @@ class Keepalived:
             return "reloaded"
         return "unchanged"
 
+    def _reap_orphan(self) -> None:
+        """A VRRP child of ours left behind by a parent that died without stopping it (SIGKILL, OOM): it keeps
+        sending adverts and holding VIPs, and a new keepalived refuses to start beside it ("daemon is already
+        running"; found by the soak). Stopped by PID, only when its command line carries our config path."""
+        child = read_pid(self.vrrp_pid_file)
+        parent = read_pid(self.pid_file)
+        if child is None or not alive(child) or not owned_by(child, str(self.conf)):
+            return
+        if parent is not None and alive(parent) and owned_by(parent, str(self.conf)):
+            return  # the parent lives: start() adopts it with its child
+        orphan = NsDaemon(argv=[], netns=None, log=self.log, marker=str(self.conf), pid_file=None)
+        orphan.adopt(child)
+        orphan.stop()
+
     def start(self) -> int:
         """Start (or adopt ours) and wait until its VRRP child has written its PID file (bounded)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         make_fifo(str(self.fifo))
+        self._reap_orphan()
         pid = self.daemon.start()
 
         def ready() -> bool:
