@@ -9,6 +9,7 @@ Endpoints (JSON in, JSON out):
   ``"state"`` (``MASTER`` by default, ``BACKUP``, ``FAULT``, ``STOP``) and ``"mac"`` (accepted for the seed's
   callers and not used: steering does not depend on the holder's MAC here): a holder report.
 - ``GET /vip`` (every VIP) and ``GET /vip/NAME``: spec and status.
+- ``GET /openapi.json``: the OpenAPI 3 document of all this (magw.daemons.egressgw.openapi), without authentication.
 
 Errors are ``{"error": "one line"}``: 400 (the request cannot mean anything: bad JSON, a missing or unknown
 field, a VIP outside the configured ranges), 404 (an unknown VIP, namespace, Service or node), 409 (it
@@ -33,6 +34,7 @@ from aiohttp import web
 
 from magw.controllers.egressgw import ops
 from magw.controllers.egressgw.controller import Answer, EgressController, NotReady
+from magw.daemons.egressgw import openapi
 from magw.daemons.egressgw.auth import Access, KubeAuth, Refused, User
 from magw.model.egressgw import EgressVIPStatus
 from magw.snapshot.egressgw import status_to_doc, vip_to_doc
@@ -89,13 +91,14 @@ class EgressApi:
         app.router.add_post("/master_notify", self.master_notify)
         app.router.add_get("/vip", self.list_vips)
         app.router.add_get("/vip/{name}", self.show_vip)
+        app.router.add_get("/openapi.json", self.openapi)
         return app
 
     @web.middleware
     async def _authenticate(
         self, request: web.Request, handler: Callable[[web.Request], Any]
     ) -> web.StreamResponse:
-        if self.auth is not None:
+        if self.auth is not None and request.path != "/openapi.json":  # the document is public (openapi.py)
             try:
                 request[_USER] = await self.auth.authenticate(request.headers.get("Authorization"))
             except Refused as exc:
@@ -107,6 +110,9 @@ class EgressApi:
         if self.auth is None:
             return
         await self.auth.authorize(request[_USER], access, agent_only=agent_only)
+
+    async def openapi(self, _: web.Request) -> web.Response:
+        return web.json_response(openapi.document(bearer=self.auth is not None))
 
     def _vip_name(self, ref: str) -> str:
         """The EgressVIP's name for a request naming it by name or address (the SAR's name); ``ref`` if unknown."""
