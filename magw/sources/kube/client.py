@@ -14,6 +14,7 @@ watches and errors go through the library's own code.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ UNIX_PREFIX = "unix://"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 # The read buffer kubernetes-asyncio gives its own session: watch events of large objects exceed aiohttp's default.
 _READ_BUFSIZE = 2**21
+
+# The client logs every response body at debug, and a TokenReview's body carries the token it reviewed (found by
+# tests/unit/daemons/test_egress_api_auth.py): never below info, whatever the daemon's --log-level.
+logging.getLogger("kubernetes_asyncio.client.rest").setLevel(logging.INFO)
 
 
 class KubeConfigError(ValueError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import stat
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
+import structlog
 from kubernetes_asyncio.client import CustomObjectsApi
 
 from magw.daemons.egressgw.api import serve
@@ -280,3 +282,25 @@ async def test_the_socket_is_its_owners_only(env: kubeemu_fixtures.KubeEnv) -> N
             await runner.cleanup()
     finally:
         await asyncio.to_thread(thread.close)
+
+
+async def test_no_token_reaches_a_log_or_an_answer(
+    env: kubeemu_fixtures.KubeEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tokens are secrets: after good, refused and unknown tokens (bind, read, report), none of them appears in any
+    log event of the controller or the emulator (structlog and the logging module, at debug) or in any answer."""
+    tokens = ("blog-token", "agent-token", "nobody-token", "zz-unknown-token-5f3a9c")
+    answers: list[str] = []
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as events:
+        async with api(env) as session:
+            for token in tokens:
+                for path, body in (("/vip", BIND_C_BLOG), ("/master_notify", {"vip": "c", "node": "e-gw2"})):
+                    answers.append(repr(await _post(session, path, body, token)))
+                async with session.get("http://egress/vip", headers={"Authorization": f"Bearer {token}"}) as r:
+                    answers.append(await r.text())
+    assert any(a.startswith("(200") for a in answers) and any(a.startswith("(401") for a in answers)
+    logged = [repr(e) for e in events] + [r.getMessage() + repr(r.__dict__) for r in caplog.records]
+    assert logged, "nothing was logged: the check would be empty"
+    leaks = [f"{t} in {where[:200]}" for t in tokens for where in [*logged, *answers] if t in where]
+    assert leaks == []
