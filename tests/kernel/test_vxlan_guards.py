@@ -118,30 +118,31 @@ def _mac(ns: str, dev: str) -> str:
     return str(ip_json(ns, "link", "show", dev)[0]["address"])
 
 
-def test_forged_inter_cluster_vxlan_enters_only_from_a_remote_gateway(ns_factory: NsFactory) -> None:
+def _rogue_and_legit(
+    ns_factory: NsFactory, door: tuple[str, str, int, int], rogue: tuple[str, str], legit: tuple[str, str]
+) -> list[str]:
+    """Forge one packet for w-gw1's ``door`` (device, address, port, VNI), send it from a rogue namespace on
+    ``rogue`` (bridge, address) and from ``legit`` (node, its address): what the west pod received."""
     top = build(ns_factory)
     _apply_everywhere(top)
-    gw = top.nodes["w-gw1"]
-    rogue = _rogue(ns_factory, top, "br-wan", "198.51.100.66")
-    mac = _mac(gw, "vxlan-tunnel")
+    dev, address, port, vni = door
+    mac = _mac(top.nodes["w-gw1"], dev)
+    rogue_ns = _rogue(ns_factory, top, *rogue)
     sends = [
-        (rogue, "198.51.100.66", "198.51.100.4", INTER_PORT, _forged_vxlan(INTER_VNI, mac, b"rogue")),
-        (top.nodes["e-gw1"], "198.51.100.6", "198.51.100.4", INTER_PORT, _forged_vxlan(INTER_VNI, mac, b"peer")),
+        (rogue_ns, rogue[1], address, port, _forged_vxlan(vni, mac, b"rogue")),
+        (top.nodes[legit[0]], legit[1], address, port, _forged_vxlan(vni, mac, b"legit")),
     ]
-    assert _delivered(top, sends) == ["peer"]
+    return _delivered(top, sends)
+
+
+def test_forged_inter_cluster_vxlan_enters_only_from_a_remote_gateway(ns_factory: NsFactory) -> None:
+    door = ("vxlan-tunnel", "198.51.100.4", INTER_PORT, INTER_VNI)
+    assert _rogue_and_legit(ns_factory, door, ("br-wan", "198.51.100.66"), ("e-gw1", "198.51.100.6")) == ["legit"]
 
 
 def test_forged_cluster_vxlan_enters_only_from_a_node_of_the_cluster(ns_factory: NsFactory) -> None:
-    top = build(ns_factory)
-    _apply_everywhere(top)
-    gw = top.nodes["w-gw1"]
-    rogue = _rogue(ns_factory, top, "br-west", "172.19.0.66")
-    mac = _mac(gw, "vx-submariner")
-    sends = [
-        (rogue, "172.19.0.66", "172.19.0.4", INTRA_PORT, _forged_vxlan(INTRA_VNI, mac, b"rogue")),
-        (top.nodes["w-w1"], "172.19.0.3", "172.19.0.4", INTRA_PORT, _forged_vxlan(INTRA_VNI, mac, b"node")),
-    ]
-    assert _delivered(top, sends) == ["node"]
+    door = ("vx-submariner", "172.19.0.4", INTRA_PORT, INTRA_VNI)
+    assert _rogue_and_legit(ns_factory, door, ("br-west", "172.19.0.66"), ("w-w1", "172.19.0.3")) == ["legit"]
 
 
 def test_control_without_the_guards_the_rogue_gets_in(ns_factory: NsFactory) -> None:
