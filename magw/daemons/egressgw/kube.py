@@ -18,9 +18,9 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from magw.controllers.egressgw.controller import EgressController
-from magw.daemons.egressgw.app import serve_from_flags
 from magw.daemons.egressgw.auth import KubeAuth
 from magw.daemons.egressgw.reviews import KubeReviewer
+from magw.daemons.egressgw.serving import serve_from_flags
 from magw.daemons.egressgw.tls import DEFAULT_AGENT_SA
 from magw.sources.kube.client import KubeConfigError, api_client
 from magw.sources.kube.egressgw_store import ApiThread, KubeEgressStore

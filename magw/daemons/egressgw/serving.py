@@ -1,0 +1,31 @@
+"""Where ``magw-egress`` serves its API, from its flags (shared by the file broker's ``app`` and ``kube``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiohttp import web
+
+from magw.controllers.egressgw.controller import EgressController
+from magw.daemons.egressgw.api import serve
+from magw.daemons.egressgw.auth import KubeAuth
+from magw.daemons.egressgw.tls import server_context
+
+
+async def serve_from_flags(
+    controller: EgressController, args: argparse.Namespace, auth: KubeAuth | None = None
+) -> tuple[web.AppRunner, str]:
+    """The API where the flags say: the unix socket (its mode the access control), or TCP with TLS and ``auth``
+    (None only with the insecure flag; main() has refused every other combination)."""
+    if args.socket is not None:
+        group = getattr(args, "socket_group", None)
+        return await serve(
+            controller, socket_path=args.socket, socket_mode=0o660 if group is not None else 0o600, socket_group=group
+        )
+    cert, key = getattr(args, "tls_cert_file", None), getattr(args, "tls_key_file", None)
+    context = server_context(cert, key) if cert and key else None
+    host, _, port = args.listen.rpartition(":")
+    namespace = getattr(args, "namespace", "")
+    return await serve(
+        controller, host=host or "127.0.0.1", port=int(port), auth=auth, vip_namespace=namespace, ssl_context=context
+    )
