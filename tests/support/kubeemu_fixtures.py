@@ -23,9 +23,10 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import pytest
@@ -63,6 +64,43 @@ async def running_emulator(
         if client is not None:
             await client.close()
         await emulator.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_T = TypeVar("_T")
+
+
+@contextlib.asynccontextmanager
+async def threaded_emulator(namespace: str = NAMESPACE, **emulator_kwargs: Any) -> AsyncIterator[KubeEnv]:
+    """``running_emulator``, but the emulator runs on an event loop of its own in a thread: a daemon whose writes
+    block its loop until the API answers (as against a real API server) would wait forever on an emulator on that
+    same loop. ``emulator_kwargs`` go to ``Emulator`` (``tokens=...``)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="kubeemu", daemon=True)
+    thread.start()
+    directory = Path(tempfile.mkdtemp(prefix="kubeemu-"))
+
+    def on_thread(coro: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(10)
+
+    async def make() -> Emulator:
+        emulator = Emulator(socket_path=directory / "kube.sock", **emulator_kwargs)
+        await emulator.start()
+        return emulator
+
+    emulator = await asyncio.to_thread(on_thread, make())
+    client = None
+    try:
+        kubeconfig = write_kubeconfig(directory / "kube.kubeconfig", emulator.url, namespace)
+        client = await api_client(kubeconfig)
+        yield KubeEnv(emulator, client, kubeconfig, directory)
+    finally:
+        if client is not None:
+            await client.close()
+        await asyncio.to_thread(on_thread, emulator.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -11,13 +11,10 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import stat
-import tempfile
-import threading
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
@@ -30,7 +27,6 @@ from magw.daemons.egressgw.kube import kube_controller
 from magw.daemons.egressgw.main import main, parser
 from magw.daemons.egressgw.reviews import KubeReviewer
 from magw.daemons.egressgw.tls import serving_problem
-from magw.kubeemu import Emulator
 from magw.kubeemu.rbac import parse_token_file
 from magw.sources.kube.client import api_client, write_kubeconfig
 from magw.sources.kube.egressgw_store import ApiThread
@@ -38,7 +34,6 @@ from tests.support import egress_kube_objects as eko
 from tests.support import kube_objects as ko
 from tests.support import kubeemu_fixtures
 
-_T = TypeVar("_T")
 AGENT = f"system:serviceaccount:{ko.NS}:magw-egress-agent"
 TOKENS = f"""\
 agent-token,{AGENT},u1
@@ -83,35 +78,10 @@ def _rbac() -> list[dict[str, Any]]:
 @pytest.fixture
 async def env() -> AsyncIterator[kubeemu_fixtures.KubeEnv]:
     """The emulator with tokens on a loop of its own in a thread (the controller's writes block its loop)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="kubeemu", daemon=True)
-    thread.start()
-    directory = Path(tempfile.mkdtemp(prefix="kubeemu-auth-"))
-
-    def on_thread(coro: Coroutine[Any, Any, _T]) -> _T:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(10)
-
-    async def make() -> Emulator:
-        emulator = Emulator(socket_path=directory / "kube.sock", tokens=parse_token_file(TOKENS))
-        await emulator.start()
-        return emulator
-
-    emulator = await asyncio.to_thread(on_thread, make())
-    client = None
-    try:
-        kubeconfig = write_kubeconfig(directory / "kube.kubeconfig", emulator.url, ko.NS)
-        client = await api_client(kubeconfig)
-        eko.serve_egress_crds(emulator)
-        emulator.load([*ko.east(), *eko.world(), *_rbac()])
-        yield kubeemu_fixtures.KubeEnv(emulator, client, kubeconfig, directory)
-    finally:
-        if client is not None:
-            await client.close()
-        await asyncio.to_thread(on_thread, emulator.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    async with kubeemu_fixtures.threaded_emulator(ko.NS, tokens=parse_token_file(TOKENS)) as env:
+        eko.serve_egress_crds(env.emulator)
+        env.emulator.load([*ko.east(), *eko.world(), *_rbac()])
+        yield env
 
 
 @contextlib.asynccontextmanager

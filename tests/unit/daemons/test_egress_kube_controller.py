@@ -8,13 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import shutil
-import tempfile
-import threading
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from ipaddress import IPv4Address
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,16 +19,13 @@ from kubernetes_asyncio.client import CustomObjectsApi
 
 from magw.daemons.egressgw.app import run
 from magw.daemons.egressgw.main import main, parser
-from magw.kubeemu import Emulator
 from magw.model.egressgw import EgressBinding, EgressVIP
 from magw.sources.file.egressgw_store import StoreRefused
-from magw.sources.kube.client import api_client, write_kubeconfig
 from magw.sources.kube.egressgw_store import ApiThread, KubeEgressStore
 from tests.support import egress_kube_objects as eko
 from tests.support import kube_objects as ko
 from tests.support import kubeemu_fixtures
 
-_T = TypeVar("_T")
 until = functools.partial(kubeemu_fixtures.until, timeout=10.0)
 
 
@@ -39,33 +33,8 @@ until = functools.partial(kubeemu_fixtures.until, timeout=10.0)
 async def kube_env() -> AsyncIterator[kubeemu_fixtures.KubeEnv]:
     """The emulator on an event loop of its own, in a thread: the controller's writes block its loop until the
     API answers (as against a real API server), which an emulator on that same loop never would."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="kubeemu", daemon=True)
-    thread.start()
-    directory = Path(tempfile.mkdtemp(prefix="kubeemu-"))
-
-    def on_thread(coro: Coroutine[Any, Any, _T]) -> _T:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(10)
-
-    async def make() -> Emulator:
-        emulator = Emulator(socket_path=directory / "kube.sock")
-        await emulator.start()
-        return emulator
-
-    emulator = await asyncio.to_thread(on_thread, make())
-    client = None
-    try:
-        kubeconfig = write_kubeconfig(directory / "kube.kubeconfig", emulator.url, ko.NS)
-        client = await api_client(kubeconfig)
-        yield kubeemu_fixtures.KubeEnv(emulator, client, kubeconfig, directory)
-    finally:
-        if client is not None:
-            await client.close()
-        await asyncio.to_thread(on_thread, emulator.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    async with kubeemu_fixtures.threaded_emulator(ko.NS) as env:
+        yield env
 
 
 def _load(env: kubeemu_fixtures.KubeEnv, objects: list[dict[str, Any]]) -> None:
