@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 # through a userspace (netdev) Open vSwitch per node (docs/ovn-lab.md).
 # The egress gateway (docs/egress-ha.md): keepalived holds each VIP (VRRPv3), conntrackd syncs the NAT'ed flows between a
 # VIP's candidates, conntrack (the CLI) reads the kernel's table in the tests (docs/egress-ha.md).
-APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack wireguard-go wireguard-tools ovn-host ethtool)
+# tmux: the test of `magw top` drives it in a detached tmux session and reads the screen (docs/cli.md).
+APT_PACKAGES=(iproute2 nftables libnftables1 python3-nftables iperf3 procps python3-venv ovn-central python3-openvswitch openvswitch-switch keepalived conntrackd conntrack wireguard-go wireguard-tools ovn-host ethtool tmux)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

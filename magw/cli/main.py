@@ -47,12 +47,21 @@ COMMANDS: tuple[Command, ...] = (
     Command(name="plan", module="magw.cli.plan", help="print the desired state of a node, computed from a snapshot"),
     Command(name="apply", module="magw.cli.apply", help="bring a node's network namespace to its plan (real kernel)"),
     Command(name="cleanup", module="magw.cli.cleanup", help="remove exactly what magw owns from a network namespace"),
-    Command(name="diagnose", module="magw.cli.diagnose", help="report what the kernel supports and how it is set up"),
+    Command(
+        name="diagnose",
+        module="magw.cli.diagnose",
+        help="check a node: kernel, sysctls, MTU, firewall paths, shadowing and stale state",
+    ),
     Command(name="lab", module="magw.cli.lab", help="build and run a multi-cluster lab in network namespaces"),
     Command(name="globalnet", module="magw.cli.globalnet", help="show Globalnet objects, their addresses and the pool"),
     Command(name="egress", module="magw.cli.egress", help="bind, unbind and show egress gateway VIPs (broker)"),
     Command(name="ovn", module="magw.cli.ovn", help="the OVN syncer: plan, sync, show and clean up magw's NB rows"),
     Command(name="cable", module="magw.cli.cable", help="a gateway's WireGuard key pair: print or rotate it"),
+    Command(name="show", module="magw.cli.show", help="show connections, endpoints, gateways, networks and more"),
+    Command(name="verify", module="magw.cli.verify", help="check connectivity across the clusterset, pair by pair"),
+    Command(name="benchmark", module="magw.cli.benchmark", help="measure throughput or latency between clusters"),
+    Command(name="gather", module="magw.cli.gather", help="one tarball of what a bug report needs (no secrets)"),
+    Command(name="top", module="magw.cli.top", help="a live view of gateways, paths, traffic and failovers"),
 )
 
 

@@ -43,6 +43,7 @@ import structlog
 
 from magw.health.book import Outcome, ProbeBook, StateKey, jittered
 from magw.health.echoids import ALIVE_ID
+from magw.health.events import TransitionLog
 from magw.health.liveness import LivenessKeeper, LivenessTable, LivenessTableLike
 from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
@@ -102,6 +103,7 @@ class HealthMonitor:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.transitions = 0
+        self.events = TransitionLog()  # since when each state holds, the last changes, listeners (metrics)
         self._started_at: float | None = None
         self._require_sync = require_sync
         self._planned_role: bool | None = None
@@ -176,6 +178,7 @@ class HealthMonitor:
                 for echo_id in target.echo_ids if target.late_pending else ():
                     self._states.setdefault((target.address, echo_id), NEW_LATER)
         self._book.forget(keys)
+        self.events.forget(set(keys))
         now = self._clock()
         addresses = {t.address for t in plan.targets}
         self._next_send = {a: t for a, t in self._next_send.items() if a in addresses}
@@ -264,10 +267,13 @@ class HealthMonitor:
 
     def _apply(self, outcomes: list[Outcome]) -> None:
         changed = False
+        now = self._clock()
         for outcome in outcomes:
             target = self._target(outcome.key[0])
             if target is None:
                 continue
+            if outcome.success:
+                self.events.answered(outcome.key, now)
             old = self._states.get(outcome.key, NEW_AT_START)
             new = old.observe(outcome.success, self.params, policy=self._policy(target))
             self._states[outcome.key] = new
@@ -276,7 +282,7 @@ class HealthMonitor:
             if new.state is not old.state:
                 changed = True
                 self.transitions += 1
-                self._log_transition(target, outcome.key[1], old, new)
+                self._log_transition(target, outcome.key[1], old, new, now)
         if changed:
             self._retarget()
             if self.on_transition is not None:
@@ -301,8 +307,20 @@ class HealthMonitor:
             self._next_send[address] = fast
             self._wake.set()  # the probe loop may sleep until the slower time
 
-    def _log_transition(self, target: ProbeTarget, echo_id: int, old: ProbeState, new: ProbeState) -> None:
+    def _log_transition(
+        self, target: ProbeTarget, echo_id: int, old: ProbeState, new: ProbeState, now: float
+    ) -> None:
         what = "alive" if echo_id == ALIVE_ID else next((c for c, i in self._plan.reach if i == echo_id), "?")
+        event = self.events.changed(
+            (target.address, echo_id),
+            now,
+            peer=target.hostname,
+            cluster=target.cluster,
+            address=str(target.address),
+            what=what,
+            old=old.state.value,
+            new=new.state.value,
+        )
         log.info(
             "health.state_changed",
             node=self.node,
@@ -312,6 +330,7 @@ class HealthMonitor:
             what=what,
             old=old.state.value,
             new=new.state.value,
+            detection_seconds=None if event.detection is None else round(event.detection, 4),
         )
 
     # ----- the loops -----------------------------------------------------------------------------
@@ -405,4 +424,8 @@ class HealthMonitor:
             stats = self._book.rtt_stats((t.address, ALIVE_ID))
             if stats is not None:
                 rtts[(t.address, ALIVE_ID)] = stats.as_json()
-        return status_document(self._plan, self._states, self._health, self._liveness_ids, rtts)
+        doc = status_document(
+            self._plan, self._states, self._health, self._liveness_ids, rtts, since=self.events.since_iso
+        )
+        doc["transitions"] = [event.as_json() for event in self.events.recent()]
+        return doc

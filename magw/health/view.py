@@ -18,7 +18,7 @@ workers avoid a gateway for a cluster only when that gateway knows it lost it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from ipaddress import IPv4Address
 from typing import Any
 
@@ -87,9 +87,11 @@ def status_document(
     health: Health,
     liveness_ids: frozenset[int] | None,
     rtts: Mapping[StateKey, Mapping[str, float]] | None = None,
+    since: Callable[[StateKey], str | None] | None = None,
 ) -> dict[str, Any]:
     """Targets with their states, as plain JSON (the ``health`` part of the route agent's status file);
-    ``rtts``: the round-trip statistics of the alive probes (seconds), shown as each peer's ``rtt``."""
+    ``rtts``: the round-trip statistics of the alive probes (seconds), shown as each peer's ``rtt``;
+    ``since``: when the alive state last changed (ISO 8601), shown as each peer's ``since`` when known."""
     peers = []
     for t in plan.targets:
         peer: dict[str, Any] = {
@@ -101,6 +103,9 @@ def status_document(
         rtt = (rtts or {}).get((t.address, ALIVE_ID))
         if rtt is not None:
             peer["rtt"] = dict(rtt)
+        changed = None if since is None else since((t.address, ALIVE_ID))
+        if changed is not None:
+            peer["since"] = changed
         if plan.mode == "worker":
             peer["reach"] = {cid: states.get((t.address, i), _UNKNOWN).state.value for cid, i in plan.reach}
         peers.append(peer)

@@ -293,3 +293,26 @@ def test_liveness_waits_for_a_sync_of_the_current_role() -> None:
     mon.planning_snapshot(snap)
     mon.synced(True)
     assert mon.liveness_ids == {ALIVE_ID, WEST_ID}
+
+
+def test_status_says_since_when_and_what_detecting_the_failure_cost() -> None:
+    """e-gw1's last answered probe left at 0.50 s (answered 1 ms later); it is called down at 0.664 s (the test
+    above). The status file's peer says ``since`` that moment (wall clock), its transitions list has the
+    change with ``detection_seconds`` 0.163 (0.664 - 0.501), and a listener heard the same change once."""
+    net = FakeNet()
+    mon = monitor("e-w1", net, [])
+    mon.events.wall = lambda: 1_800_000_000.0 + net.clock
+    heard: list[str] = []
+    mon.events.listeners.append(lambda event: heard.append(f"{event.peer}:{event.what}:{event.old}->{event.new}"))
+    advance(mon, net, 0.52)
+    net.silent |= {(GW1, ALIVE_ID), (GW1, WEST_ID)}
+    advance(mon, net, 1.0)
+    doc = mon.status_json()
+    gw1 = next(p for p in doc["peers"] if p["hostname"] == "e-gw1")
+    assert gw1["state"] == "down"
+    assert gw1["since"] == "2027-01-15T08:00:00.664+00:00"
+    alive = [t for t in doc["transitions"] if t["peer"] == "e-gw1" and t["what"] == "alive" and t["new"] == "down"]
+    assert len(alive) == 1
+    assert alive[0]["detection_seconds"] == pytest.approx(0.163, abs=0.0015)
+    assert "e-gw1:alive:up->down" in heard
+    assert heard.count("e-gw1:alive:up->down") == 1
