@@ -1,0 +1,167 @@
+"""``magw show --lab NAME`` (and ``magw top``): a lab read the way its daemons and an operator on its nodes would.
+
+- snapshots: the lab's file broker directory, or with ``--control-plane kube`` its API server emulators
+  (``magw.lab.observe.kube_view``: the same lists and mapping as the Kubernetes source);
+- statuses: each route agent's status file, only while it is current (``magw.lab.observe.status.agent_sync``:
+  a dead process's last file says nothing of now);
+- kernels: in each chosen node's namespace, ``ip -j nexthop show``, ``ip -j nexthop bucket show``,
+  ``ip -s -j link show`` (magw's devices and the WAN link) and ``conntrack -C`` (tracked connections);
+- versions: every daemon the lab started with the magw build it runs, the kernel and the tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from magw import __version__
+from magw.lab.build import builds, procs, state
+from magw.lab.build.netns import ns_exec, run
+from magw.lab.build.state import LabState
+from magw.lab.errors import LabError
+from magw.lab.observe import kube_view
+from magw.lab.observe.status import agent_sync, current_status
+from magw.lab.planes import egressgw_daemons
+from magw.lab.planes.daemons import agent_status
+from magw.lab.spec import naming
+from magw.lab.spec.layout import LabLayout, layout
+from magw.model import Snapshot
+from magw.model.cable import WG_DEVICE
+from magw.model.vtep import VX_SUBMARINER, VXLAN_TUNNEL
+from magw.ops.show.broker_source import SourceError, broker_snapshots
+from magw.ops.show.inputs import Inputs, NodeKernel
+
+DEVICES = (VXLAN_TUNNEL, VX_SUBMARINER, WG_DEVICE, naming.WAN_IF)
+_DAEMON_KINDS = ("route-agent", "gateway", "globalnet", egressgw_daemons.CONTROLLER_KIND, egressgw_daemons.AGENT_KIND)
+_COUNTERS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
+
+
+def open_lab(name: str) -> LabState:
+    """The lab's state; ``SourceError`` (one line) when there is no such lab or it is not up."""
+    st = state.read(name)
+    if st is None:
+        labs = state.list_labs()
+        known = f" (labs: {', '.join(labs)})" if labs else " (no labs)"
+        raise SourceError(f"--lab: no lab named {name!r}{known}")
+    if st.phase != "up":
+        raise SourceError(f"--lab: lab {name!r} is {st.phase}, not up (magw lab status --name {name})")
+    return st
+
+
+def lab_snapshots(lab: LabLayout, st: LabState) -> dict[str, Snapshot]:
+    if not st.kube:
+        return broker_snapshots(st.broker_dir)
+    out = {}
+    for c in lab.clusters:
+        snap = kube_view.cluster_snapshot(st, c.id)
+        if snap is not None:
+            out[c.id] = snap
+    return out
+
+
+def _started_at(rec: procs.ProcRecord) -> float | None:
+    """When ``rec``'s process started, seconds since the epoch."""
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - (uptime - rec.start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def lab_statuses(lab: LabLayout, st: LabState) -> dict[str, dict[str, Any]]:
+    """Node -> its route agent's status document, when current."""
+    out = {}
+    for rec in st.processes:
+        if rec.kind != "route-agent":
+            continue
+        doc = agent_status(st, lab.node(rec.owner))
+        sync = agent_sync(alive=procs.alive(rec), status=doc, started_at=_started_at(rec))
+        current = current_status(sync, doc)
+        if current is not None:
+            out[rec.owner] = current
+    return out
+
+
+def _json(ns: str, *argv: str) -> list[dict[str, Any]]:
+    try:
+        out = run(["ip", "-n", ns, "-j", *argv])
+    except LabError:
+        return []
+    doc = json.loads(out) if out.strip() else []
+    return [d for d in doc if isinstance(d, dict)] if isinstance(doc, list) else []
+
+
+def _flows(ns: str) -> int | None:
+    try:
+        return int(ns_exec(ns, "conntrack", "-C").strip())
+    except (LabError, ValueError):
+        return None
+
+
+def node_kernel(namespace: str, *, flows: bool = True) -> NodeKernel:
+    """What ``namespace``'s kernel holds for shares and rates (empty parts when a read fails)."""
+    links = {}
+    for link in _json(namespace, "-s", "link", "show"):
+        if link.get("ifname") in DEVICES:
+            stats = link.get("stats64") or {}
+            rx, tx = stats.get("rx") or {}, stats.get("tx") or {}
+            links[str(link["ifname"])] = {
+                "rx_bytes": int(rx.get("bytes", 0)),
+                "tx_bytes": int(tx.get("bytes", 0)),
+                "rx_packets": int(rx.get("packets", 0)),
+                "tx_packets": int(tx.get("packets", 0)),
+            }
+    return NodeKernel(
+        nexthops=tuple(_json(namespace, "nexthop", "show")),
+        buckets=tuple(_json(namespace, "nexthop", "bucket", "show")),
+        links=links,
+        flows=_flows(namespace) if flows else None,
+    )
+
+
+def _tool(argv: list[str]) -> str:
+    try:
+        return " ".join(run(argv).split()[:6]) or "?"
+    except LabError as exc:
+        return f"not found ({exc})"
+
+
+def lab_versions(st: LabState) -> tuple[dict[str, str], ...]:
+    rows = [{"component": "magw show", "where": "here", "version": f"{__version__} ({builds.describe('')})"}]
+    for rec in st.processes:
+        if rec.kind in _DAEMON_KINDS:
+            live = "" if procs.alive(rec) else ", DEAD"
+            rows.append({"component": rec.kind, "where": rec.owner, "version": f"{builds.describe(rec.build)}{live}"})
+    rows += [
+        {"component": "kernel", "where": "host", "version": platform.release()},
+        {"component": "iproute2", "where": "host", "version": _tool(["ip", "-V"])},
+        {"component": "nft", "where": "host", "version": _tool(["nft", "--version"])},
+    ]
+    return tuple(rows)
+
+
+def read_lab(name: str, *, kernel_nodes: Iterable[str] | None = None, flows: bool = True) -> Inputs:
+    """The lab ``name``'s inputs; kernels of ``kernel_nodes`` (default: every gateway)."""
+    st = open_lab(name)
+    lab = layout(st.name, st.topology)
+    wanted = set(kernel_nodes) if kernel_nodes is not None else {g.name for g in lab.gateways}
+    unknown = sorted(wanted - {n.name for n in lab.nodes})
+    if unknown:
+        raise SourceError(f"--node: lab {name!r} has no node {', '.join(unknown)} "
+                          f"(nodes: {', '.join(n.name for n in lab.nodes)})")  # fmt: skip
+    at = time.monotonic()
+    kernels = {n.name: node_kernel(n.namespace, flows=flows) for n in lab.nodes if n.name in wanted}
+    plane = "Kubernetes API emulators" if st.kube else f"file broker {st.broker_dir}"
+    return Inputs(
+        source=f"lab {name} ({plane})",
+        snapshots=lab_snapshots(lab, st),
+        statuses=lab_statuses(lab, st),
+        kernels=kernels,
+        versions=lab_versions(st),
+        at=at,
+    )
