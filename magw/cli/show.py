@@ -2,7 +2,7 @@
 
     magw show {connections,endpoints,gateways,networks,globalnet,egressgw,versions,all}
               (--lab NAME | --broker-dir DIR | --kubeconfig FILE) [--cluster ID]... [--namespace NS]
-              [--node NAME]... [--status-file FILE]... [--json]
+              [--node NAME]... [--status-file FILE]... [--endpoint-ttl SECONDS] [--json]
 
 Reads the sources the daemons read (docs/show.md): a lab, a file broker directory, or a cluster's API server.
 Read-only. Tables for people, ``--json`` for scripts (one object: ``source`` and one list per topic).
@@ -16,6 +16,7 @@ import sys
 from datetime import UTC, datetime
 
 from magw.cli import UsageError
+from magw.daemons.route_agent.health_flags import DEFAULT_ENDPOINT_TTL
 from magw.ops.show.broker_source import SourceError
 from magw.ops.show.inputs import Inputs
 from magw.ops.show.report import TOPICS, document, text
@@ -54,6 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--broker-dir, --kubeconfig: a route agent's status file (its --status-file), for the node's "
         "paths with RTT and since (repeatable)",
     )
+    parser.add_argument(
+        "--endpoint-ttl",
+        type=float,
+        default=DEFAULT_ENDPOINT_TTL,
+        metavar="SECONDS",
+        help="--broker-dir: an Endpoint file not touched for longer is gone, as for the route agents (default "
+        "%(default)s; 0: never, for a directory no gateway daemon keeps)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object instead of tables")
 
 
@@ -69,7 +78,8 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
         if args.broker_dir is not None:
             from magw.ops.show.broker_source import read_broker
 
-            return read_broker(args.broker_dir, args.cluster, args.status_file)
+            ttl = args.endpoint_ttl if args.endpoint_ttl > 0 else None
+            return read_broker(args.broker_dir, args.cluster, args.status_file, endpoint_ttl=ttl)
         if len(args.cluster) > 1:
             raise UsageError("show: --kubeconfig reads one cluster: give --cluster once")
         from magw.ops.show.kube_source import read_kube  # lazy: kubernetes_asyncio only for this source

@@ -126,3 +126,11 @@ def test_unreachable_kubeconfig_is_one_line(tmp_path: Path, magw_cli: MagwCli) -
     assert out.returncode == 1
     assert f"kubeconfig {cfg}: cannot read the API server" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+def test_cli_reads_a_static_broker_with_no_expiry(magw_cli: MagwCli) -> None:
+    """examples/broker is kept by no gateway daemon: with --endpoint-ttl 0 its Endpoints are all there."""
+    out = magw_cli("show", "endpoints", "--broker-dir", "examples/broker", "--endpoint-ttl", "0", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["endpoints"]
+    assert [(r["cluster"], r["hostname"]) for r in rows] == [("east", "e-gw1"), ("east", "e-gw2"), ("west", "w-gw1")]
