@@ -1,0 +1,144 @@
+"""``magw benchmark throughput|latency --lab NAME``: iperf3 and a request/response probe between clusters, parsed
+into a table (or ``--json``). docs/benchmark.md. Exit 0 when every pair was measured, 1 when one was not, 2 on
+bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from magw.cli import UsageError
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
+        return value
+
+    return check
+
+
+def _float_in(low: float, high: float) -> Callable[[str], float]:
+    def check(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:g} is not in {low:g}..{high:g}")
+        return value
+
+    return check
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lab", metavar="NAME", help="the running lab to measure (magw lab up --name NAME)")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="Kubernetes mode: not available in this build (docs/benchmark.md says why); use --lab",
+    )
+    p.add_argument("--from", dest="src", metavar="CLUSTER", help="the client cluster (default: the first)")
+    p.add_argument(
+        "--to",
+        dest="dst",
+        metavar="CLUSTER",
+        action="append",
+        help="a server cluster (repeatable; default: every other cluster)",
+    )
+    p.add_argument(
+        "--between",
+        choices=("gateways", "pods", "both"),
+        default="both",
+        help="gateways: pods on gateway nodes (the cable only); pods: pods on workers (default: both)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    t = verbs.add_parser("throughput", help="iperf3 TCP throughput, client pod to server pod")
+    _common(t)
+    t.add_argument("--duration", type=_int_in(1, 60), default=5, help="seconds per test (1..60, default 5)")
+    t.add_argument("--streams", type=_int_in(1, 16), default=1, help="parallel TCP streams (1..16, default 1)")
+    lat = verbs.add_parser("latency", help="request/response round trips, one at a time, with percentiles")
+    _common(lat)
+    lat.add_argument(
+        "--proto",
+        choices=("udp", "tcp", "both"),
+        default="both",
+        help="udp: a datagram each way; tcp: a line each way on one connection (default: both)",
+    )
+    lat.add_argument("--count", type=_int_in(1, 10000), default=200, help="requests per test (1..10000, default 200)")
+    lat.add_argument(
+        "--timeout",
+        type=_float_in(0.01, 5),
+        default=1.0,
+        help="seconds to wait for an answer before counting it lost (default 1)",
+    )
+    lat.add_argument(
+        "--max-seconds",
+        type=_float_in(1, 300),
+        default=30.0,
+        help="a test stops after this long, whatever --count says (default 30)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from magw.lab.errors import LabError, LabInputError
+    from magw.ops.bench import render
+    from magw.ops.bench import run as bench
+    from magw.ops.verify.labref import Addressing, open_lab
+
+    if args.kubeconfig:
+        raise UsageError(
+            "benchmark: --kubeconfig: Kubernetes mode is not available in this build (it needs "
+            "probe pods on a real cluster, docs/benchmark.md); measure a lab with --lab NAME"
+        )
+    if not args.lab:
+        raise UsageError("benchmark: --lab NAME is required (magw lab up --name NAME)")
+    try:
+        lab = open_lab(args.lab, verb="benchmark")
+        ids = [c.id for c in lab.layout.clusters]
+        src = args.src or ids[0]
+        dsts = args.dst or [c for c in ids if c != src]
+        for c in (src, *dsts):
+            if c not in ids:
+                raise LabInputError(f"benchmark: {c!r} is not a cluster of lab {lab.name} (clusters: {', '.join(ids)})")
+        if src in dsts:
+            raise LabInputError(f"benchmark: --from {src} and --to {src}: the pairs must cross clusters")
+        placements = bench.PLACEMENTS if args.between == "both" else (args.between,)
+        pairs = bench.plan_pairs(lab, Addressing(lab), [(src, d) for d in dsts], placements)
+        if args.verb == "throughput":
+            settings = {"duration": args.duration, "streams": args.streams}
+            rows = bench.run_all(pairs, lambda p: bench.throughput(p, duration=args.duration, streams=args.streams))
+        else:
+            protos = ("udp", "tcp") if args.proto == "both" else (args.proto,)
+            settings = {
+                "protos": list(protos),
+                "count": args.count,
+                "timeout": args.timeout,
+                "max_seconds": args.max_seconds,
+            }
+            rows = [
+                bench.latency(p, proto=proto, count=args.count, timeout=args.timeout, max_seconds=args.max_seconds)
+                for p in pairs
+                for proto in protos
+            ]
+    except LabInputError as exc:
+        raise UsageError(str(exc)) from None
+    except LabError as exc:
+        print(f"magw: error: benchmark: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(render.report_json(args.verb, lab.name, rows, settings), indent=2))
+    else:
+        sys.stdout.write(render.table(args.verb, rows))
+    return 0 if all(r.ok for r in rows) else 1

@@ -1,0 +1,136 @@
+"""``magw verify --lab NAME [--failover]``: the connectivity suite from inside a lab's pods, every failing pair named
+with the hop where it died; ``--failover`` (disruptive) kills a gateway's datapath under traffic and measures what
+moved. docs/verify.md. Exit 0 when every check passed, 1 when one failed, 2 on bad input (or a refused
+``--failover``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from magw.cli import UsageError
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
+        return value
+
+    return check
+
+
+def _float_in(low: float, high: float) -> Callable[[str], float]:
+    def check(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:g} is not in {low:g}..{high:g}")
+        return value
+
+    return check
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lab", metavar="NAME", help="the running lab to verify (magw lab up --name NAME)")
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="Kubernetes mode: not available in this build (docs/verify.md says why); use --lab",
+    )
+    parser.add_argument(
+        "--client",
+        metavar="POD",
+        action="append",
+        help="a client pod (repeatable; default: the first pod of every node)",
+    )
+    parser.add_argument(
+        "--flows",
+        type=_int_in(0, 256),
+        default=32,
+        help="traced UDP flows per pair of clusters for the every-gateway check (0: skip it; default 32)",
+    )
+    parser.add_argument("--timeout", type=_float_in(0.2, 10), default=2.0, help="seconds per probe (default 2)")
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="DISRUPTIVE: fail a gateway (links down, daemons killed) under traffic, measure what moved, recover it",
+    )
+    parser.add_argument("--victim", metavar="NODE", help="the gateway --failover fails (default: the first one)")
+    parser.add_argument("--yes", action="store_true", help="do not ask before --failover (needed without a tty)")
+    parser.add_argument(
+        "--failover-flows", type=_int_in(2, 256), default=32, help="UDP flows of the failover measurement (default 32)"
+    )
+    parser.add_argument(
+        "--failover-rate",
+        type=_int_in(10, 1000),
+        default=100,
+        help="datagrams per second per flow (default 100: the loss window's resolution is 10 ms)",
+    )
+    parser.add_argument(
+        "--failover-duration",
+        type=_float_in(3, 30),
+        default=6.0,
+        help="seconds of traffic; the gateway fails a third of the way in (default 6)",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+
+
+def _confirm(args: argparse.Namespace, victim: str) -> None:
+    if args.yes:
+        return
+    sys.stderr.write(
+        f"--failover: gateway {victim} of lab {args.lab} loses its links and daemons under traffic, "
+        "then is recovered. Go on? [y/N] "
+    )
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UsageError("verify: --failover: not confirmed")
+
+
+def run(args: argparse.Namespace) -> int:
+    from magw.lab.errors import LabError, LabInputError
+    from magw.ops.verify import failover, report, suite
+    from magw.ops.verify.labref import open_lab
+
+    if args.kubeconfig:
+        raise UsageError(
+            "verify: --kubeconfig: Kubernetes mode is not available in this build (it needs probe "
+            "pods on a real cluster, docs/verify.md); verify a lab with --lab NAME"
+        )
+    if not args.lab:
+        raise UsageError("verify: --lab NAME is required (magw lab up --name NAME)")
+    if not args.failover and (args.victim or args.yes):
+        raise UsageError("verify: --victim and --yes go with --failover")
+    if args.failover and not args.yes and not sys.stdin.isatty():
+        raise UsageError("verify: --failover fails a gateway: without a terminal to ask on, add --yes")
+    try:
+        lab = open_lab(args.lab, verb="verify")
+        clients = [lab.pod(n) for n in args.client] if args.client else lab.first_pods()
+        victim = args.victim or lab.layout.gateways[0].name
+        if args.failover:
+            _confirm(args, victim)
+        result = suite.run(lab, clients=clients, flows=args.flows, timeout=args.timeout)
+        fo = None
+        if args.failover:
+            fo = failover.run(
+                lab, victim=victim, flows=args.failover_flows, rate=args.failover_rate, duration=args.failover_duration
+            )
+    except LabInputError as exc:
+        raise UsageError(str(exc)) from None
+    except LabError as exc:
+        print(f"magw: error: verify: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report.report_json(lab.name, result, fo), indent=2))
+    else:
+        sys.stdout.write(report.table(result, fo))
+    return 0 if result.ok and (fo is None or fo.ok) else 1

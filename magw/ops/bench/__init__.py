@@ -1,0 +1,1 @@
+"""``magw benchmark``: throughput (iperf3) and request/response latency between clusters (docs/benchmark.md)."""

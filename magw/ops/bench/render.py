@@ -1,0 +1,77 @@
+"""Pure: benchmark rows as a table for people and a JSON document for scripts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from magw.ops.bench.run import Row
+
+
+def report_json(kind: str, lab: str, rows: Sequence[Row], settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "benchmark": kind,
+        "lab": lab,
+        "settings": settings,
+        "ok": all(r.ok for r in rows),
+        "results": [r.as_json() for r in rows],
+    }
+
+
+def _mbit(bps: float) -> str:
+    return f"{bps / 1e6:.1f}"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.3f}"
+
+
+def _who(r: Row) -> tuple[str, str, str]:
+    p = r.pair
+    server = p.server.name if p.server else "-"
+    target = f"{p.address.ip} ({p.address.via})" if p.address else "-"
+    return f"{p.client.name}@{p.client.node}", f"{server}@{p.server.node}" if p.server else server, target
+
+
+def table(kind: str, rows: Sequence[Row]) -> str:
+    if kind == "throughput":
+        head = ["between", "client", "server", "target", "Mbit/s", "min..max per s", "retr", "streams"]
+    else:
+        head = ["between", "client", "server", "target", "proto", "p50 ms", "p90 ms", "p99 ms", "min..max ms", "lost"]
+    lines = [head]
+    errors = []
+    for r in rows:
+        client, server, target = _who(r)
+        base = [r.pair.placement, client, server, target]
+        if r.throughput is not None:
+            t = r.throughput
+            retr = "-" if t.retransmits is None else str(t.retransmits)
+            lines.append(
+                [
+                    *base,
+                    _mbit(t.received_bps),
+                    f"{_mbit(t.interval_min_bps)}..{_mbit(t.interval_max_bps)}",
+                    retr,
+                    str(t.streams),
+                ]
+            )
+        elif r.latency is not None:
+            lat = r.latency
+            lines.append(
+                [
+                    *base,
+                    lat.proto,
+                    _ms(lat.p50_us),
+                    _ms(lat.p90_us),
+                    _ms(lat.p99_us),
+                    f"{_ms(lat.min_us)}..{_ms(lat.max_us)}",
+                    f"{lat.lost}/{lat.sent}",
+                ]
+            )
+        else:
+            lines.append([*base, "FAILED"])
+            errors.append(f"{r.pair.placement} {client} -> {server}: {r.error}")
+    widths = [max(len(row[i]) for row in lines if i < len(row)) for i in range(len(head))]
+    out = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in lines]
+    out += [f"FAILED {e}" for e in errors]
+    return "\n".join(out) + "\n"

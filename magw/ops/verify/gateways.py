@@ -1,0 +1,65 @@
+"""Pure: did every gateway carry traffic, and did the flows through it come back?
+
+From one traced stream per ordered pair of clusters (many flows, each from its own socket so the nodes' nexthop
+groups spread them), each gateway of both clusters gets a row: how many flows it carried toward the server and
+back, and how many of those died (not one datagram came back) with the hop where they died. A gateway fails when
+it carried none of the flows in either direction (it is out of the paths: down, unpublished, or its nexthop
+missing) or when a flow through it died.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import attrs
+
+from magw.ops.verify.hops import Route, find_break
+from magw.ops.verify.trace import Flow
+
+
+@attrs.frozen(kw_only=True)
+class GatewayRow:
+    gateway: str
+    cluster: str
+    pair: str  # "east -> west"
+    flows: int  # the pair's flows
+    toward: int  # flows whose requests it carried
+    back: int  # flows whose replies it carried
+    dead: int  # flows it carried (either way) that never came back
+    hops: tuple[str, ...] = ()  # where those died, the commonest first
+
+    @property
+    def ok(self) -> bool:
+        return (self.toward or self.back) > 0 and self.dead == 0
+
+    def text(self) -> str:
+        if not (self.toward or self.back):
+            return f"carried none of the {self.flows} flows"
+        where = f"; died at {', '.join(self.hops)}" if self.hops else ""
+        return f"{self.toward}/{self.flows} flows toward, {self.back}/{self.flows} back, {self.dead} dead{where}"
+
+
+def rows(pair: str, gateways: Sequence[tuple[str, str]], flows: Sequence[Flow], route: Route) -> list[GatewayRow]:
+    """One row per ``(gateway, cluster)`` for the flows of one pair of clusters, traced along ``route``."""
+    out = []
+    for gw, cluster in gateways:
+        mine = [f for f in flows if gw in f.req_seen or gw in f.rep_seen]
+        dead = [f for f in mine if f.dead]
+        where: Counter[str] = Counter()
+        for f in dead:
+            b = find_break(route, set(f.req_seen), set(f.rep_seen))
+            where[b.text() if b is not None else "no hop (seen everywhere, answers lost at the client)"] += 1
+        out.append(
+            GatewayRow(
+                gateway=gw,
+                cluster=cluster,
+                pair=pair,
+                flows=len(flows),
+                toward=sum(1 for f in flows if gw in f.req_seen),
+                back=sum(1 for f in flows if gw in f.rep_seen),
+                dead=len(dead),
+                hops=tuple(f"{text} ({n})" for text, n in where.most_common()),
+            )
+        )
+    return out

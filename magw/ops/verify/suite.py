@@ -1,0 +1,241 @@
+"""``magw verify --lab NAME``: the connectivity suite, run from inside a lab's pods.
+
+1. Reachability (``magw.lab.verify.connectivity``, the lab's own probe tool): from every chosen client pod, to a
+   pod and to a Service of every other cluster, over TCP and UDP; by pod IP and ClusterIP, or with Globalnet by
+   their global IPs. A pod target passes when it answered and saw the client's own IP (with Globalnet: an
+   address of the client cluster's global CIDR); a Service target when it answered (the serving cluster's
+   gateway may SNAT it, by design).
+2. Every gateway: per ordered pair of clusters, one traced stream of many UDP flows (``magw.ops.verify.trace``)
+   from a client pod to a remote pod; every gateway of both clusters must carry some and lose none
+   (``magw.ops.verify.gateways``).
+3. Every failing probe of step 1 is traced too, and its row names the hop where it died.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from ipaddress import IPv4Address
+
+import attrs
+
+from magw.lab.spec.layout import PodLayout, ServiceLayout
+from magw.lab.verify.connectivity import TrafficTarget, probe_many
+from magw.ops.verify import gateways, hops, trace
+from magw.ops.verify.labref import Addressing, Lab
+
+PROTOS = ("tcp", "udp")
+TRACE_FLOWS = 4
+
+
+@attrs.frozen(kw_only=True)
+class Cell:
+    """One probe: client pod, target (a remote pod or Service), protocol, and what came of it."""
+
+    client: PodLayout
+    kind: str  # "pod" or "service"
+    target: str
+    cluster: str  # the target's cluster
+    ip: IPv4Address | None
+    via: str
+    proto: str
+    servers: tuple[PodLayout, ...]  # the pods that may answer (the pod, or the Service's backends)
+    ok: bool = False
+    detail: str = ""
+    hop: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "check": self.kind,
+            "client": self.client.name,
+            "target": self.target,
+            "address": str(self.ip) if self.ip else None,
+            "via": self.via,
+            "proto": self.proto,
+            "ok": self.ok,
+            "detail": self.detail,
+            "hop": self.hop,
+        }
+
+
+def plan(lab: Lab, addressing: Addressing, clients: Sequence[PodLayout]) -> list[Cell]:
+    """The probes: per client, per other cluster, a pod (rotating with the client, so every remote node is hit)
+    and the first Service with backends, each over TCP and UDP."""
+    cells = []
+    for i, client in enumerate(clients):
+        for remote in lab.layout.clusters:
+            if remote.id == client.cluster:
+                continue
+            pods = list(remote.pods[i % len(remote.pods) :] + remote.pods[: i % len(remote.pods)])
+            found = addressing.pod_target(pods)
+            for proto in PROTOS:
+                if found is None:
+                    cells.append(
+                        Cell(
+                            client=client,
+                            kind="pod",
+                            target=f"a {remote.id} pod",
+                            cluster=remote.id,
+                            ip=None,
+                            via="-",
+                            proto=proto,
+                            servers=(),
+                            detail="no pod has a global IP (no exported headless Service)",
+                        )
+                    )
+                else:
+                    pod, addr = found
+                    cells.append(
+                        Cell(
+                            client=client,
+                            kind="pod",
+                            target=pod.name,
+                            cluster=remote.id,
+                            ip=addr.ip,
+                            via=addr.via,
+                            proto=proto,
+                            servers=(pod,),
+                        )
+                    )
+            svc = next((s for s in remote.services if s.backends and s.cluster_ip is not None), None)
+            if svc is not None:
+                cells += [_service_cell(lab, addressing, client, svc, proto) for proto in PROTOS]
+    return cells
+
+
+def _service_cell(lab: Lab, addressing: Addressing, client: PodLayout, svc: ServiceLayout, proto: str) -> Cell:
+    addr = addressing.service(svc)
+    backends = tuple(p for p in lab.layout.cluster(svc.cluster).pods if p.ip in svc.backends)
+    name = f"{svc.cluster}/{svc.namespace}/{svc.name}"
+    if addr is None:
+        return Cell(
+            client=client,
+            kind="service",
+            target=name,
+            cluster=svc.cluster,
+            ip=None,
+            via="-",
+            proto=proto,
+            servers=backends,
+            detail="no global IP (the Service is not exported)",
+        )
+    return Cell(
+        client=client,
+        kind="service",
+        target=name,
+        cluster=svc.cluster,
+        ip=addr.ip,
+        via=addr.via,
+        proto=proto,
+        servers=backends,
+    )
+
+
+def _judge(lab: Lab, cell: Cell, ok: bool, seen_ip: str | None, error: str | None) -> Cell:
+    if not ok:
+        return attrs.evolve(cell, ok=False, detail=error or "no answer")
+    if cell.kind == "service":
+        return attrs.evolve(cell, ok=True, detail=f"answered, source seen {seen_ip}")
+    if lab.globalnet:
+        gcidr = lab.layout.cluster(cell.client.cluster).global_cidr
+        good = gcidr is not None and seen_ip is not None and IPv4Address(seen_ip) in gcidr
+        what = f"a global IP of {cell.client.cluster}" if good else f"NOT in {cell.client.cluster}'s global CIDR"
+        return attrs.evolve(cell, ok=good, detail=f"source seen {seen_ip} ({what})")
+    kept = seen_ip == str(cell.client.ip)
+    return attrs.evolve(cell, ok=kept, detail=f"source seen {seen_ip} ({'kept' if kept else 'REWRITTEN'})")
+
+
+def probe_cells(lab: Lab, cells: Sequence[Cell], *, timeout: float) -> list[Cell]:
+    plan_by_ns: dict[str, list[tuple[int, TrafficTarget]]] = {}
+    for i, c in enumerate(cells):
+        if c.ip is not None:
+            plan_by_ns.setdefault(c.client.namespace, []).append((i, TrafficTarget(proto=c.proto, ip=c.ip, port=8080)))
+    results = probe_many({ns: [t for _, t in items] for ns, items in plan_by_ns.items()}, timeout=timeout)
+    out = list(cells)
+    for ns, items in plan_by_ns.items():
+        for (i, _t), r in zip(items, results[ns], strict=True):
+            out[i] = _judge(lab, cells[i], r.ok, r.seen_ip, r.error)
+    return out
+
+
+def route_of(lab: Lab, client: PodLayout, servers: Sequence[PodLayout]) -> hops.Route:
+    remote = servers[0].cluster
+    return hops.route(
+        client=client.name,
+        client_node=client.node,
+        local_gateways=[g.name for g in lab.layout.cluster(client.cluster).gateways],
+        remote_gateways=[g.name for g in lab.layout.cluster(remote).gateways],
+        server_nodes=sorted({p.node for p in servers}),
+        servers=[p.name for p in servers],
+        local=client.cluster,
+        remote=remote,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class GatewayPlan:
+    client: PodLayout
+    server: PodLayout
+    ip: IPv4Address
+
+
+def gateway_plans(lab: Lab, addressing: Addressing) -> list[GatewayPlan]:
+    """Per ordered pair of clusters: a client pod on a worker (else any) and a remote pod on a worker with an
+    address."""
+    out = []
+    for a in lab.layout.clusters:
+        for b in lab.layout.clusters:
+            if a.id == b.id:
+                continue
+            found = addressing.pod_target(lab.workers_first(b.id))
+            if found is not None:
+                out.append(GatewayPlan(client=lab.workers_first(a.id)[0], server=found[0], ip=found[1].ip))
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class SuiteResult:
+    cells: tuple[Cell, ...]
+    gateways: tuple[gateways.GatewayRow, ...]
+    flows: int
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cells) and all(g.ok for g in self.gateways)
+
+
+def run(lab: Lab, *, clients: Sequence[PodLayout], flows: int, timeout: float = 2.0) -> SuiteResult:
+    addressing = Addressing(lab)
+    cells = probe_cells(lab, plan(lab, addressing, clients), timeout=timeout)
+    failing = [i for i, c in enumerate(cells) if not c.ok and c.ip is not None]
+    gplans = gateway_plans(lab, addressing) if flows else []
+    requests = [trace.Request(client=g.client, ip=g.ip, flows=flows) for g in gplans]
+    requests += [
+        trace.Request(client=cells[i].client, ip=cells[i].ip, flows=TRACE_FLOWS)  # type: ignore[arg-type]
+        for i in failing
+    ]
+    watch = {p.name: p for g in gplans for p in (g.client, g.server)}
+    watch |= {p.name: p for i in failing for p in (cells[i].client, *cells[i].servers)}
+    traced = trace.run(lab, requests, watch=list(watch.values())) if requests else []
+    rows: list[gateways.GatewayRow] = []
+    for g, fl in zip(gplans, traced, strict=False):
+        a, b = g.client.cluster, g.server.cluster
+        gws = [(n.name, a) for n in lab.layout.cluster(a).gateways] + [
+            (n.name, b) for n in lab.layout.cluster(b).gateways
+        ]
+        rows += gateways.rows(f"{a} -> {b}", gws, fl, route_of(lab, g.client, [g.server]))
+    for i, fl in zip(failing, traced[len(gplans) :], strict=True):
+        cells[i] = attrs.evolve(cells[i], hop=_hop(lab, cells[i], fl))
+    return SuiteResult(cells=tuple(cells), gateways=tuple(rows), flows=flows)
+
+
+def _hop(lab: Lab, cell: Cell, flows: Sequence[trace.Flow]) -> str:
+    """The commonest break of the traced flows, or why the trace cannot say."""
+    if not cell.servers:
+        return "unknown (no server pod known)"
+    r = route_of(lab, cell.client, cell.servers)
+    breaks = [b for f in flows if f.dead and (b := hops.find_break(r, set(f.req_seen), set(f.rep_seen)))]
+    if not breaks:
+        lost = sum(f.lost for f in flows)
+        return f"none: a UDP trace got through every hop ({lost} of {sum(f.sent for f in flows)} lost)"
+    texts = [b.text() for b in breaks]
+    return max(set(texts), key=texts.count)

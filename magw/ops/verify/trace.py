@@ -1,0 +1,124 @@
+"""Run traced UDP streams in a lab: the hop tables in place (``magw.ops.verify.hops``), a paced stream per request
+from its own range of client ports to the target's echo server, then who saw each flow, and the tables removed.
+Every stream is bounded in time; every process started here is waited for or killed by PID."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from ipaddress import IPv4Address
+
+import attrs
+
+from magw.lab.errors import LabError
+from magw.lab.spec.layout import ECHO_PORT, PodLayout
+from magw.ops.verify import hops
+from magw.ops.verify.labref import Lab
+
+
+@attrs.frozen(kw_only=True)
+class Request:
+    """``flows`` flows from ``client`` to ``ip`` (an echo server on ``ECHO_PORT``), client ports ``base`` on."""
+
+    client: PodLayout
+    ip: IPv4Address
+    flows: int
+    base: int = 0  # set by ``assign_ports``
+
+
+@attrs.frozen(kw_only=True)
+class Flow:
+    sport: int
+    sent: int
+    lost: int
+    req_seen: frozenset[str]
+    rep_seen: frozenset[str]
+
+    @property
+    def dead(self) -> bool:
+        """Nothing came back at all."""
+        return self.sent > 0 and self.lost >= self.sent
+
+
+def assign_ports(requests: Sequence[Request]) -> list[Request]:
+    """Consecutive client port ranges from ``hops.PORT_LO``; too many flows for the range is a ``ValueError``."""
+    out, base = [], hops.PORT_LO
+    for r in requests:
+        if base + r.flows - 1 > hops.PORT_HI:
+            raise ValueError(f"traced flows: more than the {hops.PORT_HI - hops.PORT_LO + 1} client ports")
+        out.append(attrs.evolve(r, base=base))
+        base += r.flows
+    return out
+
+
+def _stream(r: Request, rate: int, duration: float) -> subprocess.Popen[str]:
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        r.client.namespace,
+        sys.executable,
+        "-m",
+        "magw.lab.payload.losswatch",
+        "stream",
+        "--target",
+        f"{r.ip}:{ECHO_PORT}",
+        "--flows",
+        str(r.flows),
+        "--rate",
+        str(rate),
+        "--duration",
+        f"{duration:g}",
+        "--base-port",
+        str(r.base),
+        "--drain",
+        "1",
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run(
+    lab: Lab, requests: Sequence[Request], *, watch: Sequence[PodLayout], rate: int = 20, duration: float = 2.0
+) -> list[list[Flow]]:
+    """Trace every request (at once); per request, its flows in client port order. ``watch``: the pods whose
+    namespaces get a table too (clients and servers); every node of the lab gets one."""
+    placed = assign_ports(requests)
+    names = {n.name: n.namespace for n in lab.layout.nodes} | {p.name: p.namespace for p in watch}
+    running: list[subprocess.Popen[str]] = []
+    try:
+        hops.install(names.values())
+        time.sleep(0.2)
+        running = [_stream(r, rate, duration) for r in placed]
+        docs = []
+        for r, proc in zip(placed, running, strict=True):
+            out, err = proc.communicate(timeout=duration + 60)
+            if proc.returncode != 0:
+                tail = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+                raise LabError(f"traced stream from {r.client.name}: {tail}")
+            docs.append(json.loads(out))
+        seen = hops.read(names)
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=5)
+        hops.remove(names.values())
+    result = []
+    for doc in docs:
+        flows = []
+        for f in doc["flows"]:
+            req, rep = hops.seen_by(seen, int(f["sport"]))
+            flows.append(
+                Flow(
+                    sport=int(f["sport"]),
+                    sent=int(f["sent"]),
+                    lost=int(f["lost"]),
+                    req_seen=frozenset(req),
+                    rep_seen=frozenset(rep),
+                )
+            )
+        result.append(flows)
+    return result

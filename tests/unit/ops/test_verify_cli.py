@@ -1,0 +1,94 @@
+"""``magw verify`` and ``magw benchmark``: bad input is one line and exit 2, before any lab is touched; the
+verify report names each failing pair and the hop where it died."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address
+
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import parse_topology
+from magw.ops.verify import report
+from magw.ops.verify.gateways import GatewayRow
+from magw.ops.verify.suite import Cell, SuiteResult
+from tests.support.cli import MagwCli
+
+
+def test_failover_without_a_tty_and_without_yes_is_refused(magw_cli: MagwCli) -> None:
+    done = magw_cli("verify", "--lab", "tnolab1", "--failover", stdin="")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "magw: error: verify: --failover fails a gateway: without a terminal to ask on, add --yes"
+    )
+
+
+def test_the_lab_is_required_and_must_exist(magw_cli: MagwCli) -> None:
+    done = magw_cli("verify", stdin="")
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        "magw: error: verify: --lab NAME is required (magw lab up --name NAME)",
+    )
+    done = magw_cli("benchmark", "latency", "--lab", "tnolab1", stdin="")
+    assert done.returncode == 2
+    assert done.stderr.startswith("magw: error: benchmark: no lab named 'tnolab1'")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_kubernetes_mode_says_it_is_not_available(magw_cli: MagwCli) -> None:
+    for argv in (("verify", "--kubeconfig", "/nonexistent"), ("benchmark", "throughput", "--kubeconfig", "/x")):
+        done = magw_cli(*argv, stdin="")
+        assert done.returncode == 2
+        assert "Kubernetes mode is not available in this build" in done.stderr
+
+
+def test_out_of_range_flags_are_refused(magw_cli: MagwCli) -> None:
+    done = magw_cli("benchmark", "throughput", "--lab", "x", "--duration", "600", stdin="")
+    assert done.returncode == 2 and "600 is not in 1..60" in done.stderr
+    done = magw_cli("verify", "--lab", "x", "--victim", "east-gw1", stdin="")
+    assert done.returncode == 2 and "--victim and --yes go with --failover" in done.stderr
+
+
+def test_the_report_names_each_failing_pair_and_its_hop() -> None:
+    lab = layout(
+        "tunit1",
+        parse_topology(
+            {
+                "clusters": [
+                    {"id": "east", "gateways": 2, "workers": 1, "pods_per_node": 1},
+                    {"id": "west", "gateways": 2, "workers": 1, "pods_per_node": 1},
+                ]
+            }
+        ),
+    )
+    client, server = lab.cluster("east").pods[2], lab.cluster("west").pods[2]
+    base = {
+        "client": client,
+        "kind": "pod",
+        "target": server.name,
+        "cluster": "west",
+        "ip": IPv4Address("10.2.3.2"),
+        "via": "pod IP",
+        "servers": (server,),
+    }
+    cells = (
+        Cell(**base, proto="tcp", ok=True, detail="source seen 10.1.3.2 (kept)"),  # type: ignore[arg-type]
+        Cell(
+            **base,
+            proto="udp",
+            ok=False,
+            detail="timed out",  # type: ignore[arg-type]
+            hop="request died at west-w1 -> west-w1-p1",
+        ),
+    )
+    gws = (
+        GatewayRow(gateway="east-gw1", cluster="east", pair="east -> west", flows=8, toward=4, back=3, dead=0),
+        GatewayRow(gateway="east-gw2", cluster="east", pair="east -> west", flows=8, toward=0, back=0, dead=0),
+    )
+    suite = SuiteResult(cells=cells, gateways=gws, flows=8)
+    text = report.table(suite, None)
+    assert "FAIL east-w1-p1 -> west-w1-p1 (udp): request died at west-w1 -> west-w1-p1" in text
+    assert "FAIL gateway east-gw2 (east -> west): carried none of the 8 flows" in text
+    assert text.rstrip().endswith("FAIL: 2/4 checks passed")
+    doc = report.report_json("tunit1", suite, None)
+    assert doc["ok"] is False
+    assert doc["failing"] == ["east-w1-p1 -> west-w1-p1 udp: request died at west-w1 -> west-w1-p1"]
+    assert [g["ok"] for g in doc["gateways"]] == [True, False]

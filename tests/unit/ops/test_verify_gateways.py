@@ -1,0 +1,98 @@
+"""Every gateway check (magw.ops.verify.gateways) and the failover's detection times (magw.ops.verify.failover)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from magw.ops.verify import gateways, hops
+from magw.ops.verify.failover import detections
+from magw.ops.verify.trace import Flow
+
+ROUTE = hops.route(
+    client="east-w1-p1",
+    client_node="east-w1",
+    local_gateways=["east-gw1", "east-gw2"],
+    remote_gateways=["west-gw1", "west-gw2"],
+    server_nodes=["west-w1"],
+    servers=["west-w1-p1"],
+    local="east",
+    remote="west",
+)
+GWS = [("east-gw1", "east"), ("east-gw2", "east"), ("west-gw1", "west"), ("west-gw2", "west")]
+
+
+def flow(sport: int, there: set[str], back: set[str], lost: int = 0) -> Flow:
+    return Flow(sport=sport, sent=40, lost=lost, req_seen=frozenset(there), rep_seen=frozenset(back))
+
+
+def good(sport: int, lgw: str, rgw: str) -> Flow:
+    return flow(sport, {"east-w1", lgw, rgw, "west-w1", "west-w1-p1"}, {"west-w1", rgw, lgw, "east-w1", "east-w1-p1"})
+
+
+def test_every_gateway_carried_and_nothing_died() -> None:
+    flows = [good(21000, "east-gw1", "west-gw1"), good(21001, "east-gw2", "west-gw2")]
+    rows = gateways.rows("east -> west", GWS, flows, ROUTE)
+    assert [(r.gateway, r.toward, r.back, r.dead, r.ok) for r in rows] == [
+        ("east-gw1", 1, 1, 0, True),
+        ("east-gw2", 1, 1, 0, True),
+        ("west-gw1", 1, 1, 0, True),
+        ("west-gw2", 1, 1, 0, True),
+    ]
+
+
+def test_a_gateway_that_carried_nothing_fails() -> None:
+    flows = [good(21000, "east-gw1", "west-gw1"), good(21001, "east-gw1", "west-gw1")]
+    rows = {r.gateway: r for r in gateways.rows("east -> west", GWS, flows, ROUTE)}
+    assert not rows["east-gw2"].ok and rows["east-gw2"].text() == "carried none of the 2 flows"
+    assert rows["east-gw1"].ok
+
+
+def test_flows_dying_behind_a_gateway_name_it_and_the_hop() -> None:
+    dead = flow(21001, {"east-w1", "east-gw2"}, set(), lost=40)
+    flows = [good(21000, "east-gw1", "west-gw1"), dead]
+    rows = {r.gateway: r for r in gateways.rows("east -> west", GWS, flows, ROUTE)}
+    assert not rows["east-gw2"].ok
+    assert rows["east-gw2"].dead == 1
+    assert rows["east-gw2"].hops == ("request died at east-gw2 -> a west gateway (west-gw1|west-gw2) (1)",)
+    assert rows["east-gw1"].ok
+    # a flow that lost only part of its datagrams is not dead
+    partly = flow(
+        21002,
+        {"east-w1", "east-gw2", "west-gw2", "west-w1", "west-w1-p1"},
+        {"west-w1", "west-gw2", "east-gw2", "east-w1", "east-w1-p1"},
+        lost=3,
+    )
+    assert not partly.dead
+
+
+def _status(*transitions: dict[str, object]) -> dict[str, object]:
+    return {"health": {"peers": [], "transitions": list(transitions)}}
+
+
+def test_detections_since_the_failure_only_for_the_victim() -> None:
+    t0 = datetime(2026, 11, 28, 20, 0, 0, tzinfo=UTC).timestamp()
+
+    def at(offset: float) -> str:
+        return datetime.fromtimestamp(t0 + offset, UTC).isoformat(timespec="milliseconds")
+
+    statuses = {
+        "east-w1": _status(
+            {"at": at(-30), "peer": "east-gw1", "what": "alive", "old": "up", "new": "down", "detection_seconds": 9.0},
+            {"at": at(0.2), "peer": "east-gw1", "what": "alive", "old": "up", "new": "down", "detection_seconds": 0.21},
+            {"at": at(0.3), "peer": "east-gw2", "what": "alive", "old": "up", "new": "down", "detection_seconds": 0.3},
+            {"at": at(5), "peer": "east-gw1", "what": "alive", "old": "down", "new": "up"},
+        ),
+        "west-gw1": _status(
+            {
+                "at": at(0.25),
+                "peer": "east-gw1",
+                "what": "alive",
+                "old": "up",
+                "new": "down",
+                "detection_seconds": 0.18,
+            },
+        ),
+        "west-w1": None,
+    }
+    found = detections(statuses, "east-gw1", t0)
+    assert [(d.node, d.seconds) for d in found] == [("east-w1", 0.21), ("west-gw1", 0.18)]
