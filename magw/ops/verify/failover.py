@@ -159,11 +159,11 @@ def table(rep: FailoverReport) -> str:
             f"  detection (route agents calling {rep.victim} down): {len(det)} observers, "
             f"{det[0] * 1000:.0f}..{det[-1] * 1000:.0f} ms"
         )
-    lines.append(f"  {'sport':>6}  {'before toward/back':<28} {'after toward/back':<28} {'lost':>5} {'window ms':>9}")
+    lines.append(f"  {'sport':>6}  {'before toward/back':<36} {'after toward/back':<36} {'lost':>5} {'window ms':>9}")
     for f in _interesting(rep.result.flows, rep.victim):
         before = f"{','.join(_gws(f.before.forward)) or '-'}/{','.join(_gws(f.before.back)) or '-'}"
         after = f"{','.join(_gws(f.after.forward)) or '-'}/{','.join(_gws(f.after.back)) or '-'}"
-        lines.append(f"  {f.sport:>6}  {before:<28} {after:<28} {f.lost:>5} {f.window_ms:>9.1f}")
+        lines.append(f"  {f.sport:>6}  {before:<36} {after:<36} {f.lost:>5} {f.window_ms:>9.1f}")
     lines.append(
         f"  {'OK' if rep.ok else 'FAIL'}: "
         + ("every flow runs again" if rep.ok else "a flow never came back, or none crossed the victim")

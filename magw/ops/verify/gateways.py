@@ -36,7 +36,7 @@ class GatewayRow:
     def text(self) -> str:
         if not (self.toward or self.back):
             return f"carried none of the {self.flows} flows"
-        where = f"; died at {', '.join(self.hops)}" if self.hops else ""
+        where = f": {'; '.join(self.hops)}" if self.hops else ""
         return f"{self.toward}/{self.flows} flows toward, {self.back}/{self.flows} back, {self.dead} dead{where}"
 
 

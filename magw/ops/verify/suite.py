@@ -236,6 +236,8 @@ def _hop(lab: Lab, cell: Cell, flows: Sequence[trace.Flow]) -> str:
     breaks = [b for f in flows if f.dead and (b := hops.find_break(r, set(f.req_seen), set(f.rep_seen)))]
     if not breaks:
         lost = sum(f.lost for f in flows)
-        return f"none: a UDP trace got through every hop ({lost} of {sum(f.sent for f in flows)} lost)"
+        return (f"none found: {len(flows)} traced UDP flows got through every hop ({lost} of "
+                f"{sum(f.sent for f in flows)} datagrams lost); the failure depends on the flow (a Service backend, "
+                "the protocol, a gateway)")
     texts = [b.text() for b in breaks]
     return max(set(texts), key=texts.count)

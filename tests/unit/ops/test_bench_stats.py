@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,19 @@ def test_iperf3_error_document_is_one_line() -> None:
         )
     with pytest.raises(ParseError, match=r"no end\.sum_received"):
         parse_iperf3({"start": {}, "end": {}})
+
+
+def test_a_real_iperf3_run_two_streams() -> None:
+    """iperf3 3.12 -J -t 2 -P 2, east-w1-p1 to west-w1-p1 in a lab (captured 2026-11-28)."""
+    t = parse_iperf3(json.loads((DATA / "iperf3-tcp-2streams.json").read_text()))
+    assert round(t.received_bps / 1e6, 1) == 3006.2
+    assert t.retransmits == 192 and t.streams == 2
+    assert (round(t.interval_min_bps / 1e6, 1), round(t.interval_max_bps / 1e6, 1)) == (2438.3, 3579.4)
+    assert (t.sender_cpu_percent, t.receiver_cpu_percent) == (31.3, 24.6)
+    assert t.received_bytes > 0 and t.sent_bps >= t.received_bps * 0.9
+
+
+def test_a_real_iperf3_refusal() -> None:
+    """iperf3 3.12 -J against a pod where nothing listens (captured 2026-11-28)."""
+    with pytest.raises(ParseError, match=r"^iperf3: unable to connect to server: Connection refused$"):
+        parse_iperf3(json.loads((DATA / "iperf3-refused.json").read_text()))
