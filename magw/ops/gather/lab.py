@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from magw.desired.ovn.rows import OWNER, OWNER_KEY
 from magw.lab.build import state
 from magw.lab.build.state import LabState
 from magw.lab.planes import kube as lab_kube
@@ -66,15 +67,13 @@ def lab_files(st: LabState) -> list[tuple[str, Path]]:
     return out
 
 
-def collect_ovn(archive: Archive, st: LabState) -> None:
-    """Per cluster: ``ovn-nbctl show`` and magw's rows of each table (``find T external_ids:magw-owner=magw``)."""
-    for c in st.topology.clusters:
-        nb = ovn_dir(st, c.id).nb
-        prefix = f"ovn/{c.id}"
-        archive.command(f"{prefix}/nbctl-show.txt", ("ovn-nbctl", f"--db={nb}", "show"))
-        for table in OVN_TABLES:
-            argv = ("ovn-nbctl", f"--db={nb}", "--format=json", "find", table, "external_ids:magw-owner=magw")
-            archive.command(f"{prefix}/{table}.json", argv, json_out=True)
+def collect_ovn_nb(archive: Archive, prefix: str, nb: str) -> None:
+    """``ovn-nbctl show`` of the NB database at ``nb``, and magw's rows of each of its tables (``find T
+    external_ids:magw-owner=magw``: only the rows magw wrote, with every column)."""
+    archive.command(f"{prefix}/nbctl-show.txt", ("ovn-nbctl", f"--db={nb}", "show"))
+    for table in OVN_TABLES:
+        argv = ("ovn-nbctl", f"--db={nb}", "--format=json", "find", table, f"external_ids:{OWNER_KEY}={OWNER}")
+        archive.command(f"{prefix}/{table}.json", argv, json_out=True)
 
 
 def collect_lab(archive: Archive, name: str, *, diagnose: bool = True) -> LabState:
@@ -90,7 +89,8 @@ def collect_lab(archive: Archive, name: str, *, diagnose: bool = True) -> LabSta
         for api in lab_kube.api_servers(st):
             collect_kube(archive, f"kube/{api.name}", str(api.kubeconfig), api.namespace)
     if st.ovn:
-        collect_ovn(archive, st)
+        for c in st.topology.clusters:
+            collect_ovn_nb(archive, f"ovn/{c.id}", ovn_dir(st, c.id).nb)
     wireguard = st.topology.cable is Cable.WIREGUARD
     for node in lab.nodes:
         collect_node(archive, f"nodes/{node.name}", node.namespace, wireguard=wireguard and node.gateway,
