@@ -2,9 +2,9 @@
 
 From one traced stream per ordered pair of clusters (many flows, each from its own socket so the nodes' nexthop
 groups spread them), each gateway of both clusters gets a row: how many flows it carried toward the server and
-back, and how many of those died (not one datagram came back) with the hop where they died. A gateway fails when
-it carried none of the flows in either direction (it is out of the paths: down, unpublished, or its nexthop
-missing) or when a flow through it died.
+back, and how many died (not one datagram came back) right after it, with the hop where they died. A gateway
+fails when it carried none of the flows in either direction (it is out of the paths: down, unpublished, or its
+nexthop missing) or when a flow died right after it (or, carried by it, at a hop that is no gateway).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ class GatewayRow:
     flows: int  # the pair's flows
     toward: int  # flows whose requests it carried
     back: int  # flows whose replies it carried
-    dead: int  # flows it carried (either way) that never came back
+    dead: int  # flows that never came back and died right after it (or after a hop that is no gateway)
+    elsewhere: int = 0  # flows it carried that died right after another gateway
     hops: tuple[str, ...] = ()  # where those died, the commonest first
 
     @property
@@ -37,19 +38,32 @@ class GatewayRow:
         if not (self.toward or self.back):
             return f"carried none of the {self.flows} flows"
         where = f": {'; '.join(self.hops)}" if self.hops else ""
-        return f"{self.toward}/{self.flows} flows toward, {self.back}/{self.flows} back, {self.dead} dead{where}"
+        other = f" ({self.elsewhere} it carried died at another gateway)" if self.elsewhere else ""
+        return f"{self.toward}/{self.flows} flows toward, {self.back}/{self.flows} back, {self.dead} dead{where}{other}"
 
 
 def rows(pair: str, gateways: Sequence[tuple[str, str]], flows: Sequence[Flow], route: Route) -> list[GatewayRow]:
-    """One row per ``(gateway, cluster)`` for the flows of one pair of clusters, traced along ``route``."""
+    """One row per ``(gateway, cluster)`` for the flows of one pair of clusters, traced along ``route``.
+
+    A dead flow counts against the gateway it died right after; one that died at a hop that is no gateway (a
+    node, a pod) counts against every gateway that carried it; one that died right after another gateway counts
+    only there (``elsewhere``), so that a single broken gateway is the only one that fails."""
+    names = {gw for gw, _ in gateways}
+    breaks = {f.sport: find_break(route, set(f.req_seen), set(f.rep_seen)) for f in flows if f.dead}
     out = []
     for gw, cluster in gateways:
         mine = [f for f in flows if gw in f.req_seen or gw in f.rep_seen]
-        dead = [f for f in mine if f.dead]
         where: Counter[str] = Counter()
-        for f in dead:
-            b = find_break(route, set(f.req_seen), set(f.rep_seen))
-            where[b.text() if b is not None else "no hop (seen everywhere, answers lost at the client)"] += 1
+        elsewhere = 0
+        for f in flows:
+            if not f.dead:
+                continue
+            b = breaks[f.sport]
+            at_gateways = set(b.last) & names if b is not None else set()
+            if gw in at_gateways or (not at_gateways and f in mine):
+                where[b.text() if b is not None else "no hop (seen everywhere, answers lost at the client)"] += 1
+            elif f in mine:
+                elsewhere += 1
         out.append(
             GatewayRow(
                 gateway=gw,
@@ -58,7 +72,8 @@ def rows(pair: str, gateways: Sequence[tuple[str, str]], flows: Sequence[Flow], 
                 flows=len(flows),
                 toward=sum(1 for f in flows if gw in f.req_seen),
                 back=sum(1 for f in flows if gw in f.rep_seen),
-                dead=len(dead),
+                dead=sum(where.values()),
+                elsewhere=elsewhere,
                 hops=tuple(f"{text} ({n})" for text, n in where.most_common()),
             )
         )

@@ -26,6 +26,7 @@ def report_json(lab: str, suite: SuiteResult, failover: FailoverReport | None) -
                 "toward": g.toward,
                 "back": g.back,
                 "dead": g.dead,
+                "elsewhere": g.elsewhere,
                 "hops": list(g.hops),
                 "ok": g.ok,
             }

@@ -55,6 +55,24 @@ def test_flows_dying_behind_a_gateway_name_it_and_the_hop() -> None:
     assert rows["east-gw2"].dead == 1
     assert rows["east-gw2"].hops == ("request died at east-gw2 -> a west gateway (west-gw1|west-gw2) (1)",)
     assert rows["east-gw1"].ok
+    # a flow west-gw1 carried toward the server whose reply died right after east-gw1 counts against east-gw1
+    reply_dead = flow(
+        21003,
+        {"east-w1", "east-gw1", "west-gw1", "west-w1", "west-w1-p1"},
+        {"west-w1", "west-gw1", "east-gw1"},
+        lost=40,
+    )
+    rows = {r.gateway: r for r in gateways.rows("east -> west", GWS, [*flows, reply_dead], ROUTE)}
+    assert rows["west-gw1"].ok and rows["west-gw1"].elsewhere == 1  # it carried the flow, which died elsewhere
+    assert rows["east-gw1"].dead == 1 and not rows["east-gw1"].ok
+    assert rows["east-gw1"].hops == ("reply died at east-gw1 -> east-w1 (1)",)
+    # ... and one that died after a hop that is no gateway counts against every gateway that carried it
+    at_pod = flow(21004, {"east-w1", "east-gw2", "west-gw2", "west-w1"}, set(), lost=40)
+    rows = {
+        r.gateway: r for r in gateways.rows("east -> west", GWS, [good(21000, "east-gw1", "west-gw1"), at_pod], ROUTE)
+    }
+    assert [rows[g].ok for g in ("east-gw1", "east-gw2", "west-gw1", "west-gw2")] == [True, False, True, False]
+    assert rows["west-gw2"].hops == ("request died at west-w1 -> west-w1-p1 (1)",)
     # a flow that lost only part of its datagrams is not dead
     partly = flow(
         21002,
