@@ -32,6 +32,7 @@ def report_json(lab: str, suite: SuiteResult, failover: FailoverReport | None) -
             }
             for g in suite.gateways
         ],
+        "ovn_checks": [{"ok": c.ok, "how": c.how, "what": c.what, "text": c.text} for c in suite.ovn],
         "failing": [f"{c.client.name} -> {c.target} {c.proto}: {c.hop or c.detail}" for c in suite.cells if not c.ok],
         "failover": failover.as_json() if failover is not None else None,
     }
@@ -55,6 +56,8 @@ def table(suite: SuiteResult, failover: FailoverReport | None) -> str:
         grows = [["gateway", "pair", "result", f"flows ({suite.flows} per pair, traced)"]]
         grows += [[g.gateway, g.pair, "OK" if g.ok else "FAIL", g.text()] for g in suite.gateways]
         out += _columns(grows)
+    if suite.ovn:
+        out += ["", "OVN checks (magw lab verify):", *(c.line() for c in suite.ovn)]
     failing = [c for c in suite.cells if not c.ok]
     bad_gws = [g for g in suite.gateways if not g.ok]
     if failover is not None:
@@ -64,9 +67,12 @@ def table(suite: SuiteResult, failover: FailoverReport | None) -> str:
         out.append(f"FAIL {c.client.name} -> {c.target} ({c.proto}): {c.hop or c.detail}")
     for g in bad_gws:
         out.append(f"FAIL gateway {g.gateway} ({g.pair}): {g.text()}")
-    passed = sum(c.ok for c in suite.cells) + sum(g.ok for g in suite.gateways)
-    total = len(suite.cells) + len(suite.gateways)
-    verdict = "OK" if not failing and not bad_gws and (failover is None or failover.ok) else "FAIL"
+    for check in suite.ovn:
+        if not check.ok:
+            out.append(f"FAIL ovn {check.how} {check.what}: {check.text}")
+    passed = sum(c.ok for c in suite.cells) + sum(g.ok for g in suite.gateways) + sum(c.ok for c in suite.ovn)
+    total = len(suite.cells) + len(suite.gateways) + len(suite.ovn)
+    verdict = "OK" if suite.ok and (failover is None or failover.ok) else "FAIL"
     out.append(
         f"{verdict}: {passed}/{total} checks passed"
         + ("" if failover is None else f"; failover {'OK' if failover.ok else 'FAIL'}")

@@ -9,6 +9,8 @@
    from a client pod to a remote pod; every gateway of both clusters must carry some and lose none
    (``magw.ops.verify.gateways``).
 3. Every failing probe of step 1 is traced too, and its row names the hop where it died.
+
+On an OVN lab steps 2 and 3 give way to ``magw lab verify``'s checks (``magw.lab.verify.ovn``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ipaddress import IPv4Address
 import attrs
 
 from magw.lab.spec.layout import PodLayout, ServiceLayout
+from magw.lab.verify.check import Check
 from magw.lab.verify.connectivity import TrafficTarget, probe_many
 from magw.ops.verify import gateways, hops, trace
 from magw.ops.verify.labref import Addressing, Lab
@@ -197,15 +200,30 @@ class SuiteResult:
     cells: tuple[Cell, ...]
     gateways: tuple[gateways.GatewayRow, ...]
     flows: int
+    ovn: tuple[Check, ...] = ()  # an OVN lab: ``magw lab verify``'s checks (ovn-trace, node state, packets)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.cells) and all(g.ok for g in self.gateways)
+        return all(c.ok for c in self.cells) and all(g.ok for g in self.gateways) and all(c.ok for c in self.ovn)
+
+
+NOT_TRACED_OVN = (
+    "not traced: on an OVN lab the pods' packets cross Open vSwitch, not the nodes' kernels (see the ovn checks)"
+)
 
 
 def run(lab: Lab, *, clients: Sequence[PodLayout], flows: int, timeout: float = 2.0) -> SuiteResult:
+    """The suite. On an OVN lab (``--cni ovn``) the nft traces would see nothing of the pods' packets, which cross
+    each node's Open vSwitch: the every-gateway check and the hop tracing give way to ``magw lab verify``'s OVN
+    checks (not on a Globalnet OVN lab, whose pod IPs overlap: those checks address pods by them)."""
     addressing = Addressing(lab)
     cells = probe_cells(lab, plan(lab, addressing, clients), timeout=timeout)
+    if lab.st.ovn:
+        from magw.lab.verify.ovn import verify as ovn_verify
+
+        cells = [c if c.ok or c.ip is None else attrs.evolve(c, hop=NOT_TRACED_OVN) for c in cells]
+        checks = () if lab.globalnet else ovn_verify(lab.layout, lab.st).checks
+        return SuiteResult(cells=tuple(cells), gateways=(), flows=0, ovn=tuple(checks))
     failing = [i for i, c in enumerate(cells) if not c.ok and c.ip is not None]
     gplans = gateway_plans(lab, addressing) if flows else []
     requests = [trace.Request(client=g.client, ip=g.ip, flows=flows) for g in gplans]
@@ -236,8 +254,10 @@ def _hop(lab: Lab, cell: Cell, flows: Sequence[trace.Flow]) -> str:
     breaks = [b for f in flows if f.dead and (b := hops.find_break(r, set(f.req_seen), set(f.rep_seen)))]
     if not breaks:
         lost = sum(f.lost for f in flows)
-        return (f"none found: {len(flows)} traced UDP flows got through every hop ({lost} of "
-                f"{sum(f.sent for f in flows)} datagrams lost); the failure depends on the flow (a Service backend, "
-                "the protocol, a gateway)")
+        return (
+            f"none found: {len(flows)} traced UDP flows got through every hop ({lost} of "
+            f"{sum(f.sent for f in flows)} datagrams lost); the failure depends on the flow (a Service backend, "
+            "the protocol, a gateway)"
+        )
     texts = [b.text() for b in breaks]
     return max(set(texts), key=texts.count)
