@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         clients = [lab.pod(n) for n in args.client] if args.client else lab.first_pods()
         victim = args.victim or lab.layout.gateways[0].name
         if args.failover:
+            failover.check_victim(lab, victim)
             _confirm(args, victim)
         result = suite.run(lab, clients=clients, flows=args.flows, timeout=args.timeout)
         fo = None

@@ -16,9 +16,11 @@ from typing import Any
 
 import attrs
 
+from magw.lab.errors import LabInputError
 from magw.lab.planes.daemons import agent_status
 from magw.lab.scenarios import failure
 from magw.lab.scenarios.failover import FailoverResult, FlowOutcome, measure_failover
+from magw.lab.spec.layout import NodeLayout
 from magw.ops.verify.labref import Addressing, Lab
 
 
@@ -95,23 +97,25 @@ def detections(statuses: Mapping[str, Mapping[str, Any] | None], victim: str, si
     return out
 
 
-def run(lab: Lab, *, victim: str, flows: int, rate: int, duration: float) -> FailoverReport:
-    """Measure the failover of ``victim`` between a worker pod of its cluster and one of the next cluster."""
+def check_victim(lab: Lab, victim: str) -> NodeLayout:
+    """The victim's node; not a node or not a gateway is bad input (``LabInputError``)."""
     node = failure.node_of(lab.layout, victim, "verify --failover")
     if not node.gateway:
-        from magw.lab.errors import LabInputError
-
         raise LabInputError(
             f"verify --failover: {victim} is not a gateway (gateways: {', '.join(g.name for g in lab.layout.gateways)})"
         )
+    return node
+
+
+def run(lab: Lab, *, victim: str, flows: int, rate: int, duration: float) -> FailoverReport:
+    """Measure the failover of ``victim`` between a worker pod of its cluster and one of the next cluster."""
+    node = check_victim(lab, victim)
     addressing = Addressing(lab)
     local = node.cluster
     remote = next(c.id for c in lab.layout.clusters if c.id != local)
     client = lab.workers_first(local)[0]
     found = addressing.pod_target(lab.workers_first(remote))
     if found is None:
-        from magw.lab.errors import LabInputError
-
         raise LabInputError(f"verify --failover: no pod of {remote} has a global IP (export a headless Service)")
     server, address = found
     try:
