@@ -21,7 +21,7 @@ from magw.lab.planes.daemons import daemons_installed
 from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import parse_topology
 from tests.support.cli import MagwCli
-from tests.support.labkit import running_lab
+from tests.support.labkit import poll, running_lab
 
 pytestmark = [
     pytest.mark.kernel,
@@ -140,6 +140,25 @@ def test_benchmark_latency(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -
         lat = r["latency"]
         assert lat["sent"] == 50 and lat["received"] >= 45
         assert 0 < lat["min_us"] <= lat["p50_us"] <= lat["p90_us"] <= lat["p99_us"] <= lat["max_us"]
+
+
+def test_a_failed_gateway_carried_none(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
+    _layout, st = lab
+    magw_cli.lab("fail", "west-gw2", "--name", st.name)
+    try:
+        doc = run_json(magw_cli, "verify", "--lab", st.name, "--client", "east-w1-p1", "--flows", "16", expect=1)
+    finally:
+        magw_cli.lab("recover", "west-gw2", "--name", st.name)
+    rows = {(g["gateway"], g["pair"]): g for g in doc["gateways"]}
+    for pair in ("east -> west", "west -> east"):
+        dead = rows[("west-gw2", pair)]
+        assert not dead["ok"] and dead["toward"] == dead["back"] == 0
+        assert all(g["ok"] for (name, p), g in rows.items() if p == pair and name != "west-gw2")
+    assert all(c["ok"] for c in doc["checks"])  # the other gateways carry everything
+    # back to healthy before the next test (bounded): every gateway carries flows again
+    poll("every gateway carries flows again after the recovery",
+         lambda: magw_cli("verify", "--lab", st.name, "--client", "east-w1-p1", "--flows", "8", stdin="",
+                          timeout=120).returncode == 0, limit=90.0)  # fmt: skip
 
 
 def test_failover_measures_what_moved(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:

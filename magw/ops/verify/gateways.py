@@ -36,7 +36,7 @@ class GatewayRow:
 
     def text(self) -> str:
         if not (self.toward or self.back):
-            return f"carried none of the {self.flows} flows"
+            return f"carried none of the {self.flows} flows (down, unpublished, or out of the nexthop groups)"
         where = f": {'; '.join(self.hops)}" if self.hops else ""
         other = f" ({self.elsewhere} it carried died at another gateway)" if self.elsewhere else ""
         return f"{self.toward}/{self.flows} flows toward, {self.back}/{self.flows} back, {self.dead} dead{where}{other}"

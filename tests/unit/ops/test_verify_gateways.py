@@ -43,7 +43,7 @@ def test_every_gateway_carried_and_nothing_died() -> None:
 def test_a_gateway_that_carried_nothing_fails() -> None:
     flows = [good(21000, "east-gw1", "west-gw1"), good(21001, "east-gw1", "west-gw1")]
     rows = {r.gateway: r for r in gateways.rows("east -> west", GWS, flows, ROUTE)}
-    assert not rows["east-gw2"].ok and rows["east-gw2"].text() == "carried none of the 2 flows"
+    assert not rows["east-gw2"].ok and rows["east-gw2"].text().startswith("carried none of the 2 flows")
     assert rows["east-gw1"].ok
 
 
