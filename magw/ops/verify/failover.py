@@ -20,8 +20,8 @@ from magw.lab.errors import LabInputError
 from magw.lab.planes.daemons import agent_status
 from magw.lab.scenarios import failure
 from magw.lab.scenarios.failover import FailoverResult, FlowOutcome, measure_failover
-from magw.lab.spec.layout import NodeLayout
-from magw.ops.verify.labref import Addressing, Lab
+from magw.lab.spec.layout import NodeLayout, PodLayout
+from magw.ops.verify.labref import Address, Addressing, Lab
 
 
 @attrs.frozen(kw_only=True)
@@ -107,17 +107,25 @@ def check_victim(lab: Lab, victim: str) -> NodeLayout:
     return node
 
 
-def run(lab: Lab, *, victim: str, flows: int, rate: int, duration: float) -> FailoverReport:
-    """Measure the failover of ``victim`` between a worker pod of its cluster and one of the next cluster."""
-    node = check_victim(lab, victim)
+def _ends(lab: Lab, victim: str, local: str) -> tuple[PodLayout, PodLayout, Address]:
+    """A client pod of the victim's cluster and a server pod of the next cluster, neither on the victim's node
+    (its pods lose their links with it): the client's cluster sends through the victim, the server's cluster
+    answers through it. Without such a client, the other way round."""
     addressing = Addressing(lab)
-    local = node.cluster
     remote = next(c.id for c in lab.layout.clusters if c.id != local)
-    client = lab.workers_first(local)[0]
-    found = addressing.pod_target(lab.workers_first(remote))
-    if found is None:
-        raise LabInputError(f"verify --failover: no pod of {remote} has a global IP (export a headless Service)")
-    server, address = found
+    for a, b in ((local, remote), (remote, local)):
+        clients = [p for p in lab.workers_first(a) if p.node != victim]
+        found = addressing.pod_target([p for p in lab.workers_first(b) if p.node != victim])
+        if clients and found is not None:
+            return clients[0], found[0], found[1]
+    why = " with a global IP (export a headless Service)" if lab.globalnet else ""
+    raise LabInputError(f"verify --failover: no pair of pods of {local} and {remote} off {victim}{why}")
+
+
+def run(lab: Lab, *, victim: str, flows: int, rate: int, duration: float) -> FailoverReport:
+    """Measure the failover of ``victim`` between a pod of its cluster and one of the next cluster."""
+    node = check_victim(lab, victim)
+    client, server, address = _ends(lab, victim, node.cluster)
     try:
         result = measure_failover(
             lab.layout,

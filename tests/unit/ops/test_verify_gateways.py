@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from magw.lab.build.state import LabState
+from magw.lab.errors import LabInputError
+from magw.lab.spec.layout import layout
+from magw.lab.spec.topology import parse_topology
 from magw.ops.verify import gateways, hops
-from magw.ops.verify.failover import detections
+from magw.ops.verify.failover import _ends, detections
+from magw.ops.verify.labref import Lab
 from magw.ops.verify.trace import Flow
 
 ROUTE = hops.route(
@@ -114,3 +121,33 @@ def test_detections_since_the_failure_only_for_the_victim() -> None:
     }
     found = detections(statuses, "east-gw1", t0)
     assert [(d.node, d.seconds) for d in found] == [("east-w1", 0.21), ("west-gw1", 0.18)]
+
+
+def _lab(clusters: list[dict[str, object]]) -> Lab:
+    topo = parse_topology({"clusters": clusters})
+    st = LabState(name="tunit2", topology=topo, phase="up", daemons=True, token="x")
+    return Lab(st=st, layout=layout("tunit2", topo))
+
+
+def test_the_failover_pair_keeps_off_the_victims_node() -> None:
+    lab = _lab(
+        [
+            {"id": "east", "gateways": 1, "workers": 1, "pods_per_node": 1},
+            {"id": "west", "gateways": 2, "workers": 0, "pods_per_node": 1},
+        ]
+    )
+    client, server, address = _ends(lab, "west-gw1", "west")
+    assert (client.name, server.name, str(address.ip)) == ("west-gw2-p1", "east-w1-p1", "10.1.2.2")
+    client, server, _ = _ends(lab, "east-gw1", "east")
+    assert (client.name, server.name) == ("east-w1-p1", "west-gw1-p1")
+
+
+def test_the_failover_pair_needs_a_pod_off_the_victim() -> None:
+    lab = _lab(
+        [
+            {"id": "east", "gateways": 1, "workers": 0, "pods_per_node": 1},
+            {"id": "west", "gateways": 1, "workers": 0, "pods_per_node": 1},
+        ]
+    )
+    with pytest.raises(LabInputError, match=r"^verify --failover: no pair of pods of east and west off east-gw1$"):
+        _ends(lab, "east-gw1", "east")
