@@ -69,9 +69,10 @@ def table(kind: str, rows: Sequence[Row]) -> str:
                 ]
             )
         else:
-            lines.append([*base, "FAILED"])
-            errors.append(f"{r.pair.placement} {client} -> {server}: {r.error}")
+            verdict = "SKIPPED" if r.skipped else "FAILED"
+            lines.append([*base, verdict])
+            errors.append(f"{verdict} {r.pair.placement} {client} -> {server}: {r.error}")
     widths = [max(len(row[i]) for row in lines if i < len(row)) for i in range(len(head))]
     out = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in lines]
-    out += [f"FAILED {e}" for e in errors]
+    out += errors
     return "\n".join(out) + "\n"

@@ -33,6 +33,7 @@ class Pair:
     server: PodLayout | None
     address: Address | None
     problem: str | None = None  # why this pair cannot be measured (no pod, no global IP)
+    absent: bool = False  # the topology has no such pair (no pod on a worker): skipped, not failed
 
 
 @attrs.frozen(kw_only=True)
@@ -46,8 +47,13 @@ class Row:
     error: str | None = None
 
     @property
+    def skipped(self) -> bool:
+        """The topology has no such pair: nothing to measure, and no failure."""
+        return self.pair.absent
+
+    @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.error is None or self.skipped
 
     def as_json(self) -> dict[str, Any]:
         p = self.pair
@@ -63,6 +69,7 @@ class Row:
             "target": str(p.address.ip) if p.address else None,
             "via": p.address.via if p.address else None,
             "ok": self.ok,
+            "skipped": self.skipped,
             "error": self.error,
         }
         if self.throughput is not None:
@@ -99,6 +106,7 @@ def _pair(lab: Lab, addressing: Addressing, src: str, dst: str, placement: str) 
             server=None,
             address=None,
             problem=f"cluster {src} has no pod on a {'gateway' if placement == 'gateways' else 'worker'}",
+            absent=True,
         )
     found = addressing.pod_target(servers)
     if found is None:
@@ -108,7 +116,8 @@ def _pair(lab: Lab, addressing: Addressing, src: str, dst: str, placement: str) 
             if lab.globalnet and servers
             else f"cluster {dst} has no pod on a {'gateway' if placement == 'gateways' else 'worker'}"
         )
-        return Pair(placement=placement, client=client, server=None, address=None, problem=why)
+        absent = not (lab.globalnet and servers)
+        return Pair(placement=placement, client=client, server=None, address=None, problem=why, absent=absent)
     server, address = found
     return Pair(placement=placement, client=client, server=server, address=address)
 
