@@ -33,7 +33,9 @@ def report_json(lab: str, suite: SuiteResult, failover: FailoverReport | None) -
             for g in suite.gateways
         ],
         "ovn_checks": [{"ok": c.ok, "how": c.how, "what": c.what, "text": c.text} for c in suite.ovn],
-        "failing": [f"{c.client.name} -> {c.target} {c.proto}: {c.hop or c.detail}" for c in suite.cells if not c.ok],
+        "failing": [f"{c.client.name} -> {c.target} {c.proto}: {c.hop or c.detail}" for c in suite.cells if not c.ok]
+        + [f"gateway {g.gateway} ({g.pair}): {g.text()}" for g in suite.gateways if not g.ok]
+        + [f"ovn {c.how} {c.what}: {c.text}" for c in suite.ovn if not c.ok],
         "failover": failover.as_json() if failover is not None else None,
     }
 

@@ -90,5 +90,9 @@ def test_the_report_names_each_failing_pair_and_its_hop() -> None:
     assert text.rstrip().endswith("FAIL: 2/4 checks passed")
     doc = report.report_json("tunit1", suite, None)
     assert doc["ok"] is False
-    assert doc["failing"] == ["east-w1-p1 -> west-w1-p1 udp: request died at west-w1 -> west-w1-p1"]
+    assert doc["failing"] == [
+        "east-w1-p1 -> west-w1-p1 udp: request died at west-w1 -> west-w1-p1",
+        "gateway east-gw2 (east -> west): carried none of the 8 flows (down, unpublished, or out of the nexthop "
+        "groups)",
+    ]
     assert [g["ok"] for g in doc["gateways"]] == [True, False]
