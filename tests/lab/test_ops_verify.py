@@ -28,7 +28,13 @@ pytestmark = [
     pytest.mark.skipif(not daemons_installed(), reason="magw-route-agent / magw-gateway are not installed (pip -e .)"),
 ]
 
-TOPOLOGY = {"clusters": [{"id": c, "gateways": 2, "workers": 1, "pods_per_node": 1} for c in ("east", "west")]}
+# The Service listens on port 80 (kube-proxy's DNAT to the pods' 8080): verify must probe a Service's own port.
+WEB = {"name": "web", "port": 80}
+TOPOLOGY = {
+    "clusters": [
+        {"id": c, "gateways": 2, "workers": 1, "pods_per_node": 1, "services": [WEB]} for c in ("east", "west")
+    ]
+}
 DROP = "tverifydrop"
 
 
@@ -65,6 +71,7 @@ def test_verify_passes_on_a_healthy_lab(lab: tuple[LabLayout, LabState], magw_cl
     assert {(c["check"], c["proto"]) for c in checks} == {("pod", "tcp"), ("pod", "udp"), ("service", "tcp"),
                                                           ("service", "udp")}  # fmt: skip
     assert all(c["ok"] and c["hop"] is None for c in checks)
+    assert {c["target"] for c in checks if c["check"] == "service"} == {"east/default/web", "west/default/web"}
     for c in checks:
         if c["check"] == "pod":
             client_ip = next(str(p.ip) for p in layout_.pods if p.name == c["client"])

@@ -20,7 +20,7 @@ from ipaddress import IPv4Address
 
 import attrs
 
-from magw.lab.spec.layout import PodLayout, ServiceLayout
+from magw.lab.spec.layout import ECHO_PORT, PodLayout, ServiceLayout
 from magw.lab.verify.check import Check
 from magw.lab.verify.connectivity import TrafficTarget, probe_many
 from magw.ops.verify import gateways, hops, trace
@@ -42,6 +42,7 @@ class Cell:
     via: str
     proto: str
     servers: tuple[PodLayout, ...]  # the pods that may answer (the pod, or the Service's backends)
+    port: int = ECHO_PORT  # the pod's echo server, or the Service's port
     ok: bool = False
     detail: str = ""
     hop: str | None = None
@@ -130,6 +131,7 @@ def _service_cell(lab: Lab, addressing: Addressing, client: PodLayout, svc: Serv
         via=addr.via,
         proto=proto,
         servers=backends,
+        port=svc.port,
     )
 
 
@@ -151,7 +153,9 @@ def probe_cells(lab: Lab, cells: Sequence[Cell], *, timeout: float) -> list[Cell
     plan_by_ns: dict[str, list[tuple[int, TrafficTarget]]] = {}
     for i, c in enumerate(cells):
         if c.ip is not None:
-            plan_by_ns.setdefault(c.client.namespace, []).append((i, TrafficTarget(proto=c.proto, ip=c.ip, port=8080)))
+            plan_by_ns.setdefault(c.client.namespace, []).append(
+                (i, TrafficTarget(proto=c.proto, ip=c.ip, port=c.port))
+            )
     results = probe_many({ns: [t for _, t in items] for ns, items in plan_by_ns.items()}, timeout=timeout)
     out = list(cells)
     for ns, items in plan_by_ns.items():
@@ -228,7 +232,7 @@ def run(lab: Lab, *, clients: Sequence[PodLayout], flows: int, timeout: float = 
     gplans = gateway_plans(lab, addressing) if flows else []
     requests = [trace.Request(client=g.client, ip=g.ip, flows=flows) for g in gplans]
     requests += [
-        trace.Request(client=cells[i].client, ip=cells[i].ip, flows=TRACE_FLOWS)  # type: ignore[arg-type]
+        trace.Request(client=cells[i].client, ip=cells[i].ip, port=cells[i].port, flows=TRACE_FLOWS)  # type: ignore[arg-type]
         for i in failing
     ]
     watch = {p.name: p for g in gplans for p in (g.client, g.server)}

@@ -21,11 +21,12 @@ from magw.ops.verify.labref import Lab
 
 @attrs.frozen(kw_only=True)
 class Request:
-    """``flows`` flows from ``client`` to ``ip`` (an echo server on ``ECHO_PORT``), client ports ``base`` on."""
+    """``flows`` flows from ``client`` to ``ip``:``port`` (an echo server), client ports ``base`` on."""
 
     client: PodLayout
     ip: IPv4Address
     flows: int
+    port: int = ECHO_PORT
     base: int = 0  # set by ``assign_ports``
 
 
@@ -65,7 +66,7 @@ def _stream(r: Request, rate: int, duration: float) -> subprocess.Popen[str]:
         "magw.lab.payload.losswatch",
         "stream",
         "--target",
-        f"{r.ip}:{ECHO_PORT}",
+        f"{r.ip}:{r.port}",
         "--flows",
         str(r.flows),
         "--rate",
