@@ -66,8 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     t = verbs.add_parser("throughput", help="iperf3 TCP throughput, client pod to server pod")
     _common(t)
-    t.add_argument("--duration", type=_int_in(1, 60), default=5, help="seconds per test (1..60, default 5)")
-    t.add_argument("--streams", type=_int_in(1, 16), default=1, help="parallel TCP streams (1..16, default 1)")
+    t.add_argument(
+        "--duration", metavar="S", type=_int_in(1, 60), default=5, help="seconds per test (1..60, default 5)"
+    )
+    t.add_argument(
+        "--streams", metavar="N", type=_int_in(1, 16), default=1, help="parallel TCP streams (1..16, default 1)"
+    )
     lat = verbs.add_parser("latency", help="request/response round trips, one at a time, with percentiles")
     _common(lat)
     lat.add_argument(
@@ -76,15 +80,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="both",
         help="udp: a datagram each way; tcp: a line each way on one connection (default: both)",
     )
-    lat.add_argument("--count", type=_int_in(1, 10000), default=200, help="requests per test (1..10000, default 200)")
+    lat.add_argument(
+        "--count", metavar="N", type=_int_in(1, 10000), default=200, help="requests per test (1..10000, default 200)"
+    )
     lat.add_argument(
         "--timeout",
+        metavar="S",
         type=_float_in(0.01, 5),
         default=1.0,
         help="seconds to wait for an answer before counting it lost (default 1)",
     )
     lat.add_argument(
         "--max-seconds",
+        metavar="S",
         type=_float_in(1, 300),
         default=30.0,
         help="a test stops after this long, whatever --count says (default 30)",

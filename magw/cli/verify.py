@@ -54,11 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--flows",
+        metavar="N",
         type=_int_in(0, 256),
         default=32,
         help="traced UDP flows per pair of clusters for the every-gateway check (0: skip it; default 32)",
     )
-    parser.add_argument("--timeout", type=_float_in(0.2, 10), default=2.0, help="seconds per probe (default 2)")
+    parser.add_argument(
+        "--timeout", metavar="S", type=_float_in(0.2, 10), default=2.0, help="seconds per probe (default 2)"
+    )
     parser.add_argument(
         "--failover",
         action="store_true",
@@ -67,16 +70,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--victim", metavar="NODE", help="the gateway --failover fails (default: the first one)")
     parser.add_argument("--yes", action="store_true", help="do not ask before --failover (needed without a tty)")
     parser.add_argument(
-        "--failover-flows", type=_int_in(2, 256), default=32, help="UDP flows of the failover measurement (default 32)"
+        "--failover-flows",
+        metavar="N",
+        type=_int_in(2, 256),
+        default=32,
+        help="UDP flows of the failover measurement (default 32)",
     )
     parser.add_argument(
         "--failover-rate",
+        metavar="N",
         type=_int_in(10, 1000),
         default=100,
         help="datagrams per second per flow (default 100: the loss window's resolution is 10 ms)",
     )
     parser.add_argument(
         "--failover-duration",
+        metavar="S",
         type=_float_in(3, 30),
         default=6.0,
         help="seconds of traffic; the gateway fails a third of the way in (default 6)",
