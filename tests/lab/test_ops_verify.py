@@ -9,7 +9,9 @@ pair and the hop. ``--failover`` runs last: it fails a gateway and recovers it. 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import parse_topology
 from tests.support.cli import MagwCli
 from tests.support.labkit import poll, running_lab
+from tests.support.paths import REPO
 
 pytestmark = [
     pytest.mark.kernel,
@@ -166,6 +169,23 @@ def test_a_failed_gateway_carried_none(lab: tuple[LabLayout, LabState], magw_cli
     poll("every gateway carries flows again after the recovery",
          lambda: magw_cli("verify", "--lab", st.name, "--client", "east-w1-p1", "--flows", "8", stdin="",
                           timeout=120).returncode == 0, limit=90.0)  # fmt: skip
+
+
+def test_failover_asks_first_on_a_terminal(lab: tuple[LabLayout, LabState]) -> None:
+    """On a terminal ``--failover`` asks; anything but yes refuses (exit 2) before any probe or failure."""
+    _layout, st = lab
+    primary, secondary = os.openpty()
+    try:
+        os.write(primary, b"n\n")
+        done = subprocess.run([*MagwCli().argv, "verify", "--lab", st.name, "--failover"], stdin=secondary,
+                              capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert done.returncode == 2, done.stderr
+    assert f"gateway east-gw1 of lab {st.name} loses its links and daemons" in done.stderr
+    assert done.stderr.strip().endswith("magw: error: verify: --failover: not confirmed")
+    assert done.stdout == ""  # not even the suite ran (it comes before the failover)
 
 
 def test_failover_measures_what_moved(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
