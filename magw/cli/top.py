@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     def read() -> Inputs:
         try:
-            return read_lab(args.lab, kernel_nodes=nodes)
+            return read_lab(args.lab, kernel_nodes=nodes, versions=False)
         except SourceError as exc:
             raise UsageError(str(exc)) from None
 

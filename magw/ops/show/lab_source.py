@@ -145,8 +145,11 @@ def lab_versions(st: LabState) -> tuple[dict[str, str], ...]:
     return tuple(rows)
 
 
-def read_lab(name: str, *, kernel_nodes: Iterable[str] | None = None, flows: bool = True) -> Inputs:
-    """The lab ``name``'s inputs; kernels of ``kernel_nodes`` (default: every gateway)."""
+def read_lab(
+    name: str, *, kernel_nodes: Iterable[str] | None = None, flows: bool = True, versions: bool = True
+) -> Inputs:
+    """The lab ``name``'s inputs; kernels of ``kernel_nodes`` (default: every gateway), with their tracked flows
+    when ``flows``; the versions when ``versions`` (a few commands: ``top`` reads without)."""
     st = open_lab(name)
     lab = layout(st.name, st.topology)
     wanted = set(kernel_nodes) if kernel_nodes is not None else {g.name for g in lab.gateways}
@@ -162,6 +165,6 @@ def read_lab(name: str, *, kernel_nodes: Iterable[str] | None = None, flows: boo
         snapshots=lab_snapshots(lab, st),
         statuses=lab_statuses(lab, st),
         kernels=kernels,
-        versions=lab_versions(st),
+        versions=lab_versions(st) if versions else (),
         at=at,
     )
