@@ -33,6 +33,7 @@ USED_BY = {
     "wireguard-tools": ("magw/drivers/wireguard/tool.py", 'WG = "wg"'),
     "ovn-host": ("magw/lab/planes/ovn_nodes.py", '"ovn-controller", ovs_db(st, node)'),
     "ethtool": ("magw/lab/planes/ovn_nodes.py", '"ethtool", "-K", dev, "tx", "off"'),
+    "tmux": ("tests/lab/test_top.py", '["tmux", "-L", self.socket, *args]'),
 }
 
 
