@@ -35,7 +35,7 @@ def kernel_checks(r: KernelReadings) -> list[Check]:
     out: list[Check] = []
     note = f" ({'; '.join(r.notes)})" if r.notes else ""
     if r.nexthops:
-        out.append(passed(TOPIC, "nexthop objects", f"supported by kernel {r.kernel}{note}"))
+        out.append(passed(TOPIC, "nexthop objects", f"supported by kernel {r.kernel}"))
     else:
         out.append(warned(TOPIC, "nexthop objects", f"not supported by kernel {r.kernel}{note}: routes carry "
                           "their gateways inline, a failover rewrites every route",
