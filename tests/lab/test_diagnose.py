@@ -60,6 +60,9 @@ def test_a_healthy_lab_passes_every_check(lab: LabLayout, magw_cli: MagwCli) -> 
         local = {f"vx-submariner -> {vtep_ip(g.node_ip, inter_cluster=False)} via {g.node_ip}"
                  for g in cluster.gateways if g.name != node.name}
         assert local <= paths, paths
+        routes = {c["name"] for c in nodes[node.name]["checks"] if c["topic"] == "shadow"}
+        remote_cidrs = {f"route {c.pod_cidr}" for c in lab.clusters if c.id != node.cluster}
+        assert remote_cidrs <= routes, routes  # every remote CIDR's route was resolved, multipath ones too
         if node.gateway:
             remote = {f"vxlan-tunnel -> {vtep_ip(g.node_ip, inter_cluster=True)} via {g.public_ip}"
                       for c in lab.clusters if c.id != node.cluster for g in c.gateways if g.public_ip}

@@ -47,7 +47,9 @@ def diagnose_lab(name: str, nodes: Sequence[str], topics: Sequence[str], clock_u
         if nodes and n.name not in nodes:
             continue
         ctx = NodeContext(name=n.name, netns=n.namespace, gateway=n.gateway, cable=st.topology.cable.value,
-                          clock_urls=tuple(clock_urls), agent_status=statuses.get(n.name))
+                          clock_urls=tuple(clock_urls), agent_status=statuses.get(n.name),
+                          wan_peers=tuple(str(g.public_ip) for g in lab.gateways
+                                          if g.cluster != n.cluster and g.public_ip is not None))
         report = diagnose_node(ctx, [t for t in topics if t != "clock" or clock_urls])
         if "clock" in topics and not clock_urls:
             note = passed("clock", "skew", "lab nodes share this host's kernel and clock (one clock, no skew); "

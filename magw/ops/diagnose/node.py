@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from magw.drivers.netlink.capabilities import Capabilities, detect
-from magw.model.cable import WG_DEVICE
+from magw.model.cable import WG_DEVICE, WG_OVERHEAD, WG_PORT
 from magw.model.vtep import VX_SUBMARINER, VXLAN_OVERHEAD, VXLAN_TUNNEL
 from magw.ops.diagnose import readers
 from magw.ops.diagnose.clock import ClockSample, clock_checks
@@ -45,6 +45,7 @@ class NodeContext:
     read_only: bool = True  # kernel: learn nexthop support from dumps only (never create probe objects)
     foreign_namespaces: tuple[str, ...] = ()
     agent_status: dict[str, Any] | None = None  # the route agent's status file (its health peers)
+    wan_peers: tuple[str, ...] = ()  # the remote gateways' public IPs (a lab's plan): WireGuard's endpoints
     capabilities: Capabilities | None = None  # already detected (the CLI's kernel topic): not probed again
 
     @property
@@ -91,10 +92,9 @@ def _mtu(ctx: NodeContext, links: dict[str, Any]) -> list[Check]:
         under, under_mtu = _underlay(ctx, links, dsts[0]) if dsts else (None, None)
         tunnels.append(TunnelMtu(device=dev, mtu=mtu, underlay=under, underlay_mtu=under_mtu))
         if under == WG_DEVICE and under in links:  # VXLAN through WireGuard: the wg device over its own underlay
-            wg_dsts = _wg_endpoints(ctx)
-            w_under, w_mtu = _underlay(ctx, links, wg_dsts[0]) if wg_dsts else (None, None)
-            tunnels.append(TunnelMtu(device=WG_DEVICE, mtu=int(links[WG_DEVICE]["mtu"]), underlay=w_under,
-                                     underlay_mtu=w_mtu, overhead=60))
+            tunnel, wg_probes = _wg(ctx, links)
+            tunnels.append(tunnel)
+            probes += wg_probes
         size = mtu + VXLAN_OVERHEAD
         for dst in dsts:
             ok, why = readers.echo(ctx.netns, dst, size=size, dontfrag=True)
@@ -102,14 +102,30 @@ def _mtu(ctx: NodeContext, links: dict[str, Any]) -> list[Check]:
     return mtu_checks(tunnels, ctx.prefix) + mtu_path_checks(probes, ctx.prefix)
 
 
+def _wg(ctx: NodeContext, links: dict[str, Any]) -> tuple[TunnelMtu, list[PathProbe]]:
+    """The WireGuard device's MTU over its underlay, and a DF echo of a full WireGuard packet to each endpoint."""
+    mtu = int(links[WG_DEVICE]["mtu"])
+    endpoints = _wg_endpoints(ctx) or list(ctx.wan_peers)
+    under, under_mtu = _underlay(ctx, links, endpoints[0]) if endpoints else (None, None)
+    size = mtu + WG_OVERHEAD
+    probes = []
+    for dst in endpoints:
+        ok, why = readers.echo(ctx.netns, dst, size=size, dontfrag=True)
+        probes.append(PathProbe(device=WG_DEVICE, target=dst, size=size, answered=ok, error=why))
+    tunnel = TunnelMtu(device=WG_DEVICE, mtu=mtu, underlay=under, underlay_mtu=under_mtu, overhead=WG_OVERHEAD)
+    return tunnel, probes
+
+
 def _wg_endpoints(ctx: NodeContext) -> list[str]:
+    """The peers' endpoint addresses as ``wg`` shows them; [] when it cannot (wireguard-go's socket lives in a
+    mount namespace of its own)."""
     argv = readers._in_ns(ctx.netns, ["wg", "show", WG_DEVICE, "endpoints"])
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=readers.TIMEOUT, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [line.split()[1].rsplit(":", 1)[0] for line in out.splitlines() if len(line.split()) > 1
-            and line.split()[1] != "(none)"]
+    fields = [line.split() for line in out.splitlines()]
+    return [f[1].rsplit(":", 1)[0] for f in fields if len(f) > 1 and f[1] != "(none)"]
 
 
 def peer_states(status: dict[str, Any] | None) -> dict[str, str]:
@@ -129,7 +145,8 @@ def _firewall(ctx: NodeContext, links: dict[str, Any]) -> list[Check]:
         for n in readers.neighbours(ctx.netns, dev):
             ok, why = readers.echo(ctx.netns, n["dst"])
             probes.append(CableProbe(device=dev, vtep=n["dst"], underlay=by_mac.get(n.get("lladdr")),
-                                     answered=ok, error=why, agent_state=states.get(n["dst"])))
+                                     answered=ok, error=why, agent_state=states.get(n["dst"]),
+                                     port=WG_PORT if dev == VXLAN_TUNNEL and WG_DEVICE in links else None))
     if not probes:
         return [warned("firewall", "cables", "no peer on magw's devices to probe",
                        "start the route agent; check --netns names a node")]
@@ -161,9 +178,15 @@ def sample_clock(url: str, *, now: Callable[[], float] = time.time) -> ClockSamp
     return ClockSample(reference=url, sent=sent, received=now(), date_header=date)
 
 
+def route_devices(route: dict[str, Any]) -> set[str]:
+    """The devices a route leaves through: its own, or its multipath hops' (a group of several gateways)."""
+    devs = {str(route["dev"])} if "dev" in route else set()
+    return devs | {str(h["dev"]) for h in route.get("nexthops", []) if "dev" in h}
+
+
 def _our_routes(ctx: NodeContext) -> list[dict[str, Any]]:
     return [r for r in readers.routes(ctx.netns) if str(r.get("protocol")) in (OUR_PROTOCOL, "magw")
-            and r.get("dev") in DEVICES and "/" in str(r.get("dst", ""))]
+            and route_devices(r) & set(DEVICES) and "/" in str(r.get("dst", ""))]
 
 
 def _shadow(ctx: NodeContext, _: dict[str, Any]) -> list[Check]:
@@ -173,7 +196,8 @@ def _shadow(ctx: NodeContext, _: dict[str, Any]) -> list[Check]:
         probe = str(net[1] if net.num_addresses > 2 else net[0])
         src = r.get("prefsrc")
         got = readers.route_get(ctx.netns, probe, src)
-        resolutions.append(Resolution(cidr=r["dst"], dev=r["dev"], table=str(r.get("table", "main")), probe=probe,
+        resolutions.append(Resolution(cidr=r["dst"], dev=sorted(route_devices(r))[0],
+                                      table=str(r.get("table", "main")), probe=probe,
                                       source=src, got_dev=got.get("dev") if got else None,
                                       got_table=str(got.get("table", "main")) if got else None,
                                       got_type=got.get("type") if got else "no route"))
@@ -189,7 +213,7 @@ def _cni(ctx: NodeContext, links: dict[str, Any]) -> list[Check]:
 
 def _stale(ctx: NodeContext, links: dict[str, Any]) -> list[Check]:
     ours = [r for r in readers.routes(ctx.netns) if str(r.get("protocol")) in (OUR_PROTOCOL, "magw")]
-    named = {r["dev"] for r in ours if "dev" in r} | {n["dev"] for n in readers.nexthops(ctx.netns) if "dev" in n}
+    named = {d for r in ours for d in route_devices(r)} | {n["dev"] for n in readers.nexthops(ctx.netns) if "dev" in n}
     tables = {i["table"]["name"] for i in readers.nft_ruleset(ctx.netns) if "table" in i}
     return stale_checks(StaleReadings(
         gateway=ctx.gateway, links=set(links), nft_tables=tables,

@@ -27,6 +27,7 @@ class CableProbe:
     answered: bool
     error: str = ""
     agent_state: str | None = None  # the route agent's health state of this peer (its status file), None: unknown
+    port: int | None = None  # the UDP port the cable's packets go to, when not the device's (WireGuard's)
 
 
 UNPROBED = ("unknown",)  # the agent does not probe the peer (a passive gateway in single-active mode)
@@ -37,7 +38,7 @@ def path_checks(probes: list[CableProbe], prefix: str) -> list[Check]:
     for p in probes:
         where = f" via {p.underlay}" if p.underlay else ""
         name = f"{p.device} -> {p.vtep}{where}"
-        port = PORTS.get(p.device)
+        port = p.port or PORTS.get(p.device)
         if p.answered:
             out.append(passed(TOPIC, name, "echo answered through the cable"))
             continue
@@ -47,6 +48,8 @@ def path_checks(probes: list[CableProbe], prefix: str) -> list[Check]:
             continue
         why = f" ({p.error})" if p.error else ""
         udp = f"UDP {port}" if port else "the cable's UDP port"
+        if p.port:  # VXLAN through WireGuard: the packets that cross firewalls are WireGuard's, between public IPs
+            udp += " (WireGuard) between the gateways' public IPs; the VXLAN inside needs nothing:"
         out.append(failed(TOPIC, name, f"no answer through the cable{why}",
                           f"allow {udp} between this node and {p.underlay or 'the peer'} in both directions "
                           f"(nft/iptables on both nodes, security groups); check the peer's route agent runs "

@@ -190,3 +190,9 @@ def test_exit_status_and_text() -> None:
     lines = text_lines([good, bad])
     assert lines[0] == "== a (netns ns-a): warn"
     assert "     fix: do z" in lines and lines[-1] == "1 passed, 1 warnings, 1 failed"
+
+
+def test_through_wireguard_the_fix_names_wireguards_port() -> None:
+    probe = CableProbe(device="vxlan-tunnel", vtep="241.18.0.11", underlay="242.18.0.11", answered=False, port=51820)
+    check = cable_checks([probe], PRE)[0]
+    assert check.verdict is Verdict.FAIL and check.fix.startswith("allow UDP 51820 (WireGuard)")
