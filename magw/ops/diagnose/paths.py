@@ -49,9 +49,10 @@ def path_checks(probes: list[CableProbe], prefix: str) -> list[Check]:
         why = f" ({p.error})" if p.error else ""
         udp = f"UDP {port}" if port else "the cable's UDP port"
         if p.port:  # VXLAN through WireGuard: the packets that cross firewalls are WireGuard's, between public IPs
-            udp += " (WireGuard) between the gateways' public IPs; the VXLAN inside needs nothing:"
+            between = f"allow {udp} (WireGuard) both ways between this gateway's and the peer's public IPs"
+        else:
+            between = f"allow {udp} between this node and {p.underlay or 'the peer'} in both directions"
         out.append(failed(TOPIC, name, f"no answer through the cable{why}",
-                          f"allow {udp} between this node and {p.underlay or 'the peer'} in both directions "
-                          f"(nft/iptables on both nodes, security groups); check the peer's route agent runs "
-                          f"(its VTEP answers only then); {prefix}nft list ruleset"))
+                          f"{between} (nft/iptables on both nodes, security groups); check the peer's route agent "
+                          f"runs (its VTEP answers only then); {prefix}nft list ruleset"))
     return out

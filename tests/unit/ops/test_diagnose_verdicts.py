@@ -195,4 +195,4 @@ def test_exit_status_and_text() -> None:
 def test_through_wireguard_the_fix_names_wireguards_port() -> None:
     probe = CableProbe(device="vxlan-tunnel", vtep="241.18.0.11", underlay="242.18.0.11", answered=False, port=51820)
     check = cable_checks([probe], PRE)[0]
-    assert check.verdict is Verdict.FAIL and check.fix.startswith("allow UDP 51820 (WireGuard)")
+    assert check.verdict is Verdict.FAIL and check.fix.startswith("allow UDP 51820 (WireGuard) both ways between")
