@@ -74,7 +74,7 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
                 raise UsageError("show: --cluster and --status-file go with --broker-dir or --kubeconfig, not --lab")
             from magw.ops.show.lab_source import read_lab  # lazy: only a lab needs the lab's modules
 
-            return read_lab(args.lab, kernel_nodes=args.node or None, flows=False)
+            return read_lab(args.lab, kernel_nodes=args.node or None, flows=args.topic in ("connections", "all"))
         if args.broker_dir is not None:
             from magw.ops.show.broker_source import read_broker
 

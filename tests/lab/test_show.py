@@ -22,6 +22,7 @@ import pytest
 
 from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
+from magw.lab.observe.spread import run_spread
 from magw.lab.planes import kube
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.scenarios.failure import fail
@@ -129,6 +130,26 @@ def test_a_worker_shows_its_paths_to_local_gateways(lab: tuple[LabLayout, LabSta
     )
     assert sorted((r["remote"], r["cable"]) for r in rows) == [("east-gw1", "local"), ("east-gw2", "local")]
     assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+
+
+def test_flows_per_path_match_what_the_gateways_carried(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
+    """32 UDP flows from east-w1's pod to west-w1's: the flows show connections counts on each of east-w1's paths
+    are at least the flows the gateway at its end counted leaving through its tunnel (nft counters on the
+    gateways, magw.lab.observe.spread), and together at least the 32 sent (older tracked flows may add)."""
+    lab_layout, _st = lab
+    client = lab_layout.cluster("east").pods_of("east-w1")[0]
+    server = lab_layout.cluster("west").pods_of("west-w1")[0]
+    packets = 2
+    result = run_spread(lab_layout, flows=32, packets=packets, pair=(client, server))
+    assert result.received == result.sent == 64
+    rows = _show(magw_cli, "connections", "--lab", lab_layout.name, "--node", "east-w1")["connections"]
+    shown = {r["remote"]: r["flows"] for r in rows}
+    carried = {g.gateway: g.tunnel_tx // packets for g in result.of("east")}
+    assert sum(carried.values()) == 32
+    assert shown.keys() == carried.keys()
+    for gateway, flows in carried.items():
+        assert shown[gateway] >= flows
+    assert sum(shown.values()) >= 32
 
 
 def test_kubeconfig_reads_what_the_lab_reads(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:

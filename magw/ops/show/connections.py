@@ -3,8 +3,10 @@
 The rows of a node come from its route agent's status (``health.peers[]``: what its probes say now): state,
 RTT (last, average, max, in seconds), ``since`` (when the state last changed) and the share of the node's flows
 the path carries (``magw.ops.show.kernel``: the share of the nexthop group's buckets, read from the node's
-kernel). A gateway whose route agent's status is not at hand (Kubernetes without a lab) falls back to what its
-gateway daemon wrote in its ``Gateway`` object's ``status.connections``: state and RTT, no since, no share.
+kernel), and ``flows``: how many of the node's tracked connections toward remote clusters the kernel routes
+over it (``magw.ops.show.flows``). A gateway whose route agent's status is not at hand (Kubernetes without a
+lab) falls back to what its gateway daemon wrote in its ``Gateway`` object's ``status.connections``: state and
+RTT, no since, no share, no flows.
 ``from`` says which.
 
 A gateway's paths go to the remote clusters' gateways over the cable (``vxlan`` or ``wireguard``); a worker's
@@ -52,6 +54,7 @@ def _probe_rows(inputs: Inputs, node: str, cluster: str | None, status: Doc) -> 
         remote_cluster = str(peer.get("cluster"))
         address = str(peer.get("address"))
         share = None if kernel is None else path_share(kernel.nexthops, kernel.buckets, address)
+        flows = None if kernel is None or kernel.tracked is None else kernel.path_flows.get(address, 0)
         rows.append(
             {
                 "node": node,
@@ -64,6 +67,7 @@ def _probe_rows(inputs: Inputs, node: str, cluster: str | None, status: Doc) -> 
                 "rtt": _rtt(peer.get("rtt")),
                 "since": peer.get("since"),
                 "share": share,
+                "flows": flows,
                 "from": "probes",
             }
         )
@@ -102,6 +106,7 @@ def _cr_rows(inputs: Inputs, node: str, cluster: str | None, gw_status: Doc) -> 
                 "rtt": None if any(v is None for v in seconds.values()) else seconds,
                 "since": None,
                 "share": None,
+                "flows": None,
                 "from": "gateway status",
             }
         )

@@ -25,12 +25,16 @@ Doc = Mapping[str, Any]
 class NodeKernel:
     """One node's kernel, read with ``ip -j``: its nexthops (``ip -j nexthop show``), the buckets of its resilient
     groups (``ip -j nexthop bucket show``), the counters of magw's devices and the WAN link (dev -> ``stats64``
-    fields rx_bytes, tx_bytes, rx_packets, tx_packets) and the number of tracked connections (None: unknown)."""
+    fields rx_bytes, tx_bytes, rx_packets, tx_packets), the number of tracked connections (None: unknown), and
+    of those toward remote clusters (``tracked``, None: not read) how many the kernel routes to each path's
+    gateway address (``path_flows``, ``magw.ops.show.flows``)."""
 
     nexthops: tuple[Doc, ...] = ()
     buckets: tuple[Doc, ...] = ()
     links: Mapping[str, Mapping[str, int]] = attrs.field(factory=dict)
     flows: int | None = None
+    tracked: int | None = None
+    path_flows: Mapping[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

@@ -5,7 +5,8 @@
 - statuses: each route agent's status file, only while it is current (``magw.lab.observe.status.agent_sync``:
   a dead process's last file says nothing of now);
 - kernels: in each chosen node's namespace, ``ip -j nexthop show``, ``ip -j nexthop bucket show``,
-  ``ip -s -j link show`` (magw's devices and the WAN link) and ``conntrack -C`` (tracked connections);
+  ``ip -s -j link show`` (magw's devices and the WAN link), ``conntrack -C`` (tracked connections) and, per
+  flow toward a remote cluster, ``ip route get`` (``magw.ops.show.flows``: which path the kernel routes it to);
 - versions: every daemon the lab started with the magw build it runs, the kernel and the tools.
 """
 
@@ -14,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +32,12 @@ from magw.lab.observe.status import agent_sync, current_status
 from magw.lab.planes import egressgw_daemons
 from magw.lab.planes.daemons import agent_status
 from magw.lab.spec import naming
-from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.layout import LabLayout, NodeLayout, layout
 from magw.model import Snapshot
 from magw.model.cable import WG_DEVICE
 from magw.model.vtep import VX_SUBMARINER, VXLAN_TUNNEL
 from magw.ops.show.broker_source import SourceError, broker_snapshots
+from magw.ops.show.flows import count_paths, parse_conntrack, route_get_lines
 from magw.ops.show.inputs import Inputs, NodeKernel
 
 DEVICES = (VXLAN_TUNNEL, VX_SUBMARINER, WG_DEVICE, naming.WAN_IF)
@@ -103,8 +107,29 @@ def _flows(ns: str) -> int | None:
         return None
 
 
-def node_kernel(namespace: str, *, flows: bool = True) -> NodeKernel:
-    """What ``namespace``'s kernel holds for shares and rates (empty parts when a read fails)."""
+def _path_flows(node: NodeLayout, remote: Sequence[IPv4Network]) -> tuple[int | None, dict[str, int]]:
+    """How many tracked flows toward ``remote`` the node has, and how many the kernel routes to each gateway."""
+    try:
+        tracked = ns_exec(node.namespace, "conntrack", "-L")
+    except LabError:
+        return None, {}
+    flows = parse_conntrack(tracked)
+    lines = route_get_lines(flows, remote=remote, own_pods=node.pod_subnet, pod_dev=naming.CNI_BRIDGE)
+    if not lines:
+        return 0, {}
+    argv = ["ip", "-n", node.namespace, "-j", "-force", "-batch", "-"]
+    try:  # -force: a refused lookup is skipped and the others go on; the exit status then says one failed
+        done = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, {}
+    return len(lines), dict(count_paths(done.stdout))
+
+
+def node_kernel(node: NodeLayout, remote: Sequence[IPv4Network], *, flows: bool = True) -> NodeKernel:
+    """What the node's kernel holds for shares, rates and flows (empty parts when a read fails); ``remote``: the
+    remote clusters' CIDRs, whose flows are counted per path."""
+    namespace = node.namespace
+    tracked, path_flows = _path_flows(node, remote) if flows else (None, {})
     links = {}
     for link in _json(namespace, "-s", "link", "show"):
         if link.get("ifname") in DEVICES:
@@ -121,6 +146,8 @@ def node_kernel(namespace: str, *, flows: bool = True) -> NodeKernel:
         buckets=tuple(_json(namespace, "nexthop", "bucket", "show")),
         links=links,
         flows=_flows(namespace) if flows else None,
+        tracked=tracked,
+        path_flows=path_flows,
     )
 
 
@@ -145,6 +172,11 @@ def lab_versions(st: LabState) -> tuple[dict[str, str], ...]:
     return tuple(rows)
 
 
+def _remote_cidrs(snapshots: Mapping[str, Snapshot], cluster: str) -> list[IPv4Network]:
+    snap = snapshots.get(cluster)
+    return [] if snap is None else [n for c in snap.remote_clusters for n in (*c.pod_cidrs, *c.service_cidrs)]
+
+
 def read_lab(
     name: str, *, kernel_nodes: Iterable[str] | None = None, flows: bool = True, versions: bool = True
 ) -> Inputs:
@@ -158,11 +190,13 @@ def read_lab(
         raise SourceError(f"--node: lab {name!r} has no node {', '.join(unknown)} "
                           f"(nodes: {', '.join(n.name for n in lab.nodes)})")  # fmt: skip
     at = time.monotonic()
-    kernels = {n.name: node_kernel(n.namespace, flows=flows) for n in lab.nodes if n.name in wanted}
+    snapshots = lab_snapshots(lab, st)
+    kernels = {n.name: node_kernel(n, _remote_cidrs(snapshots, n.cluster), flows=flows) for n in lab.nodes
+               if n.name in wanted}  # fmt: skip
     plane = "Kubernetes API emulators" if st.kube else f"file broker {st.broker_dir}"
     return Inputs(
         source=f"lab {name} ({plane})",
-        snapshots=lab_snapshots(lab, st),
+        snapshots=snapshots,
         statuses=lab_statuses(lab, st),
         kernels=kernels,
         versions=lab_versions(st) if versions else (),

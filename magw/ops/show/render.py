@@ -27,12 +27,12 @@ def table(columns: Sequence[tuple[str, Cell]], rows: Sequence[Row]) -> list[str]
 
 
 def dash(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if value is None or value == "" or value == []:
         return "-"
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
-    if isinstance(value, bool):
-        return "yes" if value else "no"
     return str(value)
 
 
@@ -85,6 +85,7 @@ def connections_text(rows: Sequence[Row], now: datetime) -> list[str]:
             ("RTT LAST/AVG/MAX ms", lambda r: rtt_text(r["rtt"])),
             ("SINCE", lambda r: since_text(r["since"], now)),
             ("SHARE", lambda r: share_text(r["share"])),
+            ("FLOWS", lambda r: dash(r.get("flows"))),
         ],
         rows,
     )

@@ -101,7 +101,8 @@ def frame_lines(doc: Mapping[str, Any], now: datetime) -> list[str]:
         for p in n["paths"]:
             lines.append(
                 f"  -> {p['remote']:<16} {p['cable']:<9} {p['state']:<8} rtt {render.rtt_text(p['rtt']):<17} ms"
-                f"  share {render.share_text(p['share']):>4}  since {render.since_text(p['since'], now)}"
+                f"  share {render.share_text(p['share']):>4}  flows {render.dash(p.get('flows')):>4}"
+                f"  since {render.since_text(p['since'], now)}"
             )
         if not n["paths"]:
             lines.append("  (no paths reported: no current status of this node's route agent)")

@@ -108,7 +108,7 @@ def test_connections_table() -> None:
     now = datetime(2026, 11, 28, 20, 1, 10, tzinfo=UTC)
     lines = render.connections_text(connection_rows(inputs), now)
     assert lines[0].split() == ["NODE", "CLUSTER", "REMOTE", "REMOTE", "CLUSTER", "CABLE", "STATE", "RTT",
-                                "LAST/AVG/MAX", "ms", "SINCE", "SHARE"]  # fmt: skip
+                                "LAST/AVG/MAX", "ms", "SINCE", "SHARE", "FLOWS"]  # fmt: skip
     assert lines[1].split() == ["east-gw1", "east", "west-gw1", "west", "vxlan", "up", "0.30/0.25/1.30",
-                                "19:58:00", "(3m10s", "ago)", "75%"]  # fmt: skip
-    assert lines[2].split()[-4:] == ["20:00:05", "(1m05s", "ago)", "25%"]
+                                "19:58:00", "(3m10s", "ago)", "75%", "-"]  # fmt: skip
+    assert lines[2].split()[-5:] == ["20:00:05", "(1m05s", "ago)", "25%", "-"]
