@@ -1,6 +1,7 @@
 """``magw diagnose``: a node check-up, every check with a verdict (pass/warn/fail) and a fix.
 
-    magw diagnose [TOPIC] [--netns NS | --lab NAME [--node N ...]] [--clock-url URL ...] [--json]
+    magw diagnose [TOPIC] [--netns NS | --lab NAME [--node N ...]] [--clock-url URL ...] [--kubeconfig PATH]
+                  [--json]
 
 TOPIC is ``all`` (default) or one of ``kernel sysctl mtu clock firewall shadow cni stale`` (docs/diagnose.md).
 Exit status 1 when any check failed, 0 otherwise (warnings included), 2 for bad input.
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from magw.cli import UsageError
 from magw.cli.nodeargs import add_netns_argument, require_netns
 from magw.drivers.netlink.capabilities import HASH_POLICY_L4, Capabilities, detect
 from magw.drivers.netns import current_netns_refusal
+from magw.ops.diagnose.clock import KubeconfigError, kubeconfig_server
 from magw.ops.diagnose.node import TOPICS as CHECK_TOPICS
 from magw.ops.diagnose.node import NodeContext, diagnose_node
 from magw.ops.diagnose.verdict import NodeReport, counts, exit_status, text_lines, worst
@@ -40,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clock-url", metavar="URL", action="append", default=[],
                         help="clock: compare with the Date header of this HTTP(S) server (the API server, e.g. "
                         "https://API:6443/version); repeat for more")
+    parser.add_argument("--kubeconfig", metavar="PATH",
+                        help="clock: compare with the Date header of this kubeconfig's API server (current context; "
+                        "no credential is used)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -68,11 +74,24 @@ def report_json(reports: list[NodeReport]) -> dict[str, Any]:
             "nodes": [r.to_json() for r in reports]}
 
 
+def _kube_clock(path: str | None) -> tuple[str, ...]:
+    if path is None:
+        return ()
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"--kubeconfig {path}: {exc.strerror or exc}") from None
+    try:
+        return (kubeconfig_server(text, path),)
+    except KubeconfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     topic = getattr(args, "topic", "kernel")
     lab = getattr(args, "lab", None)
     nodes = list(getattr(args, "node", None) or [])
-    clock_urls = tuple(getattr(args, "clock_url", None) or [])
+    clock_urls = tuple(getattr(args, "clock_url", None) or []) + _kube_clock(getattr(args, "kubeconfig", None))
     topics = list(CHECK_TOPICS) if topic == "all" else [topic]
     if nodes and not lab:
         raise UsageError("--node: only with --lab NAME")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from email.utils import parsedate_to_datetime
 
 import attrs
+import yaml
 
 from magw.ops.diagnose.verdict import Check, failed, passed, warned
 
@@ -62,3 +63,28 @@ def clock_checks(samples: list[ClockSample]) -> list[Check]:
         else:
             out.append(passed(TOPIC, name, seen))
     return out
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig we cannot take the API server's address from (one line)."""
+
+
+def kubeconfig_server(text: str, source: str) -> str:
+    """The API server URL of a kubeconfig's current context (no credential is read or used: the Date header of
+    any answer, even 401, is the reference)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KubeconfigError(f"--kubeconfig {source}: not YAML ({type(exc).__name__})") from None
+    if not isinstance(doc, dict):
+        raise KubeconfigError(f"--kubeconfig {source}: not a kubeconfig (no mapping)")
+    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or [] if isinstance(c, dict)}
+    clusters = {c.get("name"): c.get("cluster") or {} for c in doc.get("clusters") or [] if isinstance(c, dict)}
+    current = doc.get("current-context")
+    if current not in contexts:
+        raise KubeconfigError(f"--kubeconfig {source}: current-context {current!r} is not among its contexts")
+    cluster = contexts[current].get("cluster")
+    server = clusters.get(cluster, {}).get("server")
+    if not isinstance(server, str) or not server.startswith(("http://", "https://")):
+        raise KubeconfigError(f"--kubeconfig {source}: cluster {cluster!r} has no http(s) server")
+    return server.rstrip("/") + "/version"
