@@ -45,6 +45,9 @@ def overhead_of(device_kind: str) -> int:
 
 def mtu_checks(tunnels: list[TunnelMtu], prefix: str) -> list[Check]:
     out: list[Check] = []
+    if not tunnels:
+        out.append(warned(TOPIC, "tunnels", "no magw tunnel device in this namespace (vxlan-tunnel, vx-submariner)",
+                          "start the route agent (magw-route-agent) or check --netns names the node"))
     for t in tunnels:
         name = f"{t.device} mtu"
         if t.underlay is None or t.underlay_mtu is None:

@@ -80,6 +80,7 @@ def test_mtu_room_is_the_underlay_minus_the_overhead() -> None:
     assert checks["wg1 mtu"].verdict is Verdict.FAIL
     unknown = mtu_checks([TunnelMtu(device="vxlan-tunnel", mtu=1450, underlay=None, underlay_mtu=None)], PRE)
     assert unknown[0].verdict is Verdict.WARN
+    assert [c.verdict for c in mtu_checks([], PRE)] == [Verdict.WARN]  # nothing to check is said, not passed
 
 
 def test_path_mtu_probe_verdicts() -> None:
