@@ -111,7 +111,9 @@ def gateways_text(rows: Sequence[Row]) -> list[str]:
         return "-" if r["paths"] is None else f"{r['paths_up']}/{r['paths']} up"
 
     def health(r: Row) -> str:
-        return f"{r['health']} (by {', '.join(r['down_by'])})" if r["down_by"] else str(r["health"])
+        text = f"{r['health']} (by {', '.join(r['down_by'])})" if r["down_by"] else str(r["health"])
+        lost = r.get("no_reach") or []
+        return f"{text}, no reach to {', '.join(lost)}" if lost else text
 
     return table(
         [

@@ -48,7 +48,8 @@ def endpoints(inputs: Inputs) -> list[dict[str, Any]]:
 
 def gateways(inputs: Inputs) -> list[dict[str, Any]]:
     """Every gateway node of every cluster: published or not, active or passive, its health as its own cluster's
-    nodes probe it, and how many of its own paths are up (from its status, else its Gateway object)."""
+    nodes probe it (``no_reach``: the remote clusters its own cluster's nodes' probes say it lost), and how many
+    of its own paths are up (from its status, else its Gateway object)."""
     rows = []
     for cid, snap in sorted(inputs.snapshots.items()):
         published = {e.hostname for e in snap.endpoints_of(cid)}
@@ -75,6 +76,7 @@ def gateways(inputs: Inputs) -> list[dict[str, Any]]:
                     "ha_status": ha if node.name in published else None,
                     "health": seen["state"],
                     "down_by": list(seen["down_by"]),
+                    "no_reach": sorted(seen.get("no_reach", {})),
                     "paths_up": up,
                     "paths": total,
                 }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from magw.ops.show import topics
+from magw.ops.show import render, topics
 from magw.ops.show.broker_source import SourceError, read_broker
 from magw.ops.show.kube_source import infer_cluster, inputs_from_objects
 from magw.ops.show.report import TOPICS, document, text
@@ -42,10 +42,12 @@ def test_gateways_health_comes_from_the_clusters_own_nodes(tmp_path: Path) -> No
     inputs = read_broker(str(_broker(tmp_path)), endpoint_ttl=None)
     status = {"node": "e-w1", "cluster": "east",
               "health": {"peers": [{"hostname": "e-gw1", "cluster": "east", "address": "240.18.0.6",
-                                    "state": "down"}]}}  # fmt: skip
+                                    "state": "down", "reach": {"west": "down"}}]}}  # fmt: skip
     with_status = type(inputs)(source="t", snapshots=inputs.snapshots, statuses={"e-w1": status})
     rows = {g["node"]: g for g in topics.gateways(with_status)}
     assert (rows["e-gw1"]["health"], rows["e-gw1"]["down_by"], rows["e-gw1"]["published"]) == ("down", ["e-w1"], True)
+    assert rows["e-gw1"]["no_reach"] == ["west"]
+    assert "down (by e-w1), no reach to west" in render.gateways_text(list(rows.values()))[1]
     assert rows["w-gw1"]["health"] == "unknown"
     assert rows["e-gw1"]["ha_status"] == "active"
 
