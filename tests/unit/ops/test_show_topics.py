@@ -136,3 +136,44 @@ def test_cli_reads_a_static_broker_with_no_expiry(magw_cli: MagwCli) -> None:
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["endpoints"]
     assert [(r["cluster"], r["hostname"]) for r in rows] == [("east", "e-gw1"), ("east", "e-gw2"), ("west", "w-gw1")]
+
+
+def test_globalnet_pool_and_objects_from_the_controllers_statuses(tmp_path: Path) -> None:
+    """What the Globalnet controller wrote: each gateway's cluster egress addresses, a GlobalEgressIP's per gateway,
+    the pool's use counted from them."""
+    from tests.support.globalnet_broker import controller, converge, gateway, make_broker, put
+
+    d = make_broker(tmp_path / "gn")
+    gateway(d, "gw1", 6)
+    gateway(d, "gw2", 7)
+    put(d, "tpl", "ClusterGlobalEgressIP", {"name": "cluster-egress.submariner.io", "numberOfIPs": 2})
+    put(d, "e1", "GlobalEgressIP", {"namespace": "ns", "name": "e1"})
+    converge(controller(d))
+    (row,) = topics.globalnet(read_broker(str(d), ["east"], endpoint_ttl=None))
+    assert (row["cluster"], row["global_cidrs"], row["pool_used"], row["pool_size"]) == (
+        "east", ["242.1.0.0/24"], 6, 254
+    )  # fmt: skip
+    objects = {(o["kind"], o["name"]): o for o in row["objects"]}
+    e1 = objects[("GlobalEgressIP", "e1")]
+    assert sorted(e1["gateways"]) == ["gw1", "gw2"] and all(len(ips) == 1 for ips in e1["gateways"].values())
+    assert e1["allocated"] == "True Success"
+    assert len(e1["addresses"]) == 2
+
+
+def test_egress_vips_with_their_holder(tmp_path: Path) -> None:
+    from tests.support.broker_docs import broker_document, egress_vip
+
+    d = tmp_path / "eg"
+    d.mkdir()
+    (d / "east.yaml").write_text(broker_document("egress-east.yaml"))
+    (d / "vip.yaml").write_text(egress_vip("shop", 10, "[{namespace: shop}]"))
+    (d / "vip-status.yaml").write_text(
+        "kind: EgressVIPStatus\ncluster: east\nname: shop\nholder: n2\nsince: '2026-11-28T20:00:00+00:00'\n"
+    )
+    (row,) = topics.egressgw(read_broker(str(d), endpoint_ttl=None))
+    assert (row["name"], row["vip"], row["candidates"], row["holder"], row["bindings"]) == (
+        "shop", "192.0.2.10", ["n1", "n2"], "n2", ["namespace shop"]
+    )  # fmt: skip
+    lines = render.egressgw_text([row], datetime(2026, 11, 28, 20, 1, tzinfo=UTC))
+    assert lines[1].split() == ["east", "shop", "192.0.2.10", "10", "n1,n2", "n2", "20:00:00", "(1m00s", "ago)",
+                                "namespace", "shop"]  # fmt: skip
