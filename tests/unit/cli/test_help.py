@@ -23,7 +23,10 @@ from magw.cli import main as cli_main
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 KNOWN_SCRIPTS = {"magw", "magw-route-agent", "magw-gateway", "magw-globalnet", "magw-egress", "magw-egress-agent"}
-KNOWN_COMMANDS = {"plan", "apply", "cleanup", "diagnose", "lab", "globalnet", "egress", "ovn"}
+KNOWN_COMMANDS = {
+    "plan", "apply", "cleanup", "diagnose", "lab", "globalnet", "egress", "ovn", "cable",
+    "show", "verify", "benchmark", "gather", "top",
+}  # fmt: skip
 TIMEOUT = 60
 
 
