@@ -20,36 +20,25 @@ from typing import Any
 
 import pytest
 
-from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
 from magw.lab.observe.spread import run_spread
 from magw.lab.planes import kube
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.scenarios.failure import fail
-from magw.lab.spec.layout import LabLayout, layout
-from magw.lab.spec.topology import parse_topology
+from magw.lab.spec.layout import LabLayout
 from tests.support.cli import MagwCli
-from tests.support.labkit import unique_name
+from tests.support.small_lab import poll_for, small_lab
 
 pytestmark = [
     pytest.mark.kernel,
     pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)"),
 ]
 
-WAIT = 60.0  # generous: a loaded 2-CPU machine
-TOPOLOGY = {"clusters": [{"id": "east", "workers": 1, "pods_per_node": 1}, {"id": "west", "workers": 1,
-                                                                           "pods_per_node": 1}]}  # fmt: skip
-
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[tuple[LabLayout, LabState]]:
-    name = unique_name()
-    topo = parse_topology(TOPOLOGY, source="test_show")
-    try:
-        st = build.up(topo, name=name, daemons=True, wait_timeout=120.0, control_plane="kube")
-        yield layout(name, topo), st
-    finally:
-        build.down(name)
+    with small_lab(control_plane="kube") as made:
+        yield made
 
 
 def _show(magw_cli: MagwCli, *args: str) -> dict[str, Any]:
@@ -57,17 +46,6 @@ def _show(magw_cli: MagwCli, *args: str) -> dict[str, Any]:
     assert out.returncode == 0, out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
     return doc
-
-
-def _poll(what: str, fetch: Callable[[], Any], ok: Callable[[Any], bool], limit: float = WAIT) -> Any:
-    deadline = time.monotonic() + limit
-    while True:
-        value = fetch()
-        if ok(value):
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what}: not reached within {limit:g} s; last: {json.dumps(value)[:2000]}")
-        time.sleep(0.5)
 
 
 def _kernel_shares(namespace: str) -> dict[str, float]:
@@ -102,7 +80,7 @@ def test_connections_per_gateway_pair(lab: tuple[LabLayout, LabState], magw_cli:
     """Every gateway has one up path to each remote gateway, with RTT and since, over the vxlan cable; each
     path's share is its part of the gateway's group buckets as the kernel holds them."""
     lab_layout, st = lab
-    doc = _poll("every path up", lambda: _show(magw_cli, "connections", "--lab", st.name), _all_up)
+    doc = poll_for("every path up", lambda: _show(magw_cli, "connections", "--lab", st.name), _all_up)
     gateways = {g.name: g for g in lab_layout.gateways}
     rows = doc["connections"]
     assert sorted({r["node"] for r in rows}) == sorted(gateways)
@@ -123,7 +101,7 @@ def test_connections_per_gateway_pair(lab: tuple[LabLayout, LabState], magw_cli:
 
 def test_a_worker_shows_its_paths_to_local_gateways(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
     _lab, st = lab
-    rows = _poll(
+    rows = poll_for(
         "east-w1's paths up",
         lambda: _show(magw_cli, "connections", "--lab", st.name, "--node", "east-w1")["connections"],
         lambda rows: len(rows) == 2 and all(r["state"] == "up" for r in rows),
@@ -164,7 +142,7 @@ def test_kubeconfig_reads_what_the_lab_reads(lab: tuple[LabLayout, LabState], ma
         assert one["endpoints"] == whole["endpoints"]
         nets = _show(magw_cli, "networks", *flags)["networks"]
         assert [n for n in nets if n["cluster"] == cid] == [n for n in whole["networks"] if n["cluster"] == cid]
-        gws = _poll(f"{cid}'s Gateway statuses", _reader(magw_cli, "gateways", *flags), _both_connected)
+        gws = poll_for(f"{cid}'s Gateway statuses", _reader(magw_cli, "gateways", *flags), _both_connected)
         assert {(g["node"], g["ha_status"]) for g in gws} == {(f"{cid}-gw1", "active"), (f"{cid}-gw2", "active")}
         conns = _show(magw_cli, "connections", *flags)["connections"]
         assert {(r["node"], r["remote"], r["from"]) for r in conns} == {
@@ -197,7 +175,7 @@ def test_a_cut_gateway_is_down_and_gets_no_flows(lab: tuple[LabLayout, LabState]
         rows = _show(magw_cli, "connections", "--lab", st.name)["connections"]
         return [r for r in rows if r["cluster"] == "east"]
 
-    rows = _poll(
+    rows = poll_for(
         "west-gw2 down on east's gateways",
         east_rows,
         lambda rows: (

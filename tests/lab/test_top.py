@@ -13,22 +13,19 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.scenarios.failure import fail
-from magw.lab.spec.layout import LabLayout, layout
-from magw.lab.spec.topology import parse_topology
+from magw.lab.spec.layout import LabLayout
 from tests.support.cli import MagwCli
-from tests.support.labkit import unique_name
 from tests.support.paths import REPO
+from tests.support.small_lab import poll_for, small_lab
 
 pytestmark = [
     pytest.mark.kernel,
@@ -36,31 +33,11 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh installs it)"),
 ]
 
-WAIT = 60.0  # generous: a loaded 2-CPU machine
-TOPOLOGY = {"clusters": [{"id": "east", "workers": 1, "pods_per_node": 1}, {"id": "west", "workers": 1,
-                                                                           "pods_per_node": 1}]}  # fmt: skip
-
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[tuple[LabLayout, LabState]]:
-    name = unique_name()
-    topo = parse_topology(TOPOLOGY, source="test_top")
-    try:
-        st = build.up(topo, name=name, daemons=True, wait_timeout=120.0)
-        yield layout(name, topo), st
-    finally:
-        build.down(name)
-
-
-def _poll(what: str, fetch: Callable[[], Any], ok: Callable[[Any], bool], limit: float = WAIT) -> Any:
-    deadline = time.monotonic() + limit
-    while True:
-        value = fetch()
-        if ok(value):
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what}: not reached within {limit:g} s; last:\n{value}")
-        time.sleep(0.5)
+    with small_lab() as made:
+        yield made
 
 
 def test_once_json(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
@@ -77,7 +54,7 @@ def test_once_json(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
     def ready(doc: dict[str, Any]) -> bool:
         return all(len(n["paths"]) == 2 and all(p["state"] == "up" for p in n["paths"]) for n in doc["nodes"])
 
-    doc = _poll("every path up", frame, ready)
+    doc = poll_for("every path up", frame, ready)
     assert sorted(n["node"] for n in doc["nodes"]) == sorted(g.name for g in lab_layout.gateways)
     for n in doc["nodes"]:
         assert isinstance(n["flows"], int)
@@ -120,7 +97,7 @@ def test_top_in_tmux(lab: tuple[LabLayout, LabState], tmp_path: Path) -> None:
         tmux("-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "160", "-y", "60", "-c", str(REPO),
              command, ";", "set-option", "-t", session, "remain-on-exit", "on")  # fmt: skip
         assert tmux.pane(session, "#{pane_width}x#{pane_height}") == "160x60"
-        screen = _poll(
+        screen = poll_for(
             "every gateway and path on the screen",
             lambda: tmux.screen(session),
             lambda text: (
@@ -138,9 +115,9 @@ def test_top_in_tmux(lab: tuple[LabLayout, LabState], tmp_path: Path) -> None:
             return len(east) == 2 and all("last failover: west-gw2 down" in line and "detected in" in line
                                           for line in east)  # fmt: skip
 
-        _poll("the failover on east's gateways", lambda: tmux.screen(session), failover_shown)
+        poll_for("the failover on east's gateways", lambda: tmux.screen(session), failover_shown)
         tmux("send-keys", "-t", session, "q")
-        _poll("top exited", lambda: tmux.pane(session, "#{pane_dead}"), lambda dead: dead == "1", limit=30)
+        poll_for("top exited", lambda: tmux.pane(session, "#{pane_dead}"), lambda dead: dead == "1", limit=30)
         assert status.read_text() == "0\n"
     finally:
         subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True, timeout=30, check=False)
