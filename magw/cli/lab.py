@@ -222,9 +222,7 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _unknown_lab(name: str) -> LabInputError:
-    labs = state.list_labs()
-    known = f" (labs: {', '.join(labs)})" if labs else " (no labs)"
-    return LabInputError(f"no lab named {name!r}{known}")
+    return LabInputError(state.no_lab_line(name))
 
 
 def _read(name: str) -> state.LabState:

@@ -151,3 +151,23 @@ def list_labs() -> list[str]:
         return sorted(p.name for p in naming.STATE_ROOT.iterdir() if p.is_dir())
     except FileNotFoundError:
         return []
+
+
+class UnknownLab(LookupError):
+    """No lab of that name, or (``require(up=True)``) one that is not up; ``str()`` is one line."""
+
+
+def no_lab_line(name: str) -> str:
+    """``no lab named 'x' (labs: a, b)``: what every command says of a lab that does not exist."""
+    labs = list_labs()
+    return f"no lab named {name!r} ({'labs: ' + ', '.join(labs) if labs else 'no labs'})"
+
+
+def require(name: str, *, up: bool = False) -> LabState:
+    """The state of lab ``name``; ``UnknownLab`` when there is none or, with ``up``, when it is not up."""
+    st = read(name)
+    if st is None:
+        raise UnknownLab(no_lab_line(name))
+    if up and st.phase != "up":
+        raise UnknownLab(f"lab {name!r} is {st.phase}, not up (magw lab status --name {name})")
+    return st

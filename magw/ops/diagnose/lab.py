@@ -30,12 +30,10 @@ def _netns_names() -> list[str]:
 
 def diagnose_lab(name: str, nodes: Sequence[str], topics: Sequence[str], clock_urls: Sequence[str] = ()
                  ) -> list[NodeReport]:
-    st = state.read(name)
-    if st is None:
-        labs = state.list_labs()
-        raise LabNotFound(f"--lab: no lab named {name!r} ({'labs: ' + ', '.join(labs) if labs else 'no labs'})")
-    if st.phase != "up":
-        raise LabNotFound(f"--lab: lab {name!r} is {st.phase}, not up (magw lab status --name {name})")
+    try:
+        st = state.require(name, up=True)
+    except state.UnknownLab as exc:
+        raise LabNotFound(f"--lab: {exc}") from None
     lab = layout(st.name, st.topology)
     unknown = sorted(set(nodes) - {n.name for n in lab.nodes})
     if unknown:

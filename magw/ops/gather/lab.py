@@ -38,11 +38,10 @@ class NoLab(LookupError):
 
 
 def read_state(name: str) -> LabState:
-    st = state.read(name)
-    if st is None:
-        labs = state.list_labs()
-        raise NoLab(f"--lab: no lab named {name!r} ({'labs: ' + ', '.join(labs) if labs else 'no labs'})")
-    return st
+    try:
+        return state.require(name)
+    except state.UnknownLab as exc:
+        raise NoLab(f"--lab: {exc}") from None
 
 
 def lab_files(st: LabState) -> list[tuple[str, Path]]:

@@ -47,14 +47,10 @@ _COUNTERS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
 
 def open_lab(name: str) -> LabState:
     """The lab's state; ``SourceError`` (one line) when there is no such lab or it is not up."""
-    st = state.read(name)
-    if st is None:
-        labs = state.list_labs()
-        known = f" (labs: {', '.join(labs)})" if labs else " (no labs)"
-        raise SourceError(f"--lab: no lab named {name!r}{known}")
-    if st.phase != "up":
-        raise SourceError(f"--lab: lab {name!r} is {st.phase}, not up (magw lab status --name {name})")
-    return st
+    try:
+        return state.require(name, up=True)
+    except state.UnknownLab as exc:
+        raise SourceError(f"--lab: {exc}") from None
 
 
 def lab_snapshots(lab: LabLayout, st: LabState) -> dict[str, Snapshot]:

@@ -65,13 +65,10 @@ class Lab:
 def open_lab(name: str, *, verb: str) -> Lab:
     """Lab ``name``, which must be up with its daemons; anything else is one line of bad input."""
     naming.check_lab_name(name)
-    st = state.read(name)
-    if st is None:
-        labs = state.list_labs()
-        known = f" (labs: {', '.join(labs)})" if labs else " (no labs: magw lab up --name NAME)"
-        raise LabInputError(f"{verb}: no lab named {name!r}{known}")
-    if st.phase != "up":
-        raise LabInputError(f"{verb}: lab {name} is {st.phase}, not up")
+    try:
+        st = state.require(name, up=True)
+    except state.UnknownLab as exc:
+        raise LabInputError(f"{verb}: {exc}") from None
     if not st.daemons:
         raise LabInputError(f"{verb}: lab {name} runs no daemons (built with --no-daemons): nothing to {verb}")
     if len(st.topology.clusters) < 2:
