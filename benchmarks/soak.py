@@ -93,8 +93,9 @@ def downs(st_dir: Path, since: float, until: float, tail: int = 4000) -> list[tu
 
 
 def detection(seen: list[tuple[float, str, str]], target: str) -> float | None:
-    """Seconds to the first route agent's log line calling ``target`` down."""
-    return next((at for at, _o, peer in seen if peer == target), None)
+    """Seconds from the injection to the first route agent's log line calling ``target`` down (``seen`` counts from
+    ``PRE`` seconds before the injection, to catch peers called down before it)."""
+    return next((at - PRE for at, _o, peer in seen if peer == target), None)
 
 
 def judge(
