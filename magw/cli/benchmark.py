@@ -7,35 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 
 from magw.cli import UsageError
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
-        return value
-
-    return check
-
-
-def _float_in(low: float, high: float) -> Callable[[str], float]:
-    def check(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value:g} is not in {low:g}..{high:g}")
-        return value
-
-    return check
+from magw.cli.argtypes import float_in, int_in
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -67,10 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t = verbs.add_parser("throughput", help="iperf3 TCP throughput, client pod to server pod")
     _common(t)
     t.add_argument(
-        "--duration", metavar="S", type=_int_in(1, 60), default=5, help="seconds per test (1..60, default 5)"
+        "--duration", metavar="S", type=int_in(1, 60), default=5, help="seconds per test (1..60, default 5)"
     )
     t.add_argument(
-        "--streams", metavar="N", type=_int_in(1, 16), default=1, help="parallel TCP streams (1..16, default 1)"
+        "--streams", metavar="N", type=int_in(1, 16), default=1, help="parallel TCP streams (1..16, default 1)"
     )
     lat = verbs.add_parser("latency", help="request/response round trips, one at a time, with percentiles")
     _common(lat)
@@ -81,19 +55,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="udp: a datagram each way; tcp: a line each way on one connection (default: both)",
     )
     lat.add_argument(
-        "--count", metavar="N", type=_int_in(1, 10000), default=200, help="requests per test (1..10000, default 200)"
+        "--count", metavar="N", type=int_in(1, 10000), default=200, help="requests per test (1..10000, default 200)"
     )
     lat.add_argument(
         "--timeout",
         metavar="S",
-        type=_float_in(0.01, 5),
+        type=float_in(0.01, 5),
         default=1.0,
         help="seconds to wait for an answer before counting it lost (default 1)",
     )
     lat.add_argument(
         "--max-seconds",
         metavar="S",
-        type=_float_in(1, 300),
+        type=float_in(1, 300),
         default=30.0,
         help="a test stops after this long, whatever --count says (default 30)",
     )

@@ -8,35 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 
 from magw.cli import UsageError
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
-        return value
-
-    return check
-
-
-def _float_in(low: float, high: float) -> Callable[[str], float]:
-    def check(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value:g} is not in {low:g}..{high:g}")
-        return value
-
-    return check
+from magw.cli.argtypes import float_in, int_in
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,12 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flows",
         metavar="N",
-        type=_int_in(0, 256),
+        type=int_in(0, 256),
         default=32,
         help="traced UDP flows per pair of clusters for the every-gateway check (0: skip it; default 32)",
     )
     parser.add_argument(
-        "--timeout", metavar="S", type=_float_in(0.2, 10), default=2.0, help="seconds per probe (default 2)"
+        "--timeout", metavar="S", type=float_in(0.2, 10), default=2.0, help="seconds per probe (default 2)"
     )
     parser.add_argument(
         "--failover",
@@ -72,21 +46,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--failover-flows",
         metavar="N",
-        type=_int_in(2, 256),
+        type=int_in(2, 256),
         default=32,
         help="UDP flows of the failover measurement (default 32)",
     )
     parser.add_argument(
         "--failover-rate",
         metavar="N",
-        type=_int_in(10, 1000),
+        type=int_in(10, 1000),
         default=100,
         help="datagrams per second per flow (default 100: the loss window's resolution is 10 ms)",
     )
     parser.add_argument(
         "--failover-duration",
         metavar="S",
-        type=_float_in(3, 30),
+        type=float_in(3, 30),
         default=6.0,
         help="seconds of traffic; the gateway fails a third of the way in (default 6)",
     )
