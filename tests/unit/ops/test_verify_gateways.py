@@ -10,21 +10,12 @@ from magw.lab.build.state import LabState
 from magw.lab.errors import LabInputError
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import parse_topology
-from magw.ops.verify import gateways, hops
+from magw.ops.verify import gateways
 from magw.ops.verify.failover import _ends, detections
 from magw.ops.verify.labref import Lab
 from magw.ops.verify.trace import Flow
+from tests.unit.ops.test_verify_hops import ROUTE
 
-ROUTE = hops.route(
-    client="east-w1-p1",
-    client_node="east-w1",
-    local_gateways=["east-gw1", "east-gw2"],
-    remote_gateways=["west-gw1", "west-gw2"],
-    server_nodes=["west-w1"],
-    servers=["west-w1-p1"],
-    local="east",
-    remote="west",
-)
 GWS = [("east-gw1", "east"), ("east-gw2", "east"), ("west-gw1", "west"), ("west-gw2", "west")]
 
 
