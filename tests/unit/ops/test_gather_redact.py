@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -115,3 +116,11 @@ def test_a_key_after_a_secret_name_never_survives(key: str, name: str, before: s
     out, hits = redact_text(f"{before}\n{name}{key}{closing}\n{after}")
     assert key not in out
     assert hits >= 1
+
+
+@pytest.mark.timeout(120)  # not a speed figure: before the fix this input took 487 s (a quadratic search)
+def test_a_long_base64_run_is_searched_once_and_a_secret_after_it_is_still_found() -> None:
+    blob = base64.b64encode(bytes(range(256)) * 120).decode()  # 40 KB of name characters, no secret word
+    text, n = redact_text(f"{blob} token={blob[:40]}")
+    assert n == 1
+    assert text == f"{blob} token={REDACTED}"
