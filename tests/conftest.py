@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, settings
 from tests.support.broker_docs import BrokerDocuments, broker_document
 from tests.support.cli import MagwCli
 from tests.support.daemon_procs import Daemon
+from tests.support.log_streams import repoint_closed_streams
 from tests.support.netns import NsFactory, VethPair, can_use_netns, netns, veth_between
 from tests.support.ovn_fixture import ovn_dbs  # noqa: F401  # the fixture, for every test module
 
@@ -181,3 +182,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(WireguardBackends(), "magw-wireguard-backends")
     if os.environ.get(REQUIRE_KERNEL_ENV, "") not in ("", "0"):
         config.pluginmanager.register(KernelSkipGuard(), "magw-kernel-skip-guard")
+
+
+@pytest.fixture(autouse=True)
+def _logging_not_left_on_a_closed_stream() -> Iterator[None]:
+    """See tests/support/log_streams.py: a CLI test under capsys must not leave logging on its closed stream."""
+    yield
+    repoint_closed_streams()
