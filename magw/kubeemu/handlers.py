@@ -191,12 +191,18 @@ class Api:
         return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
 
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
 async def _body(request: web.Request, *, optional: bool = False) -> Any:
     raw = await request.read()
     if not raw.strip():
         if optional:
             return None
         raise bad_request("the request body is empty")
+    if request.content_type == PROTOBUF:
+        # kubectl sends built-in types as protobuf first; 415 makes it retry the same request as JSON.
+        raise unsupported_media_type(PROTOBUF, "application/json, application/yaml")
     try:
         return json.loads(raw)
     except ValueError as err:

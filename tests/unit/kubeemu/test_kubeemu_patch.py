@@ -229,3 +229,20 @@ async def test_patch_of_a_missing_object_is_404(kube: Kube) -> None:
     with pytest.raises(ApiException) as err:
         await CustomObjectsApi(client).patch_namespaced_custom_object(*GW, "nope", {"spec": {}}, _content_type=MERGE)
     assert err.value.status == 404
+
+
+async def test_a_protobuf_body_is_415_so_kubectl_retries_as_json(kube: Kube) -> None:
+    """kubectl sends built-in types as protobuf; the emulator speaks JSON only and answers 415 Unsupported Media
+    Type (which kubectl's client answers by resending as JSON), not 400, and creates nothing."""
+    _, client = kube
+    core = CoreV1Api(client)
+    with pytest.raises(ApiException) as err:
+        await client.call_api(
+            f"/api/v1/namespaces/{NAMESPACE}/configmaps",
+            "POST",
+            header_params={"Content-Type": "application/vnd.kubernetes.protobuf", "Accept": "application/json"},
+            body=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap",
+        )
+    assert err.value.status == 415
+    assert json.loads(err.value.body)["reason"] == "UnsupportedMediaType"
+    assert "p" not in [cm.metadata.name for cm in (await core.list_namespaced_config_map(NAMESPACE)).items]
