@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import log_streams
 from tests.support.broker_docs import BrokerDocuments, broker_document
 from tests.support.cli import MagwCli
 from tests.support.daemon_procs import Daemon
-from tests.support.log_streams import repoint_closed_streams
 from tests.support.netns import NsFactory, VethPair, can_use_netns, netns, veth_between
 from tests.support.ovn_fixture import ovn_dbs  # noqa: F401  # the fixture, for every test module
 
@@ -184,8 +184,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(KernelSkipGuard(), "magw-kernel-skip-guard")
 
 
+_LOGGING_AT_START = log_streams.saved()
+
+
 @pytest.fixture(autouse=True)
-def _logging_not_left_on_a_closed_stream() -> Iterator[None]:
-    """See tests/support/log_streams.py: a CLI test under capsys must not leave logging on its closed stream."""
+def _logging_as_the_session_started() -> Iterator[None]:
+    """See tests/support/log_streams.py: no test inherits another's logging level or (closed) stream."""
+    log_streams.restore(_LOGGING_AT_START)
     yield
-    repoint_closed_streams()
+    log_streams.restore(_LOGGING_AT_START)

@@ -1,30 +1,40 @@
-"""Logging must not outlive the stream a test gave it.
+"""Every test starts with the logging configuration the session started with.
 
-``magw.cli.main`` (run in-process by CLI tests) points structlog and the root logger's handler at the
-``sys.stderr`` of that moment; under ``capsys`` that stream is closed when the test ends. A later test's
-in-process daemon then logs into a closed file: its task dies with ``ValueError: I/O operation on closed file``,
-and when the garbage collector finds that task while pytest compiles a failure's source, CPython 3.11 stops
-the whole run ("AST constructor recursion depth mismatch", seen in CI). After every test, anything left
-pointing at a closed stream is pointed at the current ``sys.stderr`` (the rest of the configuration stays).
+``magw.cli.main`` (run in-process by CLI tests) configures structlog and the root logger for its run: a level
+(warnings only by default) and the ``sys.stderr`` of that moment, which under ``capsys`` is closed when the test
+ends. Left in place, that broke later tests in two ways seen in CI: ``capture_logs()`` saw no info events (the
+level filter runs before its processors), and an in-process reconciler died writing to the closed file; when the
+garbage collector found that task while pytest compiled a failure's source, CPython 3.11 stopped the whole run
+("AST constructor recursion depth mismatch"). ``saved()`` is taken once, before any test; ``restore`` puts it back.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
+from typing import Any
 
+import attrs
 import structlog
 
-_NO_LOCK = contextlib.nullcontext()
+
+@attrs.frozen
+class Saved:
+    structlog_config: dict[str, Any]
+    handlers: list[logging.Handler]
+    level: int
 
 
-def repoint_closed_streams() -> None:
-    factory = structlog.get_config().get("logger_factory")
-    file = getattr(factory, "_file", None)
-    if file is not None and getattr(file, "closed", False):
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
-            with handler.lock or _NO_LOCK:  # not setStream: it flushes the old, closed, stream
-                handler.stream = sys.stderr
+def saved() -> Saved:
+    config = dict(structlog.get_config())
+    config["processors"] = list(config["processors"])
+    root = logging.getLogger()
+    return Saved(structlog_config=config, handlers=list(root.handlers), level=root.level)
+
+
+def restore(state: Saved) -> None:
+    config = dict(state.structlog_config)
+    config["processors"] = list(config["processors"])
+    structlog.configure(**config)
+    root = logging.getLogger()
+    root.handlers[:] = state.handlers
+    root.setLevel(state.level)
