@@ -23,6 +23,7 @@ def _resources(types: list[ResourceType]) -> list[dict[str, Any]]:
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
                 "verbs": VERBS,
+                **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
             }
         )
         if rt.status:

@@ -28,10 +28,12 @@ from typing import Any
 import attrs
 from aiohttp import web
 
+from magw.kubeemu import openapi, protobuf, table
 from magw.kubeemu.discovery import discovery
 from magw.kubeemu.errors import ApiError, bad_request, method_not_allowed, status_object, unsupported_media_type
 from magw.kubeemu.history import Obj, ObjectKey
 from magw.kubeemu.patch import PatchError, json_patch, merge_patch
+from magw.kubeemu.protobuf import UnknownProtobuf
 from magw.kubeemu.resources import ResourceType
 from magw.kubeemu.selectors import field_selector, label_selector
 from magw.kubeemu.store import Store
@@ -109,6 +111,10 @@ class Api:
         parts = [p for p in request.path.split("/") if p]
         if request.method == "GET" and (doc := discovery(self.store.registry, parts)) is not None:
             return web.json_response(doc)
+        if request.method == "GET" and parts[:2] == ["openapi", "v3"]:
+            if (spec := openapi.document(self.store.registry, parts[2:])) is None:
+                raise ApiError(404, "NotFound", NOT_FOUND)
+            return web.json_response(spec)
         target = _resolve(self.store, parts)
         if target is None:
             raise ApiError(404, "NotFound", NOT_FOUND)
@@ -118,22 +124,37 @@ class Api:
             if method == "GET":
                 if query.get("watch", "").lower() in ("true", "1"):
                     return await self.hub.serve(request, target.rt, target.namespace, query)
-                return web.json_response(self._list(target, query))
+                listed = self._list(target, query)
+                if table.wants_table(request.headers.get("Accept", "")):
+                    return web.json_response(table.table(target.rt, listed["items"], listed["metadata"]))
+                return web.json_response(listed)
             if method == "POST" and target.namespace is not None:
-                obj = self.store.create(target.rt, target.namespace, await _body(request))
-                return web.json_response(obj, status=201)
+                body = await _body(request)
+                warned = _validate(target.rt, body, query)  # before creating: Strict refuses
+                created = self.store.create(target.rt, target.namespace, body)
+                return _with_warnings(web.json_response(created, status=201), warned)
             raise method_not_allowed(f"{method} is not supported on a {target.rt.qualified} collection")
-        return web.json_response(await self._item(request, target, target.name))
+        warnings: list[str] = []
+        obj = await self._item(request, target, target.name, warnings)
+        if request.method == "GET" and table.wants_table(request.headers.get("Accept", "")):
+            meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+            return web.json_response(table.table(target.rt, [obj], meta))
+        return _with_warnings(web.json_response(obj), warnings)
 
-    async def _item(self, request: web.Request, target: RequestTarget, name: str) -> Obj:
+    async def _item(self, request: web.Request, target: RequestTarget, name: str, warnings: list[str]) -> Obj:
         rt, namespace = target.rt, target.namespace or ""
         method = request.method
         if method == "GET":
             return self.store.get(rt, namespace, name)
         if method == "PUT":
-            return self.store.replace(rt, namespace, name, await _body(request), status_only=target.status)
+            body = await _body(request)
+            warnings += _validate(rt, body, dict(request.query))
+            return self.store.replace(rt, namespace, name, body, status_only=target.status)
         if method == "PATCH":
-            apply = _patcher(rt, request.content_type, await _body(request))
+            body = await _body(request)
+            if request.content_type != JSON_PATCH:  # a merge patch's unknown fields are the result's
+                warnings += _validate(rt, body, dict(request.query))
+            apply = _patcher(rt, request.content_type, body)
             return self.store.patch(rt, namespace, name, apply, status_only=target.status)
         if method == "DELETE" and not target.status:
             options = await _body(request, optional=True) or {}
@@ -194,6 +215,27 @@ class Api:
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 
+def _validate(rt: ResourceType, body: Any, query: dict[str, str]) -> list[str]:
+    """``fieldValidation`` (magw.kubeemu.openapi): Strict refuses unknown fields (400), Warn returns them as
+    warnings, Ignore (and no parameter, for the daemons' clients) checks nothing."""
+    mode = query.get("fieldValidation", "Ignore")
+    if mode not in ("Strict", "Warn") or not isinstance(body, dict):
+        return []
+    unknown = [f'unknown field "{f}"' for f in openapi.unknown_fields(rt.schema, body)]
+    if unknown and mode == "Strict":
+        raise bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding error: '
+            + ", ".join(unknown)
+        )
+    return unknown
+
+
+def _with_warnings(response: web.Response, warnings: list[str]) -> web.Response:
+    for w in warnings:
+        response.headers.add("Warning", f'299 - "{w}"')
+    return response
+
+
 async def _body(request: web.Request, *, optional: bool = False) -> Any:
     raw = await request.read()
     if not raw.strip():
@@ -201,8 +243,12 @@ async def _body(request: web.Request, *, optional: bool = False) -> Any:
             return None
         raise bad_request("the request body is empty")
     if request.content_type == PROTOBUF:
-        # kubectl sends built-in types as protobuf first; 415 makes it retry the same request as JSON.
-        raise unsupported_media_type(PROTOBUF, "application/json, application/yaml")
+        # kubectl sends built-in types as protobuf (and does not resend them as JSON on a 415): decode the kinds
+        # it creates that way; anything else is a 415.
+        try:
+            return protobuf.decode(raw)
+        except (UnknownProtobuf, UnicodeDecodeError):
+            raise unsupported_media_type(PROTOBUF, "application/json, application/yaml") from None
     try:
         return json.loads(raw)
     except ValueError as err:

@@ -38,6 +38,11 @@ class ResourceType:
     keep_status_on_create: bool = False
     unconditional_update: bool = True
     field_labels: tuple[str, ...] = ()
+    # What kubectl reads (magw.kubeemu.table, magw.kubeemu.openapi, discovery): the CRD's additionalPrinterColumns
+    # and openAPIV3Schema (None: columns Name and Age, no schema), and its short names.
+    columns: tuple[Mapping[str, Any], ...] = attrs.field(default=(), eq=False)
+    schema: Mapping[str, Any] | None = attrs.field(default=None, eq=False)
+    short_names: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -68,9 +73,12 @@ def _builtin(group: str, version: str, kind: str, plural: str, namespaced: bool,
 
 BUILTIN: tuple[ResourceType, ...] = (
     _builtin(
-        "", "v1", "Node", "nodes", False, status=True, keep_status_on_create=True, field_labels=("spec.unschedulable",)
+        "", "v1", "Node", "nodes", False, status=True, keep_status_on_create=True, field_labels=("spec.unschedulable",),
+        short_names=("no",),
     ),
-    _builtin("", "v1", "Namespace", "namespaces", False, status=True, field_labels=("status.phase",)),
+    _builtin(
+        "", "v1", "Namespace", "namespaces", False, status=True, field_labels=("status.phase",), short_names=("ns",)
+    ),
     _builtin(
         "",
         "v1",
@@ -88,9 +96,13 @@ BUILTIN: tuple[ResourceType, ...] = (
             "status.podIP",
             "status.nominatedNodeName",
         ),
+        short_names=("po",),
     ),
-    _builtin("", "v1", "Service", "services", True, status=True, field_labels=("spec.clusterIP", "spec.type")),
-    _builtin("", "v1", "ConfigMap", "configmaps", True),
+    _builtin(
+        "", "v1", "Service", "services", True, status=True, field_labels=("spec.clusterIP", "spec.type"),
+        short_names=("svc",),
+    ),
+    _builtin("", "v1", "ConfigMap", "configmaps", True, short_names=("cm",)),
     _builtin("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     _builtin("coordination.k8s.io", "v1", "Lease", "leases", True),
 )
@@ -137,6 +149,7 @@ def from_crd(doc: Mapping[str, Any]) -> tuple[ResourceType, ...]:
         if not version.get("served", True):
             continue
         subresources = version.get("subresources") or {}
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
         types.append(
             ResourceType(
                 group,
@@ -146,6 +159,9 @@ def from_crd(doc: Mapping[str, Any]) -> tuple[ResourceType, ...]:
                 scope == "Namespaced",
                 status="status" in subresources,
                 unconditional_update=False,
+                columns=tuple(version.get("additionalPrinterColumns") or ()),
+                schema=schema if isinstance(schema, dict) else None,
+                short_names=tuple(names.get("shortNames") or ()),
             )
         )
     if not types:

@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from magw.kubeemu import table
 from magw.kubeemu.errors import ApiError, bad_request, status_object
 from magw.kubeemu.history import HistoryEvent
 from magw.kubeemu.resources import ResourceType
@@ -51,6 +52,8 @@ class Watcher:
         self.wake = asyncio.Event()
         self.ended: str | None = None  # "finish", "abort" or "overflow"
         self.live = False
+        self.as_table = False  # kubectl get -w: each object as a one-row Table (magw.kubeemu.table)
+        self.columns_sent = False
 
     def offer(self, ev: HistoryEvent) -> None:
         """Take one change (the store calls this synchronously for every write)."""
@@ -86,6 +89,18 @@ def _flag(query: Mapping[str, str], name: str) -> bool:
 
 def _line(kind: str, obj: Mapping[str, Any]) -> bytes:
     return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _event(w: Watcher, kind: str, obj: Mapping[str, Any]) -> bytes:
+    """An event for ``w``: as a Table when it asked for one; only the first carries the column definitions, as
+    a real server's watch does."""
+    if not w.as_table:
+        return _line(kind, obj)
+    one = table.table(w.rt, [obj], {"resourceVersion": obj.get("metadata", {}).get("resourceVersion", "")})
+    if w.columns_sent:
+        one["columnDefinitions"] = []
+    w.columns_sent = True
+    return _line(kind, one)
 
 
 class WatchHub:
@@ -169,6 +184,7 @@ class WatchHub:
             raise bad_request(f"invalid timeoutSeconds: {query['timeoutSeconds']!r}") from None
         bookmarks = _flag(query, "allowWatchBookmarks")
         w, first = self._open(rt, namespace, query)  # may raise a 400 before anything is sent
+        w.as_table = table.wants_table(request.headers.get("Accept", ""))
         if w.ended is None:
             self.store.subscribe(w)
         self.active.add(w)
@@ -205,7 +221,8 @@ class WatchHub:
                 chunk = []
                 while w.queue:
                     kind, obj = w.queue.popleft()
-                    chunk.append(self._bookmark(rt, initial_end=True) if kind == "BOOKMARK-END" else _line(kind, obj))
+                    end = kind == "BOOKMARK-END"
+                    chunk.append(self._bookmark(rt, initial_end=True) if end else _event(w, kind, obj))
                 await resp.write(b"".join(chunk))
                 continue
             if w.ended is not None:
