@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import attrs
 
-from magw.cli import UsageError, log_level
+from magw.cli import UsageError, lab_kubectl, log_level
 from magw.lab.build import lifecycle as build
 from magw.lab.build import ownership, state
 from magw.lab.build.state import CNIS, CONTROL_PLANES
@@ -82,6 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # REMAINDER keeps CMD's own options; "--name" may still come between NODE and "--" (see _split_exec).
     ex.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
     ex.set_defaults(lab_run=_exec)
+
+    lab_kubectl.add_verb(verbs, _name)
 
     demo = verbs.add_parser("demo", help="bring a lab up, show connectivity and gateway spread, tear it down")
     _name(demo)

@@ -2,6 +2,7 @@
 
     python -m magw.kubeemu --socket /run/magw/east.sock [--crd deploy/crds/x.yaml ...] [--bookmark-interval 5]
     python -m magw.kubeemu --listen 10.0.0.1:6443 --pidfile /run/magw/east.pid --state seed.yaml
+    python -m magw.kubeemu --socket /run/magw/east.sock --listen 127.0.0.1:6443   # both (the lab: kubectl)
 
 ``--state FILE`` loads objects at start (YAML or JSON: documents that are objects, lists of objects, or
 ``kind: List`` with ``items``), status included. The pidfile is written once the server listens (a caller can
@@ -54,16 +55,19 @@ def _listen(value: str) -> tuple[str, int]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m magw.kubeemu", description=__doc__.split("\n")[0])
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--socket", help="serve on this unix socket path")
-    where.add_argument("--listen", type=_listen, help="serve on HOST:PORT (inside a lab network namespace)")
+    p.add_argument("--socket", help="serve on this unix socket path")
+    p.add_argument("--listen", type=_listen, help="serve on HOST:PORT (inside a lab network namespace); with "
+                   "--socket, on both")  # fmt: skip
     p.add_argument("--crd", action="append", default=[], help="also serve the kinds of this CRD manifest (repeatable)")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
     p.add_argument("--pidfile", help="write the PID here once serving; removed on exit")
     p.add_argument("--state", help="objects to load at start (YAML/JSON)")
     p.add_argument("--token-auth-file", help="serve TokenReview for these tokens (token,user,uid,\"g1,g2\" lines) and "
                    "SubjectAccessReview over the stored RBAC objects")  # fmt: skip
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.socket is None and args.listen is None:
+        p.error("give --socket, --listen or both")
+    return args
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -71,11 +75,10 @@ async def serve(args: argparse.Namespace) -> None:
     if args.token_auth_file:
         with open(args.token_auth_file, encoding="utf-8") as f:
             tokens = parse_token_file(f.read())
-    if args.socket:
-        emulator = Emulator(socket_path=args.socket, bookmark_interval=args.bookmark_interval, tokens=tokens)
-    else:
-        host, port = args.listen
-        emulator = Emulator(host=host, port=port, bookmark_interval=args.bookmark_interval, tokens=tokens)
+    host, port = args.listen or (None, 0)
+    emulator = Emulator(
+        socket_path=args.socket, host=host, port=port, bookmark_interval=args.bookmark_interval, tokens=tokens
+    )
     for path in args.crd:
         for doc in _documents(path):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
@@ -90,7 +93,8 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         if args.pidfile:
             Path(args.pidfile).write_text(f"{os.getpid()}\n", encoding="utf-8")
-        print(f"kubeemu: serving on {emulator.url} (an emulator for tests and the lab)", file=sys.stderr, flush=True)
+        where = " and ".join(dict.fromkeys(u for u in (emulator.url, emulator.tcp_url) if u))
+        print(f"kubeemu: serving on {where} (an emulator for tests and the lab)", file=sys.stderr, flush=True)
         await stop.wait()
     finally:
         await emulator.stop()

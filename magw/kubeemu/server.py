@@ -1,9 +1,10 @@
 """``Emulator``: the API server emulator as an object tests and the lab start, fault, stop and start again.
 
-It serves on a unix socket (tests: nothing listens on the host's network) or on HOST:PORT (the lab runs it
-inside a lab network namespace). The state (the store: objects, resourceVersion counter, history) lives in the
-object, not in the server, so ``stop()`` then ``start()`` is a server restart that keeps etcd: open watches end,
-clients reconnect and continue from their resourceVersion.
+It serves on a unix socket (tests: nothing listens on the host's network), on HOST:PORT (the lab runs it
+inside a lab network namespace), or on both (the lab: the daemons use the socket, kubectl, which cannot speak to
+a unix socket, uses 127.0.0.1 of the namespace: ``magw lab kubectl``). The state (the store: objects,
+resourceVersion counter, history) lives in the object, not in the server, so ``stop()`` then ``start()`` is a
+server restart that keeps etcd: open watches end, clients reconnect and continue from their resourceVersion.
 
 Fault API (see docs/kubeemu.md): ``compact()``, ``drop_watches()``, ``delay(seconds)``,
 ``fail_requests(n, code)``, ``bookmark_interval``, ``stop()``/``start()``. ``stop()`` ends every watch (cleanly;
@@ -41,8 +42,8 @@ class Emulator:
         history_limit: int = 100_000,
         tokens: Mapping[str, UserInfo] | None = None,
     ) -> None:
-        if (socket_path is None) == (host is None):
-            raise ValueError("Emulator: give exactly one of socket_path or host")
+        if socket_path is None and host is None:
+            raise ValueError("Emulator: give socket_path, host or both")
         self.socket_path = os.fspath(socket_path) if socket_path is not None else None
         self.host = host
         self.port = port
@@ -65,10 +66,15 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        """The ``server`` of a kubeconfig for this emulator (``unix:///abs.sock`` or ``http://host:port``)."""
+        """The ``server`` of a kubeconfig for this emulator (``unix:///abs.sock``, else ``http://host:port``)."""
         if self.socket_path is not None:
             return "unix://" + os.path.abspath(self.socket_path)
-        return f"http://{self.host}:{self.port}"
+        return self.tcp_url
+
+    @property
+    def tcp_url(self) -> str:
+        """``http://host:port`` (once started, with the port it bound for port 0); "" without a TCP listener."""
+        return f"http://{self.host}:{self.port}" if self.host is not None else ""
 
     async def start(self) -> None:
         if self._runner is not None:
@@ -86,7 +92,7 @@ class Emulator:
             if self.socket_path is not None:
                 site: web.BaseSite = web.UnixSite(runner, self.socket_path)
                 await site.start()
-            else:
+            if self.host is not None:
                 tcp = web.TCPSite(runner, self.host, self.port, reuse_address=True)
                 await tcp.start()
                 sockets = getattr(tcp._server, "sockets", None) or ()

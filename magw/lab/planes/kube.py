@@ -27,6 +27,7 @@ from magw.lab.build import procs, state
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.planes.kube_http import KubeHttp, KubeHttpError
+from magw.lab.planes.kube_kubectl import KUBECTL_HOST, KUBECTL_PORT, crd_flags, kubectl_kubeconfig, listen_flags
 from magw.lab.planes.kube_objects import BROKER_NAMESPACE, NAMESPACE, cluster_objects
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
@@ -89,7 +90,10 @@ def api_servers(st: LabState) -> tuple[ApiServer, ...]:
 
 
 def emulator_argv(api: ApiServer) -> list[str]:
-    return [sys.executable, "-m", "magw.kubeemu", "--socket", str(api.socket), "--pidfile", str(api.pidfile)]
+    """The daemons' unix socket and the CRDs' columns and schemas (``up`` adds kubectl's TCP listener, inside the
+    emulator's lab namespace: ``kube_kubectl.listen_flags``)."""
+    return [sys.executable, "-m", "magw.kubeemu", "--socket", str(api.socket), "--pidfile", str(api.pidfile),
+            *crd_flags()]  # fmt: skip
 
 
 def source_flags(st: LabState, cluster: str) -> list[str]:
@@ -131,7 +135,7 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
     started = []
     for api in servers:
         log_path = st.logs_dir / f"kubeemu-{api.name}.log"
-        argv = emulator_argv(api)
+        argv = [*emulator_argv(api), *listen_flags()]  # started inside api.netns: 127.0.0.1 there
         rec = procs.start(kind=api.kind, owner=api.name, namespace=api.netns, argv=argv, log_path=log_path)
         started.append((api, rec))
         st = attrs.evolve(st, processes=(*st.processes, rec))
@@ -140,7 +144,12 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
     for api, rec in started:
         _wait_serving(api, rec, deadline)
         write_kubeconfig(api.kubeconfig, f"unix://{api.socket}", api.namespace, name=f"magw-lab-{api.name}")
+        kubectl_url = f"http://{KUBECTL_HOST}:{KUBECTL_PORT}"
+        write_kubeconfig(kubectl_kubeconfig(api.socket), kubectl_url, api.namespace, name=f"magw-lab-{api.name}")
     step(f"control plane: {len(servers)} API server emulators ({', '.join(a.name for a in servers)}) in {st.kube_dir}")
+    for api in servers:
+        step(f"  kubectl {api.name}: magw lab kubectl {api.name} --name {st.name} -- get gateways "
+             f"(kubeconfig {kubectl_kubeconfig(api.socket)}, inside namespace {api.netns})")  # fmt: skip
     created = 0
     for c in lab.clusters:
         http = cluster_api(st, c.id).http()
