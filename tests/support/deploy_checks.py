@@ -68,6 +68,8 @@ def _all_manifests() -> tuple[Manifest, ...]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: a few times faster
     out = []
     for path in sorted(DEPLOY.rglob("*.yaml")):
+        if path.is_relative_to(DEPLOY / "helm") or path.is_relative_to(DEPLOY / "kustomize"):
+            continue  # sources of the same objects, rendered and checked by tests/deploy/test_helm_*.py
         with path.open(encoding="utf-8") as f:
             docs = [d for d in yaml.load_all(f, Loader=loader) if d]
         out += [Manifest(path, i, d) for i, d in enumerate(docs)]
@@ -262,9 +264,11 @@ class Grant:
     names: tuple[str, ...] = ()
 
 
-def grants(namespace: str, service_account: str) -> set[Grant]:
-    """Everything the bindings under deploy/ give service account ``namespace/service_account``."""
-    docs = [m.doc for m in manifests() if "examples" not in m.path.parts]
+def grants(namespace: str, service_account: str, docs: list[dict[str, Any]] | None = None) -> set[Grant]:
+    """Everything the bindings under deploy/ (or in ``docs``, e.g. a rendered chart) give service account
+    ``namespace/service_account``."""
+    if docs is None:
+        docs = [m.doc for m in manifests() if "examples" not in m.path.parts]
     roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
     roles.update(BUILTIN_ROLES)  # system:auth-delegator, as every cluster defines it
     out: set[Grant] = set()
