@@ -9,9 +9,11 @@ lab's plain HTTP client (not from kubectl's output), the source from the echo se
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from ipaddress import IPv4Address
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,6 +123,13 @@ def test_kubectl_creates_a_globalegressip_and_the_server_sees_it(
     header, row = got.stdout.splitlines()
     assert header.split()[:4] == ["NAME", "IPS", "ALLOCATED", "ADDRESSES"]
     assert row.split()[:3] == ["batch", "1", "True"] and allocated[0] in row
+
+    status = json.loads(magw_cli("lab", "status", "--name", name, "--json").stdout)
+    listed = {e["name"]: e for e in status["control_plane"]["emulators"]}
+    assert sorted(listed) == ["broker", "east", "west"]
+    for api in kube.api_servers(st):
+        assert listed[api.name]["kubectl"] == f"magw lab kubectl {api.name} --name {name} -- ARGS"
+        assert Path(listed[api.name]["kubectl_kubeconfig"]).read_text(encoding="utf-8").count("127.0.0.1:6443") == 1
 
     deleted = magw_cli("lab", "kubectl", "east", "--name", name, "--", "delete", "globalegressip", "batch",
                        "-n", "shop")  # fmt: skip

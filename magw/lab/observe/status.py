@@ -7,7 +7,8 @@ egress IPs. Without Globalnet the document is what it always was.
 
 ``control_plane`` says what feeds the daemons: ``{"kind": "file", "broker_dir": ...}``, or with
 ``--control-plane kube`` ``{"kind": "kube", "emulators": [...]}``, one entry per API server emulator (name,
-role, pid, alive, socket, kubeconfig, and the Endpoints it holds); the emulators are not in ``daemons``.
+role, pid, alive, socket, kubeconfig, kubectl_kubeconfig and kubectl (``magw lab kubectl``), and the Endpoints
+it holds); the emulators are not in ``daemons``.
 
 ``cni`` is ``generic`` or ``ovn``; an OVN lab also has ``ovn``: per cluster its NB and SB sockets, its servers'
 and syncer's PIDs, and the syncer's last sync (``magw.lab.planes.ovn``); those processes are not in ``daemons``.
@@ -31,6 +32,7 @@ from magw.lab.observe.healthview import health_doc, health_text
 from magw.lab.planes import kube, ovn_nodes
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes.daemons import agent_status, read_views, views_readable
+from magw.lab.planes.kube_kubectl import kubectl_kubeconfig
 from magw.lab.spec.layout import ClusterLayout, LabLayout, layout
 
 
@@ -214,6 +216,9 @@ def _control_plane_doc(st: LabState) -> dict[str, Any]:
                 "alive": alive,
                 "socket": str(api.socket),
                 "kubeconfig": str(api.kubeconfig),
+                # kubectl's: 127.0.0.1:6443 inside api.netns (magw.lab.planes.kube_kubectl)
+                "kubectl_kubeconfig": str(kubectl_kubeconfig(api.socket)),
+                "kubectl": f"magw lab kubectl {api.name} --name {st.name} -- ARGS",
                 "endpoints": sorted(kube_view.objects_of(api, "Endpoint")) if alive else [],
             }
         )
@@ -280,6 +285,8 @@ def _control_plane_text(cp: dict[str, Any]) -> list[str]:
     for e in cp["emulators"]:
         state = "alive" if e["alive"] else "DEAD"
         lines.append(f"  {e['role']:<7} {e['name']:<14} pid {e['pid']!s:<8} {state}  endpoints {len(e['endpoints'])}")
+        if "kubectl" in e:
+            lines.append(f"          kubectl: {e['kubectl']}  (kubeconfig {e['kubectl_kubeconfig']})")
     return lines
 
 
