@@ -8,6 +8,8 @@ table with the CRD manifest's own printer columns.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -153,12 +155,23 @@ def test_unmet_wait_times_out(kc: KubectlEmulator) -> None:
 def test_get_watch_prints_table_rows(kc: KubectlEmulator) -> None:
     ns = _namespace(kc, "kc-watch")
     kc.run("apply", "-f", "-", stdin=_geip(ns, name="first"))
-    watching = kc.start("get", "globalegressips", "-n", ns, "-w", "--request-timeout=0")
-    time.sleep(1.5)
-    kc.run("apply", "-f", "-", stdin=_geip(ns, name="second", spec="numberOfIPs: 7"))
-    time.sleep(1.5)
-    watching.terminate()  # kubectl get -w runs until stopped: ours, by its PID
-    _, out, err = finish(watching, 20)
-    lines = [line.split() for line in out.splitlines()]
-    assert lines[0][:3] == ["NAME", "IPS", "ALLOCATED"], (out, err)
-    assert [line[:2] for line in lines[1:]] == [["first", "2"], ["second", "7"]], out
+    watching = kc.start("get", "globalegressips", "-n", ns, "-w")
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in watching.stdout or ()], daemon=True)
+    reader.start()
+
+    def next_line() -> list[str]:
+        try:
+            return lines.get(timeout=60).split()  # a bound for a loaded machine, not a speed check
+        except queue.Empty:
+            watching.kill()
+            raise AssertionError("kubectl get -w printed nothing more within 60 s") from None
+
+    try:
+        assert next_line()[:3] == ["NAME", "IPS", "ALLOCATED"]
+        assert next_line()[:2] == ["first", "2"]
+        kc.run("apply", "-f", "-", stdin=_geip(ns, name="second", spec="numberOfIPs: 7"))
+        assert next_line()[:2] == ["second", "7"]  # no header again: later events carry no column definitions
+    finally:
+        watching.terminate()  # kubectl get -w runs until stopped: ours, by its PID
+        finish(watching, 20)
