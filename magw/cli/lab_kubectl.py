@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from magw.lab.build import state
 from magw.lab.errors import LabInputError
+from magw.lab.planes.kube import api_servers
 from magw.lab.planes.kube_kubectl import kubectl_command
 from magw.lab.spec import naming
 
@@ -52,4 +53,5 @@ def run(args: argparse.Namespace) -> int:
         st = state.require(lab, up=True)
     except state.UnknownLab as exc:
         raise LabInputError(str(exc)) from None
-    return subprocess.run(kubectl_command(st, args.target, kubectl_args), check=False).returncode
+    servers = {api.name: (api.netns, api.socket) for api in api_servers(st)}
+    return subprocess.run(kubectl_command(st, args.target, servers, kubectl_args), check=False).returncode

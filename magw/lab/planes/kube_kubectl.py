@@ -48,19 +48,17 @@ def kubectl_binary() -> str:
     return found
 
 
-def kubectl_command(st: LabState, target: str, args: list[str]) -> list[str]:
-    """``ip netns exec NS kubectl --kubeconfig K --cache-dir C ARGS`` for cluster ``target`` or "broker"."""
-    from magw.lab.planes.kube import api_servers  # the plane that starts the emulators
-
+def kubectl_command(st: LabState, target: str, servers: dict[str, tuple[str, Path]], args: list[str]) -> list[str]:
+    """``ip netns exec NS kubectl --kubeconfig K --cache-dir C ARGS`` for API server ``target`` (a cluster id or
+    "broker"); ``servers``: name -> (its namespace, its unix socket), from ``magw.lab.planes.kube.api_servers``."""
     if not st.kube:
         raise LabInputError(f"kubectl: lab {st.name} has no API servers (bring it up with --control-plane kube)")
-    servers = {api.name: api for api in api_servers(st)}
-    api = servers.get(target)
-    if api is None:
+    if target not in servers:
         raise LabInputError(f"kubectl: {target!r} is not one of lab {st.name}'s API servers ({', '.join(servers)})")
-    kubeconfig = kubectl_kubeconfig(api.socket)
+    netns, socket = servers[target]
+    kubeconfig = kubectl_kubeconfig(socket)
     if not kubeconfig.exists():
         raise LabError(f"kubectl: no {kubeconfig} (was lab {st.name} brought up by an older magw? bring it up again)")
-    cache = st.kube_dir / "kubectl-cache" / api.name
-    return ["ip", "netns", "exec", api.netns, kubectl_binary(), "--kubeconfig", str(kubeconfig),
+    cache = st.kube_dir / "kubectl-cache" / target
+    return ["ip", "netns", "exec", netns, kubectl_binary(), "--kubeconfig", str(kubeconfig),
             "--cache-dir", str(cache), *args]  # fmt: skip
