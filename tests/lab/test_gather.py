@@ -25,14 +25,13 @@ import pytest
 import yaml
 
 from magw.drivers.wireguard.keys import KEY_DIR, KEY_FILE
-from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
 from magw.lab.planes import kube
 from magw.lab.planes.daemons import daemons_installed, node_state_dir
-from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import parse_topology
 from tests.support.cli import MagwCli
-from tests.support.labkit import unique_name
+from tests.support.labkit import running_lab
 
 pytestmark = [
     pytest.mark.kernel,
@@ -48,13 +47,9 @@ NODE_READS = ("ip-link.txt", "ip-addr.txt", "ip-route.txt", "ip-rule.txt", "ip-n
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[tuple[LabLayout, LabState]]:
-    name = unique_name()
     topo = parse_topology(TOPOLOGY, source="test_gather")
-    try:
-        st = build.up(topo, name=name, daemons=True, wait_timeout=180.0, control_plane="kube")
-        yield layout(name, topo), st
-    finally:
-        build.down(name)
+    with running_lab(topo, daemons=True, control_plane="kube", wait_timeout=180.0) as lab:
+        yield lab
 
 
 @pytest.fixture(scope="module")

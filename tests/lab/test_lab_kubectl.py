@@ -52,17 +52,11 @@ WAIT = 90.0
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[tuple[LabLayout, LabState]]:
-    from magw.lab.build import lifecycle as build
-    from magw.lab.spec.layout import layout
-    from tests.support.labkit import unique_name
+    from tests.support.labkit import running_lab
 
-    name = unique_name()
     topo = parse_topology(TOPOLOGY, source="<kubectl lab test>")
-    try:
-        st = build.up(topo, name=name, daemons=True, wait_timeout=120.0, control_plane="kube")
-        yield layout(name, topo), st
-    finally:
-        build.down(name)
+    with running_lab(topo, daemons=True, control_plane="kube", wait_timeout=120.0) as lab:
+        yield lab
 
 
 def poll(what: str, read: Callable[[], Any], limit: float = WAIT) -> Any:

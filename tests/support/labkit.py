@@ -28,11 +28,20 @@ def unique_name() -> str:
 
 
 @contextlib.contextmanager
-def running_lab(topology: Topology, *, daemons: bool, name: str | None = None) -> Iterator[tuple[LabLayout, LabState]]:
+def running_lab(
+    topology: Topology,
+    *,
+    daemons: bool,
+    name: str | None = None,
+    control_plane: str = "file",
+    wait_timeout: float = 90.0,
+) -> Iterator[tuple[LabLayout, LabState]]:
     """Bring a lab up and always take it down afterwards, also when up or the test fails."""
     lab_name = name or unique_name()
     try:
-        st = build.up(topology, name=lab_name, daemons=daemons, wait_timeout=90.0)
+        st = build.up(
+            topology, name=lab_name, daemons=daemons, wait_timeout=wait_timeout, control_plane=control_plane
+        )
         yield layout(lab_name, topology), st
     finally:
         build.down(lab_name)

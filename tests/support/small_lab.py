@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
-from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import parse_topology
-from tests.support.labkit import unique_name
+from tests.support.labkit import running_lab
 
 WAIT = 60.0  # generous: a loaded 2-CPU machine
 TOPOLOGY = {"clusters": [{"id": c, "workers": 1, "pods_per_node": 1} for c in ("east", "west")]}
@@ -22,13 +21,9 @@ TOPOLOGY = {"clusters": [{"id": c, "workers": 1, "pods_per_node": 1} for c in ("
 
 @contextlib.contextmanager
 def small_lab(*, control_plane: str = "file") -> Iterator[tuple[LabLayout, LabState]]:
-    name = unique_name()
     topo = parse_topology(TOPOLOGY, source="small_lab")
-    try:
-        st = build.up(topo, name=name, daemons=True, wait_timeout=120.0, control_plane=control_plane)
-        yield layout(name, topo), st
-    finally:
-        build.down(name)
+    with running_lab(topo, daemons=True, control_plane=control_plane, wait_timeout=120.0) as lab:
+        yield lab
 
 
 def poll_for(what: str, fetch: Callable[[], Any], ok: Callable[[Any], bool], limit: float = WAIT) -> Any:
