@@ -1,98 +1,113 @@
-"""Which path each of a node's tracked flows takes, asked of the node's kernel itself. Pure but for the caller's
-commands.
+"""Which path each of a node's tracked flows took, read from the next hop's own connection tracking. Pure but
+for the caller's commands.
 
-The node's tracked connections (``conntrack -L``) toward a remote cluster (original destination in a remote
-cluster's pod or service CIDR) are each looked up with ``ip route get DST from SRC iif DEV ipproto P sport S
-dport D``: the kernel's own route lookup with the flow's own hash inputs, so it names the nexthop the kernel
-picks for that flow (``fib_multipath_hash_policy=1``: the ports count). ``DEV`` is the device the flow came in
-on: the node's pod bridge for its own pods, ``vx-submariner`` for the rest (what a gateway forwards for its
-workers). All lookups go in one ``ip -batch``; a lookup the kernel refuses is left uncounted (``-force``), so a
-path's count is a lower bound and ``tracked`` says how many were asked. At most ``LIMIT`` flows per node.
+The path a flow takes cannot be asked of the node's kernel: ``ip route get`` with the flow's addresses and ports
+hashes them, but a forwarded packet that already carries a layer-4 hash (the sending socket's ``sk_txhash``
+for TCP and connected UDP in the same kernel, or a NIC's RSS hash) is routed by that hash instead
+(``fib_multipath_hash``, policy 1), so the answer is right for about half of such flows on two paths.
+What the kernel did is seen one hop on: the gateway a flow went to tracks it. So a node's tracked connections
+(``conntrack -L``) toward a remote cluster (original destination in a remote cluster's pod or service CIDR) are
+each looked for, as the packets leave the node (after its own NAT: the reply tuple, reversed), among the
+tuples (original and reply) the next hop of each path tracks; a flow the next hop no longer tracks is not
+counted, so a path's count is a lower bound and ``tracked`` says how many were looked for. At most ``LIMIT``
+flows per node.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
 LIMIT = 2000
 _FIELD = re.compile(r"(\w+)=(\S+)")
+_PROTOS = ("tcp", "udp", "icmp")
 
 
 @attrs.frozen
 class Flow:
+    """One direction of a connection: protocol, addresses and (TCP, UDP) ports."""
+
     proto: str
     src: IPv4Address
     dst: IPv4Address
     sport: int | None = None
     dport: int | None = None
 
+    def reversed(self) -> Flow:
+        return Flow(self.proto, self.dst, self.src, self.dport, self.sport)
 
-def parse_conntrack(text: str) -> list[Flow]:
-    """The original-direction tuple of each TCP, UDP or ICMP entry of ``conntrack -L`` text."""
-    flows = []
+
+@attrs.frozen
+class Entry:
+    """A tracked connection: its original and reply tuples."""
+
+    original: Flow
+    reply: Flow
+
+    @property
+    def leaving(self) -> Flow:
+        """The tuple of the original direction's packets as they leave the node, after the node's own NAT."""
+        return self.reply.reversed()
+
+
+def _tuple(proto: str, fields: Mapping[str, str]) -> Flow:
+    return Flow(
+        proto=proto,
+        src=IPv4Address(fields["src"]),
+        dst=IPv4Address(fields["dst"]),
+        sport=int(fields["sport"]) if "sport" in fields else None,
+        dport=int(fields["dport"]) if "dport" in fields else None,
+    )
+
+
+def parse_conntrack(text: str) -> list[Entry]:
+    """Each TCP, UDP or ICMP entry of ``conntrack -L`` text; a line that does not parse is skipped."""
+    entries = []
     for line in text.splitlines():
         words = line.split()
-        if not words or words[0] not in ("tcp", "udp", "icmp"):
+        if not words or words[0] not in _PROTOS:
             continue
-        first: dict[str, str] = {}
+        halves: list[dict[str, str]] = [{}]
         for key, value in _FIELD.findall(line):
-            if key in first:  # the reply tuple starts: its src= repeats
-                break
-            first[key] = value
+            if key in halves[-1]:  # the reply tuple starts: its src= repeats
+                if len(halves) == 2:
+                    break
+                halves.append({})
+            halves[-1][key] = value
+        if len(halves) < 2:
+            continue
         try:
-            flows.append(
-                Flow(
-                    proto=words[0],
-                    src=IPv4Address(first["src"]),
-                    dst=IPv4Address(first["dst"]),
-                    sport=int(first["sport"]) if "sport" in first else None,
-                    dport=int(first["dport"]) if "dport" in first else None,
-                )
-            )
+            entries.append(Entry(_tuple(words[0], halves[0]), _tuple(words[0], halves[1])))
         except (KeyError, ValueError):
             continue
-    return flows
+    return entries
 
 
-def route_get_lines(
-    flows: Iterable[Flow],
-    *,
-    remote: Sequence[IPv4Network],
-    own_pods: IPv4Network | None,
-    pod_dev: str,
-    limit: int = LIMIT,
-) -> list[str]:
-    """``ip -batch`` lines: one ``route get`` per flow toward ``remote``, at most ``limit``."""
-    lines = []
-    for f in flows:
-        if not any(f.dst in net for net in remote):
-            continue
-        dev = pod_dev if own_pods is not None and f.src in own_pods else "vx-submariner"
-        ports = f" sport {f.sport} dport {f.dport}" if f.sport is not None and f.dport is not None else ""
-        lines.append(f"route get {f.dst} from {f.src} iif {dev} ipproto {f.proto}{ports}")
-        if len(lines) >= limit:
-            break
-    return lines
+def toward(entries: Iterable[Entry], remote: Sequence[IPv4Network], limit: int = LIMIT) -> list[Entry]:
+    """The entries whose original destination is in ``remote``, at most ``limit``."""
+    out = []
+    for e in entries:
+        if any(e.original.dst in net for net in remote):
+            out.append(e)
+            if len(out) >= limit:
+                break
+    return out
 
 
-def count_paths(batch_json: str) -> Counter[str]:
-    """Gateway address -> flows routed to it, from ``ip -j -batch`` output (one JSON array per line)."""
+def tracked_tuples(entries: Iterable[Entry]) -> frozenset[Flow]:
+    """Both tuples of every entry: a packet in either direction of a connection the node tracks."""
+    return frozenset(t for e in entries for t in (e.original, e.reply))
+
+
+def count_paths(leaving: Iterable[Flow], next_hops: Mapping[str, frozenset[Flow]]) -> dict[str, int]:
+    """Path (gateway address) -> how many of the ``leaving`` tuples its next hop tracks."""
     counted: Counter[str] = Counter()
-    for line in batch_json.splitlines():
-        line = line.strip()
-        if not line.startswith("["):
-            continue
-        try:
-            routes = json.loads(line)
-        except ValueError:
-            continue
-        for route in routes if isinstance(routes, list) else ():
-            if isinstance(route, dict) and route.get("gateway"):
-                counted[str(route["gateway"])] += 1
-    return counted
+    for flow in leaving:
+        for address, seen in next_hops.items():
+            if flow in seen:
+                counted[address] += 1
+    return dict(counted)

@@ -5,8 +5,9 @@
 - statuses: each route agent's status file, only while it is current (``magw.lab.observe.status.agent_sync``:
   a dead process's last file says nothing of now);
 - kernels: in each chosen node's namespace, ``ip -j nexthop show``, ``ip -j nexthop bucket show``,
-  ``ip -s -j link show`` (magw's devices and the WAN link), ``conntrack -C`` (tracked connections) and, per
-  flow toward a remote cluster, ``ip route get`` (``magw.ops.show.flows``: which path the kernel routes it to);
+  ``ip -s -j link show`` (magw's devices and the WAN link), ``conntrack -C`` (tracked connections) and the
+  tracked flows toward remote clusters, each found in the connection tracking of the node at the other end of
+  its path (``magw.ops.show.flows``: which path the kernel sent it over);
 - versions: every daemon the lab started with the magw build it runs, the kernel and the tools.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from ipaddress import IPv4Network
@@ -37,7 +37,7 @@ from magw.model import Snapshot
 from magw.model.cable import WG_DEVICE
 from magw.model.vtep import VX_SUBMARINER, VXLAN_TUNNEL
 from magw.ops.show.broker_source import SourceError, broker_snapshots
-from magw.ops.show.flows import count_paths, parse_conntrack, route_get_lines
+from magw.ops.show.flows import Entry, Flow, count_paths, parse_conntrack, toward, tracked_tuples
 from magw.ops.show.inputs import Inputs, NodeKernel
 
 DEVICES = (VXLAN_TUNNEL, VX_SUBMARINER, WG_DEVICE, naming.WAN_IF)
@@ -103,29 +103,59 @@ def _flows(ns: str) -> int | None:
         return None
 
 
-def _path_flows(node: NodeLayout, remote: Sequence[IPv4Network]) -> tuple[int | None, dict[str, int]]:
-    """How many tracked flows toward ``remote`` the node has, and how many the kernel routes to each gateway."""
-    try:
-        tracked = ns_exec(node.namespace, "conntrack", "-L")
-    except LabError:
-        return None, {}
-    flows = parse_conntrack(tracked)
-    lines = route_get_lines(flows, remote=remote, own_pods=node.pod_subnet, pod_dev=naming.CNI_BRIDGE)
-    if not lines:
-        return 0, {}
-    argv = ["ip", "-n", node.namespace, "-j", "-force", "-batch", "-"]
-    try:  # -force: a refused lookup is skipped and the others go on; the exit status then says one failed
-        done = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None, {}
-    return len(lines), dict(count_paths(done.stdout))
+class Tracked:
+    """Every lab node's tracked connections and addresses, each read once (lazily) for one look at the lab."""
+
+    def __init__(self, lab: LabLayout) -> None:
+        self._lab = lab
+        self._entries: dict[str, list[Entry] | None] = {}
+        self._owners: dict[str, NodeLayout] | None = None
+
+    def entries(self, node: NodeLayout) -> list[Entry] | None:
+        """The node's ``conntrack -L`` entries; None when it cannot be read."""
+        if node.name not in self._entries:
+            try:
+                self._entries[node.name] = parse_conntrack(ns_exec(node.namespace, "conntrack", "-L"))
+            except LabError:
+                self._entries[node.name] = None
+        return self._entries[node.name]
+
+    def owner(self, address: str) -> NodeLayout | None:
+        """The lab node holding IPv4 ``address`` on one of its devices (a path's next hop)."""
+        if self._owners is None:
+            self._owners = {}
+            for n in self._lab.nodes:
+                for link in _json(n.namespace, "-4", "addr", "show"):
+                    for a in link.get("addr_info") or ():
+                        if isinstance(a, dict) and a.get("local") and not str(a["local"]).startswith("127."):
+                            self._owners.setdefault(str(a["local"]), n)
+        return self._owners.get(address)
 
 
-def node_kernel(node: NodeLayout, remote: Sequence[IPv4Network], *, flows: bool = True) -> NodeKernel:
+def _path_flows(
+    node: NodeLayout, remote: Sequence[IPv4Network], nexthops: Sequence[Mapping[str, Any]], tracked: Tracked
+) -> tuple[int | None, dict[str, int]]:
+    """How many tracked flows toward ``remote`` the node has, and how many of them the next hop of each of its
+    nexthops (by gateway address) tracks, that is how many went that way."""
+    entries = tracked.entries(node)
+    if entries is None:
+        return None, {}
+    mine = toward(entries, remote)
+    hops: dict[str, frozenset[Flow]] = {}
+    for address in sorted({str(nh["gateway"]) for nh in nexthops if nh.get("gateway")}):
+        owner = tracked.owner(address)
+        seen = tracked.entries(owner) if owner is not None and owner.name != node.name else None
+        if seen is not None:
+            hops[address] = tracked_tuples(seen)
+    return len(mine), count_paths((e.leaving for e in mine), hops)
+
+
+def node_kernel(node: NodeLayout, remote: Sequence[IPv4Network], tracked: Tracked | None) -> NodeKernel:
     """What the node's kernel holds for shares, rates and flows (empty parts when a read fails); ``remote``: the
-    remote clusters' CIDRs, whose flows are counted per path."""
+    remote clusters' CIDRs, whose flows are counted per path when ``tracked`` (the lab's connection tracking)."""
     namespace = node.namespace
-    tracked, path_flows = _path_flows(node, remote) if flows else (None, {})
+    nexthops = tuple(_json(namespace, "nexthop", "show"))
+    looked, path_flows = _path_flows(node, remote, nexthops, tracked) if tracked is not None else (None, {})
     links = {}
     for link in _json(namespace, "-s", "link", "show"):
         if link.get("ifname") in DEVICES:
@@ -138,11 +168,11 @@ def node_kernel(node: NodeLayout, remote: Sequence[IPv4Network], *, flows: bool 
                 "tx_packets": int(tx.get("packets", 0)),
             }
     return NodeKernel(
-        nexthops=tuple(_json(namespace, "nexthop", "show")),
+        nexthops=nexthops,
         buckets=tuple(_json(namespace, "nexthop", "bucket", "show")),
         links=links,
-        flows=_flows(namespace) if flows else None,
-        tracked=tracked,
+        flows=_flows(namespace) if tracked is not None else None,
+        tracked=looked,
         path_flows=path_flows,
     )
 
@@ -187,7 +217,8 @@ def read_lab(
                           f"(nodes: {', '.join(n.name for n in lab.nodes)})")  # fmt: skip
     at = time.monotonic()
     snapshots = lab_snapshots(lab, st)
-    kernels = {n.name: node_kernel(n, _remote_cidrs(snapshots, n.cluster), flows=flows) for n in lab.nodes
+    tracked = Tracked(lab) if flows else None
+    kernels = {n.name: node_kernel(n, _remote_cidrs(snapshots, n.cluster), tracked) for n in lab.nodes
                if n.name in wanted}  # fmt: skip
     plane = "Kubernetes API emulators" if st.kube else f"file broker {st.broker_dir}"
     return Inputs(

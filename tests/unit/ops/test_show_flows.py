@@ -1,12 +1,12 @@
-"""Per-path flows: the tracked connections toward remote clusters, each asked of the kernel with ``ip route get``
-(its own hash inputs), counted per gateway address."""
+"""Per-path flows: the tracked connections toward remote clusters, each looked for in the connection tracking of
+the next hop of each path, counted per gateway address."""
 
 from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Network
 
 from magw.ops.show.connections import connection_rows
-from magw.ops.show.flows import Flow, count_paths, parse_conntrack, route_get_lines
+from magw.ops.show.flows import Entry, Flow, count_paths, parse_conntrack, toward, tracked_tuples
 from magw.ops.show.inputs import Inputs, NodeKernel
 from tests.unit.ops.show_fixtures import GW_STATUS
 
@@ -21,38 +21,48 @@ conntrack v1.4.7 (conntrack-tools): 4 flow entries have been shown.
 """
 
 
-def test_conntrack_original_tuples() -> None:
-    """The first tuple of each line is the original direction; the reply's repeated keys are not mixed in."""
+def _flow(proto: str, src: str, dst: str, sport: int | None = None, dport: int | None = None) -> Flow:
+    return Flow(proto, IPv4Address(src), IPv4Address(dst), sport, dport)
+
+
+def test_conntrack_tuples() -> None:
+    """Each line gives its original and its reply tuple; the keys after the reply (mark, use) are not mixed in,
+    and a protocol without addresses we count (``unknown``) and the summary line are skipped."""
     assert parse_conntrack(CONNTRACK) == [
-        Flow("udp", IPv4Address("10.1.3.2"), IPv4Address("10.2.3.2"), 40000, 7),
-        Flow("tcp", IPv4Address("10.1.1.2"), IPv4Address("100.2.0.10"), 5555, 80),
-        Flow("icmp", IPv4Address("240.17.0.101"), IPv4Address("240.17.0.11")),
+        Entry(_flow("udp", "10.1.3.2", "10.2.3.2", 40000, 7), _flow("udp", "10.2.3.2", "10.1.3.2", 7, 40000)),
+        Entry(_flow("tcp", "10.1.1.2", "100.2.0.10", 5555, 80), _flow("tcp", "10.2.2.2", "10.1.1.2", 8080, 5555)),
+        Entry(_flow("icmp", "240.17.0.101", "240.17.0.11"), _flow("icmp", "240.17.0.11", "240.17.0.101")),
     ]
 
 
-def test_only_flows_toward_remote_clusters_are_asked_with_their_input_device() -> None:
-    lines = route_get_lines(
-        parse_conntrack(CONNTRACK),
-        remote=[IPv4Network("10.2.0.0/16"), IPv4Network("100.2.0.0/16")],
-        own_pods=IPv4Network("10.1.1.0/24"),
-        pod_dev="cni0",
-    )
-    assert lines == [
-        "route get 10.2.3.2 from 10.1.3.2 iif vx-submariner ipproto udp sport 40000 dport 7",
-        "route get 100.2.0.10 from 10.1.1.2 iif cni0 ipproto tcp sport 5555 dport 80",
-    ]
-    assert len(route_get_lines(parse_conntrack(CONNTRACK), remote=[IPv4Network("0.0.0.0/0")], own_pods=None,
-                               pod_dev="cni0", limit=2)) == 2  # fmt: skip
+def test_a_line_without_its_reply_tuple_is_skipped() -> None:
+    assert parse_conntrack("udp      17 29 src=10.1.3.2 dst=10.2.3.2 sport=1 dport=7 mark=0 use=1\n") == []
+    assert parse_conntrack("udp 17 29 src=10.1.3.2 dst=nonsense sport=1 dport=7 src=10.2.3.2 dst=10.1.3.2\n") == []
 
 
-def test_batch_answers_counted_per_gateway() -> None:
-    out = (
-        '[{"dst":"10.2.3.2","from":"10.1.3.2","gateway":"241.19.0.4","dev":"vxlan-tunnel","table":"100"}]\n'
-        '[{"dst":"10.2.3.3","from":"10.1.3.2","gateway":"241.19.0.9","dev":"vxlan-tunnel","table":"100"}]\n'
-        '[{"dst":"10.2.3.4","from":"10.1.3.2","gateway":"241.19.0.4","dev":"vxlan-tunnel","table":"100"}]\n'
-        '[{"dst":"10.2.3.5","from":"10.1.3.2","dev":"eth0","table":"main"}]\n'
-    )
-    assert count_paths(out) == {"241.19.0.4": 2, "241.19.0.9": 1}
+def test_leaving_is_the_tuple_after_the_nodes_own_nat() -> None:
+    """Globalnet's SNAT on a gateway: the original source is the pod, the reply goes to the global IP; the packets
+    leave with the global IP as their source, which is what the next hop tracks."""
+    e = Entry(_flow("tcp", "10.1.1.2", "242.2.0.10", 5555, 80), _flow("tcp", "242.2.0.10", "242.1.0.7", 80, 61000))
+    assert e.leaving == _flow("tcp", "242.1.0.7", "242.2.0.10", 61000, 80)
+
+
+def test_only_flows_toward_remote_clusters_are_looked_for() -> None:
+    mine = toward(parse_conntrack(CONNTRACK), [IPv4Network("10.2.0.0/16"), IPv4Network("100.2.0.0/16")])
+    assert [e.original.dst for e in mine] == [IPv4Address("10.2.3.2"), IPv4Address("100.2.0.10")]
+    assert len(toward(parse_conntrack(CONNTRACK), [IPv4Network("0.0.0.0/0")], limit=2)) == 2
+
+
+def test_a_flow_counts_on_the_path_whose_next_hop_tracks_it_in_either_direction() -> None:
+    """gw-a tracks the first flow as it was sent; gw-b tracks the second only as a reply (its request came the
+    other way): both count. A flow no next hop tracks counts nowhere."""
+    one, two, lost = (_flow("udp", "10.1.3.2", "10.2.3.2", p, 7) for p in (40000, 40001, 40002))
+    hops = {
+        "240.17.0.11": tracked_tuples([Entry(one, one.reversed())]),
+        "240.17.0.12": tracked_tuples([Entry(two.reversed(), two)]),
+    }
+    assert count_paths([one, two, lost], hops) == {"240.17.0.11": 1, "240.17.0.12": 1}
+    assert count_paths([lost], hops) == {}
 
 
 def test_rows_carry_the_counts_only_when_flows_were_read() -> None:
