@@ -82,6 +82,7 @@ class HealthMonitor:
         self.netns = netns
         self.on_change = on_change
         self.on_transition: Callable[[], None] | None = None
+        self.on_answer: Callable[[ProbeTarget, float], None] | None = None  # an alive probe's RTT (the metrics)
         self._rng = rng
         self._clock = clock
         self._new_socket: SocketFactory = sockets or (lambda echo_id: EchoSocket(echo_id, netns=netns))
@@ -274,6 +275,8 @@ class HealthMonitor:
                 continue
             if outcome.success:
                 self.events.answered(outcome.key, now)
+                if self.on_answer is not None and outcome.rtt is not None and outcome.key[1] == ALIVE_ID:
+                    self.on_answer(target, outcome.rtt)
             old = self._states.get(outcome.key, NEW_AT_START)
             new = old.observe(outcome.success, self.params, policy=self._policy(target))
             self._states[outcome.key] = new

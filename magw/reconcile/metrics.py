@@ -33,6 +33,8 @@ class _Families:
     errors: Counter
     objects: Gauge
     skipped: Counter
+    group_replaces: Counter
+    group_syncs: Histogram
 
 
 def _make_families(registry: CollectorRegistry | None) -> _Families:
@@ -67,6 +69,17 @@ def _make_families(registry: CollectorRegistry | None) -> _Families:
             "magw_reconciler_skipped",
             "Operations left out of a sync (backoff or prune deferred).",
             ["reconciler", "reason"],
+            registry=registry,
+        ),
+        # docs/metrics.md: a failover is a group replace; these two say how many and what each sync cost.
+        group_replaces=Counter(
+            "magw_nexthop_group_replaces", "Nexthop groups created or replaced in the kernel.", registry=registry
+        ),
+        group_syncs=Histogram(
+            "magw_nexthop_group_sync_seconds",
+            "Time of each sync (plan, diff, apply) that changed nexthop groups: an event's way to the kernel.",
+            ["mode"],
+            buckets=_BUCKETS,
             registry=registry,
         ),
     )
@@ -126,6 +139,10 @@ class ReconcilerMetrics:
         )
         for (kind, verb), count in sorted(applied.items()):
             self.applied(kind, verb, count)
+        groups = applied[("groups", "create")] + applied[("groups", "replace")]
+        if groups:
+            self._f.group_replaces.inc(groups)
+            self._f.group_syncs.labels(mode="full" if full else "partial").observe(seconds)
         for kind, count in sorted(collections.Counter(object_id(f.op)[0] for f in result.failed).items()):
             self.error(kind, count)
         self.skipped("backoff", skipped)

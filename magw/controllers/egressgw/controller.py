@@ -67,6 +67,17 @@ class Answer:
     status: EgressVIPStatus
 
 
+def _without(before: EgressVIPStatus, after: EgressVIPStatus) -> float | None:
+    """Seconds between losing the last holder (``before.since`` with no holder) and the new holder's ``since``."""
+    if before.holder or not after.holder or not before.since or not after.since:
+        return None
+    try:
+        lost, got = datetime.fromisoformat(before.since), datetime.fromisoformat(after.since)
+    except ValueError:
+        return None
+    return max((got - lost).total_seconds(), 0.0)
+
+
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -85,6 +96,9 @@ class EgressController:
         self.cluster = source.local_cluster
         self._clock = clock
         self._may_write = may_write
+        # told of each change of a VIP's recorded holder: (vip, old holder, new holder, seconds the VIP had no
+        # holder before the new one, None when it had one or the time is unknown) (the metrics)
+        self.on_holder: Callable[[str, str, str, float | None], None] | None = None
         self.lock = asyncio.Lock()
         self._trigger: Trigger | None = None  # while run() runs
         self._conflicts: tuple[str, ...] = ()
@@ -212,6 +226,8 @@ class EgressController:
             statuses = [(n, s) for n, s in egress.statuses if n != name]
             egress = attrs.evolve(egress, statuses=[*statuses, (name, attrs.evolve(after, services=()))])
             log.info("egress.holder", vip=name, node=report.node, state=report.state.value, holder=after.holder)
+            if after.holder != current.holder and self.on_holder is not None:
+                self.on_holder(name, current.holder, after.holder, _without(current, after))
         wanted, _ = ops.statuses(egress, snapshot.globalnet)
         status = wanted[name]
         if snapshot.egressgw.status_of(name) != status:

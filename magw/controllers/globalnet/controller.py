@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from ipaddress import IPv4Network
 from typing import Protocol
 
 import attrs
@@ -95,6 +96,7 @@ class GlobalnetPassResult:
     pool_used: int = 0
     pool_size: int = 0
     plan: GlobalnetPlan | None = None
+    cidrs: tuple[IPv4Network, ...] = ()  # the cluster's global CIDRs (the pool)
 
 
 class GlobalnetController:
@@ -162,6 +164,7 @@ class GlobalnetController:
             pool_used=plan.pool_used,
             pool_size=plan.pool_size,
             plan=plan,
+            cidrs=tuple(snapshot.cluster(self.cluster).global_cidrs),
         )
 
     def _check_lease(self) -> None:

@@ -177,6 +177,12 @@ def common_parser(prog: str, description: str, *, broker: bool = False) -> OneLi
         help="full resync every SECONDS (default 30)",
     )
     add_log_arguments(p)
+    add_metrics_argument(p)
+    return p
+
+
+def add_metrics_argument(p: argparse.ArgumentParser) -> None:
+    """``--metrics-port``: Prometheus metrics on 127.0.0.1:PORT of the daemon's namespace (docs/metrics.md)."""
     p.add_argument(
         "--metrics-port",
         type=_port,
@@ -184,7 +190,6 @@ def common_parser(prog: str, description: str, *, broker: bool = False) -> OneLi
         metavar="PORT",
         help="serve Prometheus metrics on 127.0.0.1:PORT in this namespace (default 0: off)",
     )
-    return p
 
 
 def parse(parser: OneLineParser, argv: Sequence[str] | None) -> argparse.Namespace:

@@ -16,7 +16,7 @@ import contextlib
 import structlog
 
 from magw.controllers.egressgw.controller import EgressController
-from magw.daemons.egressgw.serving import serve_from_flags
+from magw.daemons.egressgw.serving import serve_from_flags, serve_metrics
 from magw.sources.file.broker import FileBroker
 from magw.sources.file.egressgw_store import EgressStore
 
@@ -31,6 +31,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
         return await run_kube(args, stop)
     broker = FileBroker(args.broker_dir, local_cluster=args.cluster)
     controller = EgressController(source=broker, store=EgressStore(args.broker_dir, args.cluster))
+    serve_metrics(args, controller)
     runner, url = await serve_from_flags(controller, args)
     log.info("egress.serving", url=url, cluster=args.cluster, broker=str(args.broker_dir))
     passes = asyncio.create_task(controller.run(args.interval))

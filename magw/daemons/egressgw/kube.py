@@ -20,7 +20,7 @@ from kubernetes_asyncio.client import ApiClient
 from magw.controllers.egressgw.controller import EgressController
 from magw.daemons.egressgw.auth import KubeAuth
 from magw.daemons.egressgw.reviews import KubeReviewer
-from magw.daemons.egressgw.serving import serve_from_flags
+from magw.daemons.egressgw.serving import serve_from_flags, serve_metrics
 from magw.daemons.egressgw.tls import DEFAULT_AGENT_SA
 from magw.sources.kube.client import KubeConfigError, api_client
 from magw.sources.kube.egressgw_store import ApiThread, KubeEgressStore
@@ -54,6 +54,7 @@ async def run_kube(args: argparse.Namespace, stop: asyncio.Event) -> int:
         raise
     try:
         controller, source = kube_controller(args, api, thread)
+        serve_metrics(args, controller)
         auth = None
         if args.listen is not None and not getattr(args, "insecure_unauthenticated_http", False):
             agents = getattr(args, "agent_identity", None) or [f"{SA_PREFIX}{args.namespace}:{DEFAULT_AGENT_SA}"]

@@ -13,6 +13,7 @@ from magw.daemons.common.flags import (
     EXIT_FAILURE,
     OneLineParser,
     add_log_arguments,
+    add_metrics_argument,
     add_version,
     host_port,
     in_existing_directory,
@@ -56,6 +57,7 @@ def parser() -> OneLineParser:
         "--interval", type=positive_seconds, default=1.0, metavar="SECONDS", help="seconds between passes (default 1)"
     )
     add_log_arguments(p)
+    add_metrics_argument(p)
     return p
 
 

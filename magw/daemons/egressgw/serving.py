@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 
 from aiohttp import web
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from magw.controllers.egressgw.controller import EgressController
+from magw.daemons.common.runner import start_metrics
 from magw.daemons.egressgw.api import serve
 from magw.daemons.egressgw.auth import KubeAuth
 from magw.daemons.egressgw.tls import server_context
+from magw.metrics.egress import EgressMetrics
 
 
 async def serve_from_flags(
@@ -29,3 +32,11 @@ async def serve_from_flags(
     return await serve(
         controller, host=host or "127.0.0.1", port=int(port), auth=auth, vip_namespace=namespace, ssl_context=context
     )
+
+
+def serve_metrics(args: argparse.Namespace, controller: EgressController) -> None:
+    """The controller's metrics, served on ``--metrics-port`` (0: counted in a registry of their own, unserved, so
+    two controllers in one process, as in the tests, do not collide)."""
+    port = getattr(args, "metrics_port", 0)
+    EgressMetrics(REGISTRY if port else CollectorRegistry(), controller)
+    start_metrics(port, registry=REGISTRY)

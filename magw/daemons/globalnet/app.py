@@ -19,8 +19,10 @@ import time
 from datetime import timedelta
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from magw.controllers.globalnet.controller import GlobalnetController, GlobalnetPassResult, LeaseLost
+from magw.metrics.globalnet import GlobalnetMetrics
 from magw.reconcile.retry import GLOBALNET_PASS_BACKOFF
 from magw.reconcile.trigger import DONE, Outcome, Trigger, Wake
 from magw.sources.file.broker import FileBroker
@@ -33,8 +35,11 @@ log = structlog.get_logger(__name__)
 class Daemon:
     """The controller's loop over the file broker; ``kube.KubeDaemon`` swaps the lease and the source."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, registry: CollectorRegistry | None = None) -> None:
         self.args = args
+        # its own registry unless given one (main passes prometheus_client's REGISTRY): two in one process
+        # must not collide
+        self.metrics = GlobalnetMetrics(registry if registry is not None else CollectorRegistry())
         self.renewed_at = 0.0
         self.holding = False
         self._waiting_logged = False
@@ -100,6 +105,7 @@ class Daemon:
             log.warning("globalnet.lease_lost", reason=str(exc))
             self.holding = False
             return Outcome(pause=0.0)  # back to the lease at once
+        self.metrics.passed(result)
         if result.written or result.deleted or time.time() - self._logged_at > self.args.resync:
             self._logged_at = time.time()
             if result.planned:

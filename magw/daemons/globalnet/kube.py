@@ -17,6 +17,7 @@ from datetime import timedelta
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from magw.controllers.globalnet.controller import GlobalnetController
 from magw.daemons.globalnet.app import Daemon
@@ -30,14 +31,14 @@ log = structlog.get_logger(__name__)
 
 
 class KubeDaemon(Daemon):
-    def __init__(self, args: argparse.Namespace, api: ApiClient) -> None:
+    def __init__(self, args: argparse.Namespace, api: ApiClient, registry: CollectorRegistry | None = None) -> None:
         self.api = api
         self.source = KubeSource(api, local_cluster=args.cluster, namespace=args.namespace)
         self.kube_lease = KubeLease(api, args.namespace, globalnet_lease_name(), args.identity, args.lease_duration)
         self._hold_stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.source.subscribe(lambda _snapshot: self.trigger.mark_dirty("source"))
-        super().__init__(args)
+        super().__init__(args, registry)
 
     def _controller(self, args: argparse.Namespace) -> GlobalnetController:
         store = KubeGlobalnetStore(self.api, asyncio.get_running_loop(), cluster=args.cluster, namespace=args.namespace)
@@ -88,6 +89,6 @@ async def run_kube(args: argparse.Namespace, stop: asyncio.Event) -> int:
         log.error("globalnet.failed", error=str(exc))
         return 1
     try:
-        return await KubeDaemon(args, api).run(stop)
+        return await KubeDaemon(args, api, REGISTRY).run(stop)
     finally:
         await api.close()

@@ -11,16 +11,19 @@ import sys
 from collections.abc import Sequence
 
 import structlog
+from prometheus_client import REGISTRY
 
 from magw.daemons.common.flags import (
     OneLineParser,
     add_log_arguments,
+    add_metrics_argument,
     add_version,
     name,
     non_negative_seconds,
     parse,
     positive_seconds,
 )
+from magw.daemons.common.runner import start_metrics
 from magw.daemons.globalnet.app import Daemon
 from magw.sources.flags import add_source_arguments
 from magw.util.logsetup import configure_logging
@@ -71,6 +74,7 @@ def parser() -> OneLineParser:
         help="seconds between broker scans (default 0.1)",
     )
     add_log_arguments(p)
+    add_metrics_argument(p)
     return p
 
 
@@ -80,11 +84,12 @@ async def _main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("globalnet.start", cluster=args.cluster, source=args.source, identity=args.identity)
+    start_metrics(args.metrics_port, registry=REGISTRY)
     if args.source == "kube":
         from magw.daemons.globalnet.kube import run_kube
 
         return await run_kube(args, stop)
-    return await Daemon(args).run(stop)
+    return await Daemon(args, registry=REGISTRY).run(stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

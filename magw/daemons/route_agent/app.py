@@ -34,6 +34,7 @@ from magw.desired.node.memo import PlanMemo
 from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.health.monitor import HealthMonitor
+from magw.metrics.route_agent import RouteAgentMetrics
 from magw.model import Cni, Strategy
 from magw.reconcile.driver import Driver
 from magw.reconcile.loop import Reconciler, SyncResult
@@ -68,7 +69,10 @@ class RouteAgent:
     # The periodic resync's observe on a second driver, in a thread of its own (magw.reconcile.audit): at 100k
     # routes it takes seconds, and events are synced meanwhile. None: the resync observes on the sync path.
     audit: Callable[[], DesiredState] | None = None
+    # ``conntrack -L`` of the node, read when the metrics are scraped (magw_gateway_flows); None: not read (--fake)
+    conntrack: Callable[[], str | None] | None = None
     reconciler: Reconciler = attrs.field(init=False)
+    metrics: RouteAgentMetrics = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
     _last_sync: SyncResult | None = attrs.field(init=False, default=None)
@@ -94,6 +98,14 @@ class RouteAgent:
             self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
             self.source.subscribe(self.health.update)
         self.source.subscribe(lambda _snapshot: self.reconciler.mark_dirty("broker"))
+        self.metrics = RouteAgentMetrics(
+            self.registry,
+            node=self.node,
+            snapshot=lambda: self.source.snapshot,
+            health=self.health,
+            transfers=lambda: self.cable.transfers if self.cable is not None else {},
+            conntrack=self.conntrack or (lambda: None),
+        )
 
     def _strategy(self, requested: Strategy) -> Strategy:
         if requested not in self._strategies:  # pick once per requested strategy: the fallback is logged once

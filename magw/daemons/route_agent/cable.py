@@ -59,6 +59,9 @@ class CableDriver:
     error: str | None = attrs.field(init=False, default=None)
     public_key: str | None = attrs.field(init=False, default=None)
     backend: str | None = attrs.field(init=False, default=None)
+    # peer public key -> (rx bytes, tx bytes) as of the last check (the metrics; a dict swapped whole, so the
+    # scrape thread reads it without a lock)
+    transfers: dict[str, tuple[int, int]] = attrs.field(init=False, factory=dict)
     _applied: tuple[WgDevice | None, tuple[int, int, int] | None] | None = attrs.field(init=False, default=None)
     _checked_at: float = attrs.field(init=False, default=0.0)
 
@@ -91,8 +94,19 @@ class CableDriver:
             log.info("route_agent.cable_recovered", backend=result.backend)
         self.error = None
         self.public_key, self.backend = result.public_key, result.backend
+        self._read_transfers(plan is not None)
         self._applied = (plan, self.keys.identity() if plan is not None else None)  # the key it may have made
         self._checked_at = time.monotonic()
+
+    def _read_transfers(self, planned: bool) -> None:
+        from magw.drivers.wireguard.tool import WgError
+
+        try:
+            seen = self.wireguard().observe() if planned else None
+        except (WgError, OSError) as exc:
+            log.warning("route_agent.cable_transfers_unreadable", error=str(exc))
+            seen = None
+        self.transfers = {} if seen is None else {p.public_key: (p.rx_bytes, p.tx_bytes) for p in seen.peers}
 
     def status_json(self) -> dict[str, Any] | None:
         """The status file's ``cable``: None while no plan asked for one."""

@@ -28,6 +28,7 @@ from magw.daemons.route_agent.node_driver import LazyDriver, fake_driver, real_n
 from magw.daemons.route_agent.ovn_host import add_ovn_arguments, check_ovn_arguments, hosted_syncer
 from magw.daemons.route_agent.ovn_node import add_ovn_node_arguments, check_ovn_node_arguments, ovn_node_driver
 from magw.drivers.netns import current_netns_refusal
+from magw.metrics.route_agent import read_conntrack
 from magw.model import Cni
 from magw.reconcile.driver import Driver
 from magw.sources.base import StateSource
@@ -142,6 +143,7 @@ def _agent(
         health=build_monitor(args.node, health, allow_initial=args.allow_init_netns),
         registry=REGISTRY,
         ovn_mgmt_nexthop=args.ovn_mgmt_nexthop,
+        conntrack=None if args.fake else read_conntrack,  # the node's own namespace (main refuses the host's)
     )
     made.append(agent)
     agent.ovn = hosted_syncer(args, source, agent.health, args.resync_period)

@@ -87,10 +87,21 @@ def check_tree(path: str | Path) -> str:
     return str(tree)
 
 
-def gateway_holds(build: str) -> bool:
-    """Whether build ``build``'s gateway has ``--exit-hold`` (magw-gateway dates its kept Endpoint ahead)."""
+def has_flag(build: str, main: str, flag: str) -> bool:
+    """Whether build ``build``'s daemon ``main`` (``gateway``: ``magw/daemons/gateway/main.py``) takes ``flag``,
+    so a lab started from an older build gives it only the flags it knows."""
     tree = Path(build) if build else Path(installed_tree())
     try:
-        return "--exit-hold" in (tree / "magw" / "daemons" / "gateway" / "main.py").read_text()
+        return flag in (tree / "magw" / "daemons" / main / "main.py").read_text()
     except OSError:
         return False
+
+
+def gateway_holds(build: str) -> bool:
+    """Whether build ``build``'s gateway has ``--exit-hold`` (magw-gateway dates its kept Endpoint ahead)."""
+    return has_flag(build, "gateway", "--exit-hold")
+
+
+def metrics_flags(build: str, daemon: str, port: int) -> tuple[str, ...]:
+    """``--metrics-port PORT`` when ``build``'s ``daemon`` (its package under magw/daemons) has it."""
+    return ("--metrics-port", str(port)) if has_flag(build, daemon, "--metrics-port") else ()

@@ -53,6 +53,7 @@ MAGW = "magw"
 # Each node namespace has its own 127.0.0.1, so every daemon can use the same port.
 ROUTE_AGENT_METRICS_PORT = 9101
 GATEWAY_METRICS_PORT = 9102
+GLOBALNET_METRICS_PORT = 9103  # in the cluster's underlay namespace, beside the egress controller's (9104)
 
 Progress = Callable[[str], None]
 
@@ -216,10 +217,11 @@ def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:
     return argv
 
 
-def globalnet_argv(st: LabState, cluster: ClusterLayout) -> list[str]:
-    """The cluster's Globalnet controller: it has no metrics port (nothing listens), only the broker."""
+def globalnet_argv(st: LabState, cluster: ClusterLayout, build: str = "") -> list[str]:
+    """The cluster's Globalnet controller, its metrics on GLOBALNET_METRICS_PORT of the cluster's underlay."""
     source = kube.globalnet_flags(st, cluster) if st.kube else _source_flags(st, cluster.id)
-    return [str(script(GLOBALNET)), *source, "--cluster", cluster.id, "--log-format", "json", "--log-level", "info"]
+    return [str(script(GLOBALNET)), *source, "--cluster", cluster.id, "--log-format", "json", "--log-level", "info",
+            *builds.metrics_flags(build, "globalnet", GLOBALNET_METRICS_PORT)]  # fmt: skip
 
 
 def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> LabState:
@@ -247,7 +249,7 @@ def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> 
     if lab.topology.globalnet:
         for c in lab.clusters:
             log_path = st.logs_dir / f"globalnet-{c.id}.log"
-            argv = globalnet_argv(st, c)
+            argv = globalnet_argv(st, c, build)
             records.append(
                 procs.start(
                     kind="globalnet", owner=c.id, namespace=c.underlay_ns, argv=argv, log_path=log_path, build=build

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from magw.lab.build import procs
+from magw.lab.build import builds, procs
 from magw.lab.build.state import LabState
 from magw.lab.planes.egressgw import cluster_of
 from magw.lab.spec import naming
@@ -25,6 +25,7 @@ CONTROLLER_KIND = "egress"
 AGENT = "magw-egress-agent"
 AGENT_KIND = "egress-agent"
 STATUS_PORT = 9620
+METRICS_PORT = 9104  # the controller's, in the cluster's underlay namespace (the Globalnet controller's: 9103)
 
 Script = Callable[[str], Path]  # a console script's path (magw.lab.planes.daemons.script)
 
@@ -33,17 +34,18 @@ def api_socket(st: LabState) -> Path:
     return st.dir / "egress" / "api.sock"
 
 
-def controller_argv(lab: LabLayout, st: LabState, script: Script) -> list[str]:
+def controller_argv(lab: LabLayout, st: LabState, script: Script, build: str = "") -> list[str]:
     c = cluster_of(lab)
     return [str(script(CONTROLLER)), "--broker-dir", str(st.broker_dir), "--cluster", c.id,
-            "--socket", str(api_socket(st)), "--log-format", "json"]  # fmt: skip
+            "--socket", str(api_socket(st)), "--log-format", "json",
+            *builds.metrics_flags(build, "egressgw", METRICS_PORT)]  # fmt: skip
 
 
 def start_controller(lab: LabLayout, st: LabState, script: Script, build: str = "") -> procs.ProcRecord:
     api_socket(st).parent.mkdir(parents=True, exist_ok=True)
     c = cluster_of(lab)
     return procs.start(
-        kind=CONTROLLER_KIND, owner=c.id, namespace=c.underlay_ns, argv=controller_argv(lab, st, script),
+        kind=CONTROLLER_KIND, owner=c.id, namespace=c.underlay_ns, argv=controller_argv(lab, st, script, build),
         log_path=st.logs_dir / f"egress-{c.id}.log", build=build,
     )  # fmt: skip
 

@@ -68,6 +68,10 @@ class FakeWireGuard:
         key, _ = keys.ensure_private_key(self.state_dir)
         return EnsureResult(("device created (userspace)",), keys.public_key(key), "userspace")
 
+    def observe(self) -> None:
+        """No device to read counters from (the counters' reading: tests/unit/daemons/test_route_agent_cable.py)."""
+        return None
+
 
 class StubInner:
     def __init__(self) -> None:

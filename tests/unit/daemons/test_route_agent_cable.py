@@ -12,6 +12,7 @@ from magw.daemons.common.cable import CableKeys
 from magw.daemons.route_agent.app import RouteAgent
 from magw.daemons.route_agent.cable import CableDriver
 from magw.daemons.route_agent.node_driver import LazyDriver, fake_driver
+from magw.desired.cable.values import WgObserved, WgObservedPeer
 from magw.drivers.wireguard.device import EnsureResult
 from magw.sources.file.broker import FileBroker
 from tests.unit.cable.data import E_GW1_PUB, OTHER_PUB, W_GW1_PUB
@@ -41,6 +42,12 @@ class Recorder:
         self.plans.append(plan)
         return EnsureResult((), E_GW1_PUB, "userspace")
 
+    def observe(self) -> WgObserved:
+        """The device as the last plan made it, with per-peer counters the metrics read."""
+        peers = tuple(WgObservedPeer(public_key=p.public_key, endpoint=None, allowed_ips=(), latest_handshake=0,
+                                     rx_bytes=1000 + i, tx_bytes=2000 + i) for i, p in enumerate(self.plans[-1].peers))  # fmt: skip
+        return WgObserved(public_key=E_GW1_PUB, listen_port=4500, peers=peers)
+
 
 def _write(directory: Path, west_key: str) -> None:
     (directory / "docs.yaml").write_text(yaml.safe_dump_all([*DOCS, _west(west_key)]))
@@ -66,6 +73,7 @@ async def test_a_rotated_remote_key_reaches_the_device_though_no_kernel_object_c
     source.scan()
     first = await agent.reconciler.sync_once(full=True, reasons=("test",))
     assert first.ok and [p.public_key for p in recorder.plans[-1].peers] == [W_GW1_PUB]
+    assert cable.transfers == {W_GW1_PUB: (1000, 2000)}  # read after the device was made to hold the plan
     _write(broker_dir, OTHER_PUB)
     source.scan()
     second = await agent.reconciler.sync_once(full=False, reasons=("broker",))
