@@ -46,8 +46,9 @@ TOPOLOGY = {
     "cable": "wireguard",
     "clusters": [
         {"id": c, "pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16", "gateways": 2, "workers": 1,
-         "pods_per_node": 1, "cluster_egress_ips": 2, "services": [{"name": "echo", "selector": {"app": "echo"},
-                                                                    "export": True}]}
+         "pods_per_node": 1, "cluster_egress_ips": 2,
+         "services": [{"name": "echo", "selector": {"app": "echo"}, "export": True},  # verify: every pod a global IP
+                      {"name": "direct", "selector": {"app": "echo"}, "headless": True, "export": True}]}
         for c in ("east", "west")
     ],
     "egress": {"cluster": "east", "advert_int": 0.1, "conntrack_sync": True,
@@ -149,7 +150,9 @@ def test_every_daemon_exports_its_documented_metrics(lab: tuple[LabLayout, LabSt
         assert allocated + (value(s, "submariner_global_IP_availability", **cidr) or 0) == usable
         cluster_egress = value(s, "submariner_cluster_global_egress_IP_allocated", **cidr)
         assert cluster_egress is not None and cluster_egress >= 2  # cluster_egress_ips: 2
-        assert (value(s, "submariner_global_ingress_IP_allocated", **cidr) or 0) >= 1  # the exported service
+        pods = len([p for p in layout_.pods if p.cluster == c.id])
+        # the exported ClusterIP service's and, through the headless one, each pod's
+        assert value(s, "submariner_global_ingress_IP_allocated", **cidr) == 1 + pods
         assert value(s, "magw_globalnet_allocations_total") >= allocated  # type: ignore[operator]
 
 

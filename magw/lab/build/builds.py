@@ -87,12 +87,13 @@ def check_tree(path: str | Path) -> str:
     return str(tree)
 
 
-def has_flag(build: str, main: str, flag: str) -> bool:
-    """Whether build ``build``'s daemon ``main`` (``gateway``: ``magw/daemons/gateway/main.py``) takes ``flag``,
-    so a lab started from an older build gives it only the flags it knows."""
+def has_flag(build: str, main: str, marker: str) -> bool:
+    """Whether build ``build``'s daemon ``main`` (``gateway``: ``magw/daemons/gateway/main.py``) mentions
+    ``marker`` (a flag, or the helper that adds it), so a lab started from an older build gives it only the flags
+    it knows."""
     tree = Path(build) if build else Path(installed_tree())
     try:
-        return flag in (tree / "magw" / "daemons" / main / "main.py").read_text()
+        return marker in (tree / "magw" / "daemons" / main / "main.py").read_text()
     except OSError:
         return False
 
@@ -103,5 +104,6 @@ def gateway_holds(build: str) -> bool:
 
 
 def metrics_flags(build: str, daemon: str, port: int) -> tuple[str, ...]:
-    """``--metrics-port PORT`` when ``build``'s ``daemon`` (its package under magw/daemons) has it."""
-    return ("--metrics-port", str(port)) if has_flag(build, daemon, "--metrics-port") else ()
+    """``--metrics-port PORT`` when ``build``'s ``daemon`` (its package under magw/daemons) has it (its parser
+    calls ``add_metrics_argument``, magw.daemons.common.flags)."""
+    return ("--metrics-port", str(port)) if has_flag(build, daemon, "add_metrics_argument(") else ()
