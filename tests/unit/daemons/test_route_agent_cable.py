@@ -44,8 +44,9 @@ class Recorder:
 
     def observe(self) -> WgObserved:
         """The device as the last plan made it, with per-peer counters the metrics read."""
+        planned = self.plans[-1].peers
         peers = tuple(WgObservedPeer(public_key=p.public_key, endpoint=None, allowed_ips=(), latest_handshake=0,
-                                     rx_bytes=1000 + i, tx_bytes=2000 + i) for i, p in enumerate(self.plans[-1].peers))  # fmt: skip
+                                     rx_bytes=1000 + i, tx_bytes=2000 + i) for i, p in enumerate(planned))  # fmt: skip
         return WgObserved(public_key=E_GW1_PUB, listen_port=4500, peers=peers)
 
 
