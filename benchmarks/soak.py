@@ -62,6 +62,7 @@ CONVERGE_BOUND = 120.0  # s after the heal
 RSS_BOUND_MIB = 24.0
 FD_BOUND = 16
 FLOWS, RATE, CONNS = 4, 50, 2  # per group: UDP flows at RATE datagrams/s (20 ms resolution), TCP connections
+FRESH_CYCLE = 8  # --fresh-ports: windows (each >= 11 s) before a set of source ports returns: > the 30 s UDP timeout
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -129,6 +130,7 @@ def judge(
         "group": group.name, "crossed": crossed, "sent": udp["sent"] * len(flows), "lost": lost, "lost_tail": tail,
         "window_ms": window, "tcp_conns": tcp["conns"], "tcp_survived": tcp["survived"],
         "tcp_max_gap_ms": tcp.get("max_gap_ms"),
+        "lost_sports": [f["sport"] for f in flows if f["lost"]],  # which flows: one flow each window, or any?
     }  # fmt: skip
     return figures, problems
 
@@ -152,9 +154,10 @@ def converge(lab: LabLayout, broker: Path, started: float) -> tuple[float | None
 
 
 def window(lab: LabLayout, broker: Path, fault: soak_faults.Fault, groups: list[soak_watch.Group],
-           res: soak_watch.Resources) -> dict[str, Any]:  # fmt: skip
+           res: soak_watch.Resources, base_port: int = soak_watch.BASE_PORT) -> dict[str, Any]:  # fmt: skip
     duration = PRE + fault.hold + POST
-    running = {g.name: soak_watch.start(g, duration, flows=FLOWS, rate=RATE, conns=CONNS) for g in groups}
+    running = {g.name: soak_watch.start(g, duration, flows=FLOWS, rate=RATE, conns=CONNS, base_port=base_port)
+               for g in groups}  # fmt: skip
     time.sleep(PRE)
     wall = time.time()
     problems: list[str] = []
@@ -220,14 +223,15 @@ HEADER = ("  # kind               target                             detected   
 
 
 def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bool = False,
-         cable: str = "") -> dict[str, Any]:  # fmt: skip
+         cable: str = "", fresh_ports: bool = False) -> dict[str, Any]:  # fmt: skip
     rng = random.Random(seed)
     topo = load_topology(TOPOLOGY)
     if cable:
         topo = attrs.evolve(topo, cable=Cable(cable))
     lab = layout(name, topo)
     started = time.monotonic()
-    doc: dict[str, Any] = {"seed": seed, "minutes": minutes, "lab": name, "cable": topo.cable.value, "bounds": {
+    doc: dict[str, Any] = {"seed": seed, "minutes": minutes, "lab": name, "cable": topo.cable.value,
+                           "fresh_ports": fresh_ports, "bounds": {
         "failover_s": FAILOVER_BOUND, "converge_s": CONVERGE_BOUND, "rss_mib": RSS_BOUND_MIB, "fds": FD_BOUND}}
     try:
         if not existing:
@@ -249,7 +253,10 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         for fault in faults:
             if time.monotonic() + PRE + fault.hold + POST > end and rows:
                 break
-            row = window(lab, broker, fault, groups, res)
+            # --fresh-ports: each window's UDP flows from other source ports than the last FRESH_CYCLE windows'
+            # (longer ago than the kernel's UDP conntrack timeout), so no per-5-tuple state can outlive a window
+            base = soak_watch.BASE_PORT + (len(rows) % FRESH_CYCLE) * FLOWS if fresh_ports else soak_watch.BASE_PORT
+            row = window(lab, broker, fault, groups, res, base)
             rows.append(row)
             report(row_text(len(rows), row))
         doc["faults"] = rows
@@ -290,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="", help="lab name (default: a unique one)")
     p.add_argument("--cable", choices=("vxlan", "wireguard"), default="",
                    help="the gateways' cable (default: the topology's, wireguard)")
+    p.add_argument("--fresh-ports", action="store_true",
+                   help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones")
     p.add_argument("--existing", action="store_true",
                    help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)
@@ -305,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.existing and not args.name:
         p.error("--existing: needs --name")
     doc = soak(args.minutes, seed, name, report=lambda s: print(s, flush=True), existing=args.existing,
-               cable=args.cable)  # fmt: skip
+               cable=args.cable, fresh_ports=args.fresh_ports)  # fmt: skip
     lines = summary(doc)
     for line in lines:
         print(line)

@@ -22,6 +22,7 @@ from magw.lab.observe import globalview
 from magw.lab.spec.layout import LabLayout
 from magw.sources.file.broker import FileBroker
 
+BASE_PORT = 41000  # losswatch stream: flow i sends from BASE_PORT + i
 DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent")
 
 
@@ -64,14 +65,15 @@ def groups(lab: LabLayout, broker: Path) -> list[Group]:
     return out
 
 
-def start(group: Group, duration: float, *, flows: int, rate: int, conns: int) -> dict[str, subprocess.Popen[str]]:
+def start(group: Group, duration: float, *, flows: int, rate: int, conns: int,
+          base_port: int = BASE_PORT) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
     def run(module: str, *args: str) -> subprocess.Popen[str]:
         argv = ["ip", "netns", "exec", group.ns, sys.executable, "-m", module, *args]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     return {
         "udp": run("magw.lab.payload.losswatch", "stream", "--target", group.target, "--flows", str(flows),
-                   "--rate", str(rate), "--duration", f"{duration:.1f}", "--drain", "2"),
+                   "--rate", str(rate), "--duration", f"{duration:.1f}", "--drain", "2", "--base-port", str(base_port)),
         "tcp": run("magw.lab.payload.tcpkeep", "hold", "--target", group.target, "--conns", str(conns),
                    "--duration", f"{duration:.1f}", "--interval", "0.05", "--timeout", "20"),
     }  # fmt: skip
