@@ -1,4 +1,4 @@
-"""``magw lab up|down|status|exec|demo|fail|recover|verify|upgrade``: a whole clusterset in network namespaces
+"""``magw lab up|down|status|exec|kubectl|demo|fail|recover|verify|upgrade``: a whole clusterset in network namespaces
 (docs/lab.md)."""
 
 from __future__ import annotations
