@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from magw.daemons.egressgw_agent.node import EgressHANode
+from magw.daemons.egressgw_agent.node import EgressHANode, inter_cluster
 from magw.daemons.egressgw_agent.status_http import serve
 from magw.model import Snapshot
 from magw.sources.file.broker import FileBroker
@@ -156,7 +156,7 @@ async def _follow(
                 runner = await serve(ha.agent, host=host or "0.0.0.0", port=int(port))
                 log.info("egress_agent.serving", node=args.node, status=args.status_listen)
             try:
-                await asyncio.to_thread(ha.apply, snap.egressgw, ips)
+                await asyncio.to_thread(ha.apply, snap.egressgw, ips, inter_cluster(snap))
             except Exception as exc:  # one bad apply must not end the agent; the next change retries
                 log.error("egress_agent.apply_failed", node=args.node, error=str(exc))
     finally:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from ipaddress import IPv4Address
+from collections.abc import Mapping, Sequence
+from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 
 import structlog
@@ -28,9 +28,21 @@ from magw.drivers.conntrackd.process import Conntrackd
 from magw.drivers.keepalived.config import AgentCheck, KeepalivedNode
 from magw.drivers.keepalived.config import render as render_keepalived
 from magw.drivers.keepalived.process import Keepalived
+from magw.model import Snapshot
 from magw.model.egressgw import EgressGateway
 
 log = structlog.get_logger(__name__)
+
+
+def inter_cluster(snapshot: Snapshot) -> list[IPv4Network]:
+    """The remote clusters' CIDRs that overlap none of the local cluster's (so, with Globalnet, their global CIDRs):
+    the flows between clusters, which a gateway NATs with its own addresses and conntrackd must not sync."""
+    try:
+        local = snapshot.cluster(snapshot.local_cluster).cidrs
+    except KeyError:  # without our own cluster's CIDRs overlaps cannot be told: ignore nothing more (as before)
+        return []
+    return sorted({n for c in snapshot.remote_clusters for n in c.cidrs if not any(n.overlaps(m) for m in local)},
+                  key=lambda n: (int(n.network_address), n.prefixlen))  # fmt: skip
 
 
 class EgressHANode:
@@ -58,7 +70,8 @@ class EgressHANode:
         self._ka_started = False  # a later "started" means keepalived had died
         self._task: asyncio.Task[None] | None = None
 
-    def _conntrackd_text(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address]) -> str:
+    def _conntrackd_text(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address],
+                         inter_cluster: Sequence[IPv4Network]) -> str:  # fmt: skip
         mine = [v for v in egress.vips if self.node in v.candidates]
         peers = sorted({node_ips[c] for v in mine for c in v.candidates if c != self.node and c in node_ips})
         if not egress.config.conntrack_sync or not peers:
@@ -66,12 +79,14 @@ class EgressHANode:
         ctd = self.conntrackd
         node = ConntrackdNode(interface=self.interface, ip=self.ip, peers=tuple(peers), socket=str(ctd.socket),
                               lock_file=str(ctd.lock_file), log_file=str(ctd.log))  # fmt: skip
-        return render_conntrackd(node, ignore=[v.vip for v in egress.vips])
+        return render_conntrackd(node, ignore=[*(v.vip for v in egress.vips), *inter_cluster])
 
-    def apply(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address]) -> None:
-        """Make keepalived and conntrackd match ``egress`` (blocking; call it from a worker thread)."""
+    def apply(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address],
+              inter_cluster: Sequence[IPv4Network] = ()) -> None:  # fmt: skip
+        """Make keepalived and conntrackd match ``egress`` (blocking; call it from a worker thread).
+        ``inter_cluster``: the remote clusters' CIDRs, whose flows conntrackd does not sync (``inter_cluster``)."""
         self.lock.acquire()
-        ctd_text = self._conntrackd_text(egress, node_ips)
+        ctd_text = self._conntrackd_text(egress, node_ips, inter_cluster)
         restarted = ctd_text != self._ctd_text or bool(ctd_text and not self.conntrackd.running())
         if restarted:
             if ctd_text == self._ctd_text:
