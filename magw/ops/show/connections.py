@@ -3,10 +3,10 @@
 The rows of a node come from its route agent's status (``health.peers[]``: what its probes say now): state,
 RTT (last, average, max, in seconds), ``since`` (when the state last changed) and the share of the node's flows
 the path carries (``magw.ops.show.kernel``: the share of the nexthop group's buckets, read from the node's
-kernel), and ``flows``: how many of the node's tracked connections toward remote clusters the kernel routes
-over it (``magw.ops.show.flows``). A gateway whose route agent's status is not at hand (Kubernetes without a
-lab) falls back to what its gateway daemon wrote in its ``Gateway`` object's ``status.connections``: state and
-RTT, no since, no share, no flows.
+kernel), and ``flows``: how many of the node's tracked connections toward remote clusters went over it (found
+in the tracking of the node at its other end: ``magw.ops.show.flows``). A gateway whose route agent's status is
+not at hand (Kubernetes without a lab) falls back to what its gateway daemon wrote in its ``Gateway`` object's
+``status.connections``: state and RTT, no since, no share, no flows.
 ``from`` says which.
 
 A gateway's paths go to the remote clusters' gateways over the cable (``vxlan`` or ``wireguard``); a worker's

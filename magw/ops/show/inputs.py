@@ -26,8 +26,8 @@ class NodeKernel:
     """One node's kernel, read with ``ip -j``: its nexthops (``ip -j nexthop show``), the buckets of its resilient
     groups (``ip -j nexthop bucket show``), the counters of magw's devices and the WAN link (dev -> ``stats64``
     fields rx_bytes, tx_bytes, rx_packets, tx_packets), the number of tracked connections (None: unknown), and
-    of those toward remote clusters (``tracked``, None: not read) how many the kernel routes to each path's
-    gateway address (``path_flows``, ``magw.ops.show.flows``)."""
+    of those toward remote clusters (``tracked``, None: not read) how many went to each path's gateway address,
+    as the node at that address tracks them (``path_flows``, ``magw.ops.show.flows``)."""
 
     nexthops: tuple[Doc, ...] = ()
     buckets: tuple[Doc, ...] = ()
