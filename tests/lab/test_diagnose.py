@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from magw.lab.planes.daemons import daemons_installed
+from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import parse_topology
 from magw.model.vtep import vtep_ip
@@ -74,11 +75,19 @@ def test_one_node_and_a_stray_namespace(lab: LabLayout, magw_cli: MagwCli) -> No
     code, doc = _report(magw_cli, "--lab", lab.name, "--node", gw)
     assert code == 0 and [n["node"] for n in doc["nodes"]] == [gw]
     stray = f"{lab.name}-stray"
-    subprocess.run(["ip", "netns", "add", stray], check=True, timeout=30)
+    # another lab named "<ours>-b" shares our namespace prefix; its namespaces are not stray ones of ours
+    other = naming.STATE_ROOT / f"{lab.name}-b"
+    others_ns = f"{other.name}-n1"
+    other.mkdir()
     try:
+        for ns in (stray, others_ns):
+            subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
         out = magw_cli("diagnose", "stale", "--lab", lab.name, timeout=TIMEOUT)
     finally:
-        subprocess.run(["ip", "netns", "del", stray], check=False, timeout=30)
+        for ns in (stray, others_ns):
+            subprocess.run(["ip", "netns", "del", ns], check=False, timeout=30)
+        other.rmdir()
     assert out.returncode == 0  # a warning does not fail the run
     assert f"WARN stale    namespace {stray}: a namespace of this lab that no node of its plan owns" in out.stdout
     assert f"     fix: ip netns del {stray}" in out.stdout
+    assert others_ns not in out.stdout

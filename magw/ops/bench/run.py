@@ -10,6 +10,7 @@ is addressed as any client of its cluster would: its pod IP, or with Globalnet i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -22,7 +23,8 @@ from magw.lab.spec.layout import ECHO_PORT, PodLayout
 from magw.ops.bench.stats import Latency, ParseError, Throughput, parse_iperf3, summarize_rr
 from magw.ops.verify.labref import Address, Addressing, Lab
 
-IPERF_PORT = 5201
+IPERF_PORT = 5201  # iperf3's own; the first free one from here is used (two benchmarks at once on one pod)
+IPERF_PORTS = 100
 PLACEMENTS = ("gateways", "pods")
 
 
@@ -142,17 +144,27 @@ def _wait_listening(pod: PodLayout, port: int, limit: float = 10.0) -> bool:
     return False
 
 
+def _free_port(pod: PodLayout) -> int | None:
+    """The first TCP port from IPERF_PORT nothing listens on in ``pod`` (None: all IPERF_PORTS taken)."""
+    out = subprocess.run(_in(pod, "ss", "-Hltn"), capture_output=True, text=True, timeout=10, check=False).stdout
+    used = {int(m) for m in re.findall(r":(\d+)\s", out)}
+    return next((p for p in range(IPERF_PORT, IPERF_PORT + IPERF_PORTS) if p not in used), None)
+
+
 def throughput(pair: Pair, *, duration: int, streams: int) -> Row:
     """iperf3 (TCP) from the client pod to the server pod for ``duration`` s with ``streams`` streams."""
     if pair.server is None or pair.address is None:
         return Row(kind="throughput", pair=pair, error=pair.problem)
+    port = _free_port(pair.server)
+    if port is None:
+        return Row(kind="throughput", pair=pair, error=f"no free port from {IPERF_PORT} in {pair.server.name}")
     server = subprocess.Popen(
-        _in(pair.server, "iperf3", "-s", "-1", "-p", str(IPERF_PORT)),
+        _in(pair.server, "iperf3", "-s", "-1", "-p", str(port)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        if not _wait_listening(pair.server, IPERF_PORT):
+        if not _wait_listening(pair.server, port):
             return Row(kind="throughput", pair=pair, error=f"iperf3 -s in {pair.server.name} did not listen in 10 s")
         argv = _in(
             pair.client,
@@ -160,7 +172,7 @@ def throughput(pair: Pair, *, duration: int, streams: int) -> Row:
             "-c",
             str(pair.address.ip),
             "-p",
-            str(IPERF_PORT),
+            str(port),
             "-J",
             "-t",
             str(duration),

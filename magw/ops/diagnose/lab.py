@@ -57,7 +57,11 @@ def diagnose_lab(name: str, nodes: Sequence[str], topics: Sequence[str], clock_u
     if "stale" in topics and not nodes:
         known = set(lab.namespaces) | set(st.namespaces)
         prefix = naming.ns_prefix(name)
-        foreign = tuple(sorted(ns for ns in _netns_names() if ns.startswith(prefix) and ns not in known))
+        # another lab whose name starts with ours and a dash ("east" and "east-2") shares our prefix: its
+        # namespaces are its own, not stray ones of ours
+        others = tuple(naming.ns_prefix(n) for n in state.list_labs() if n != name and n.startswith(prefix))
+        foreign = tuple(sorted(ns for ns in _netns_names()
+                               if ns.startswith(prefix) and ns not in known and not ns.startswith(others)))  # fmt: skip
         checks = stale_checks(StaleReadings(gateway=None, links=set(), nft_tables=set(), gateway_routes=0,
                                             dangling_devices=set(), foreign_namespaces=foreign), "", None)
         reports.append(NodeReport(node=f"lab {name}", netns=None, checks=tuple(checks)))
