@@ -272,6 +272,7 @@ def test_the_readme_names_every_file_of_deploy() -> None:
 
 
 def test_paths_under_deploy_are_yaml_the_readme_or_the_egress_patch() -> None:
-    """Manifests, the README, and the JSON patch for ``kubectl patch --type=json`` (not a manifest to apply)."""
+    """Manifests, the README, the JSON patch for ``kubectl patch --type=json`` (not a manifest to apply), and the
+    Grafana dashboard (imported in Grafana; tests/unit/metrics/test_catalogue.py checks its queries)."""
     others = {p.relative_to(DEPLOY) for p in _plain_files() if p.suffix != ".yaml"}
-    assert others == {Path("README.md"), Path("egress-route-agent.patch.json")}
+    assert others == {Path("README.md"), Path("egress-route-agent.patch.json"), Path("grafana/magw.json")}
