@@ -121,8 +121,7 @@ class _Scraped(Collector):
         text = self._conntrack()
         if text is None:
             return
-        nets: dict[str, tuple[IPv4Network, ...]] = {c.id: c.cidrs
-                                              for c in snap.remote_clusters}  # fmt: skip
+        nets: dict[str, tuple[IPv4Network, ...]] = {c.id: c.cidrs for c in snap.remote_clusters}
         counted = dict.fromkeys(nets, 0)
         for entry in parse_conntrack(text):
             ends = (entry.original.src, entry.original.dst, entry.reply.src, entry.reply.dst)
@@ -135,7 +134,8 @@ class _Scraped(Collector):
 
 
 def read_conntrack() -> str | None:
-    """``conntrack -L`` of the namespace the daemon runs in; None when it cannot be read (logged once per kind)."""
+    """``conntrack -L`` of the namespace the daemon runs in (at each scrape, bounded by CONNTRACK_TIMEOUT); None
+    when it cannot be read (logged)."""
     try:
         done = subprocess.run(["conntrack", "-L"], capture_output=True, text=True, timeout=CONNTRACK_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
