@@ -59,8 +59,11 @@ def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str
     return out
 
 
-def wait_for(what: str, plan: dict[str, list[TrafficTarget]], step: Progress, *, timeout: float) -> None:
-    """Probe ``plan`` until every probe answers; LabError naming the failures after ``timeout`` seconds."""
+def wait_for(what: str, plan: dict[str, list[TrafficTarget]], step: Progress, *, timeout: float,
+             alive: Callable[[], None] | None = None) -> None:  # fmt: skip
+    """Probe ``plan`` until every probe answers; LabError naming the failures after ``timeout`` seconds.
+    ``alive`` (raises LabError naming a lab process that died) runs after every unanswered round: a crashed
+    process (Debian's OVS 3.1 userspace conntrack can abort ovs-vswitchd) is named at once, not as lost probes."""
     total = sum(len(t) for t in plan.values())
     if total == 0:
         step(f"{what}: nothing to probe")
@@ -76,6 +79,8 @@ def wait_for(what: str, plan: dict[str, list[TrafficTarget]], step: Progress, *,
             last = ok
         if not failed:
             return
+        if alive is not None:
+            alive()
         if time.monotonic() >= deadline:
             raise LabError(f"{what}: {len(failed)}/{total} probes unanswered after {timeout:g}s, e.g. {failed[0]}")
         time.sleep(ROUND_PAUSE)
@@ -86,6 +91,11 @@ def wait_local(lab: LabLayout, step: Progress, *, timeout: float) -> None:
 
 
 def wait_remote(
-    lab: LabLayout, step: Progress, *, timeout: float, views: Mapping[str, ClusterView] | None = None
+    lab: LabLayout,
+    step: Progress,
+    *,
+    timeout: float,
+    views: Mapping[str, ClusterView] | None = None,
+    alive: Callable[[], None] | None = None,
 ) -> None:
-    wait_for("inter-cluster connectivity", remote_plan(lab, views), step, timeout=timeout)
+    wait_for("inter-cluster connectivity", remote_plan(lab, views), step, timeout=timeout, alive=alive)

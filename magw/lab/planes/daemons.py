@@ -290,7 +290,8 @@ def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, 
     if st.ovn:
         lab_ovn.wait_synced(lab, st, step, deadline, lambda: _check_alive(st))
     if remote:
-        wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0), views=views)
+        wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0), views=views,
+                    alive=lambda: _check_alive(st))  # fmt: skip
     else:
         step("inter-cluster connectivity: not waited for")
     _check_alive(st)
