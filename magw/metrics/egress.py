@@ -3,21 +3,18 @@ without a holder when that is known (the previous holder reported it left). Coun
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
 from magw.controllers.egressgw.controller import EgressController
-from magw.metrics.catalogue import BY_NAME
+from magw.metrics.families import counter, histogram
 
 BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 
 
 class EgressMetrics:
     def __init__(self, registry: CollectorRegistry | None, controller: EgressController) -> None:
-        changes = BY_NAME["magw_egress_vip_holder_changes_total"]
-        gap = BY_NAME["magw_egress_vip_holder_change_seconds"]
-        self.changes = Counter(changes.name.removesuffix("_total"), changes.help, list(changes.labels),
-                               registry=registry)  # fmt: skip
-        self.gap = Histogram(gap.name, gap.help, list(gap.labels), buckets=BUCKETS, registry=registry)
+        self.changes = counter("magw_egress_vip_holder_changes_total", registry)
+        self.gap = histogram("magw_egress_vip_holder_change_seconds", registry, BUCKETS)
         controller.on_holder = self.holder
 
     def holder(self, vip: str, _old: str, _new: str, without: float | None) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from magw.controllers.globalnet.controller import GlobalnetPassResult
-from magw.metrics.catalogue import BY_NAME
+from magw.metrics.families import counter, gauge
 
 # Submariner's metric -> the Globalnet object kind whose statuses hold those addresses
 _BY_KIND = {
@@ -18,24 +18,14 @@ _BY_KIND = {
 }
 
 
-def _gauge(name: str, registry: CollectorRegistry | None) -> Gauge:
-    m = BY_NAME[name]
-    return Gauge(m.name, m.help, list(m.labels), registry=registry)
-
-
-def _counter(name: str, registry: CollectorRegistry | None) -> Counter:
-    m = BY_NAME[name]
-    return Counter(m.name.removesuffix("_total"), m.help, list(m.labels), registry=registry)
-
-
 class GlobalnetMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
-        self.available = _gauge("submariner_global_IP_availability", registry)
-        self.allocated = _gauge("submariner_global_IP_allocated", registry)
-        self.by_kind = {name: _gauge(name, registry) for name in _BY_KIND}
-        self.waiting = _gauge("magw_globalnet_waiting", registry)
-        self.allocations = _counter("magw_globalnet_allocations_total", registry)
-        self.leaks = _counter("magw_globalnet_leaks_found_total", registry)
+        self.available = gauge("submariner_global_IP_availability", registry)
+        self.allocated = gauge("submariner_global_IP_allocated", registry)
+        self.by_kind = {name: gauge(name, registry) for name in _BY_KIND}
+        self.waiting = gauge("magw_globalnet_waiting", registry)
+        self.allocations = counter("magw_globalnet_allocations_total", registry)
+        self.leaks = counter("magw_globalnet_leaks_found_total", registry)
 
     def passed(self, result: GlobalnetPassResult) -> None:
         """One pass's figures. A pass that did not plan (no snapshot yet) changes nothing."""

@@ -19,14 +19,14 @@ from ipaddress import IPv4Network
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from magw.health.events import Transition
 from magw.health.monitor import HealthMonitor
 from magw.health.targets import ProbeTarget
-from magw.metrics.catalogue import BY_NAME
+from magw.metrics.families import counter, gauge_family, histogram
 from magw.model import Endpoint, Snapshot
 from magw.util.conntrack import parse_conntrack
 
@@ -38,12 +38,6 @@ _STATUS = {"up": "connected", "down": "error"}  # anything else (pending, unknow
 CONNTRACK_TIMEOUT = 5.0
 
 Transfers = Callable[[], Mapping[str, tuple[int, int]]]  # WireGuard peer public key -> (rx bytes, tx bytes)
-
-
-def gauge(name: str) -> GaugeMetricFamily:
-    """A fresh family of the catalogue's gauge ``name`` (its help and labels)."""
-    m = BY_NAME[name]
-    return GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
 
 
 def _endpoint_ip(e: Endpoint) -> str:
@@ -67,7 +61,7 @@ class _Scraped(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         snap = self._snapshot()
         gateways, conns, latency, established, rx, tx, up, flows = (
-            gauge(name)
+            gauge_family(name)
             for name in ("submariner_gateways", "submariner_connections", "submariner_connection_latency_seconds",
                          "submariner_connection_established_timestamp", "submariner_gateway_rx_bytes",
                          "submariner_gateway_tx_bytes", "magw_path_up", "magw_gateway_flows")
@@ -150,13 +144,9 @@ class RouteAgentMetrics:
     def __init__(self, registry: CollectorRegistry | None, *, node: str, snapshot: Callable[[], Snapshot | None],
                  health: HealthMonitor | None, transfers: Transfers = dict,
                  conntrack: Callable[[], str | None] = read_conntrack) -> None:  # fmt: skip
-        rtt, failovers, detection = (BY_NAME[n] for n in ("magw_probe_rtt_seconds", "magw_failovers_total",
-                                                          "magw_failover_detection_seconds"))  # fmt: skip
-        self.rtt = Histogram(rtt.name, rtt.help, list(rtt.labels), buckets=RTT_BUCKETS, registry=registry)
-        self.failovers = Counter(failovers.name.removesuffix("_total"), failovers.help, list(failovers.labels),
-                                 registry=registry)  # fmt: skip
-        self.detection = Histogram(detection.name, detection.help, list(detection.labels),
-                                   buckets=DETECTION_BUCKETS, registry=registry)  # fmt: skip
+        self.rtt = histogram("magw_probe_rtt_seconds", registry, RTT_BUCKETS)
+        self.failovers = counter("magw_failovers_total", registry)
+        self.detection = histogram("magw_failover_detection_seconds", registry, DETECTION_BUCKETS)
         if registry is not None:
             registry.register(_Scraped(node, snapshot, health, transfers, conntrack))
         if health is not None:
