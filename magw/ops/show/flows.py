@@ -19,9 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from ipaddress import IPv4Network
 
-from magw.util.conntrack import Entry, Flow, parse_conntrack
-
-__all__ = ["LIMIT", "Entry", "Flow", "count_paths", "parse_conntrack", "toward", "tracked_tuples"]
+from magw.util.conntrack import Entry, Flow
 
 LIMIT = 2000
 

@@ -37,8 +37,9 @@ from magw.model import Snapshot
 from magw.model.cable import WG_DEVICE
 from magw.model.vtep import VX_SUBMARINER, VXLAN_TUNNEL
 from magw.ops.show.broker_source import SourceError, broker_snapshots
-from magw.ops.show.flows import Entry, Flow, count_paths, parse_conntrack, toward, tracked_tuples
+from magw.ops.show.flows import count_paths, toward, tracked_tuples
 from magw.ops.show.inputs import Inputs, NodeKernel
+from magw.util.conntrack import Entry, Flow, parse_conntrack
 
 DEVICES = (VXLAN_TUNNEL, VX_SUBMARINER, WG_DEVICE, naming.WAN_IF)
 _DAEMON_KINDS = ("route-agent", "gateway", "globalnet", egressgw_daemons.CONTROLLER_KIND, egressgw_daemons.AGENT_KIND)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network
 
 from magw.ops.show.connections import connection_rows
-from magw.ops.show.flows import Entry, Flow, count_paths, parse_conntrack, toward, tracked_tuples
+from magw.ops.show.flows import count_paths, toward, tracked_tuples
 from magw.ops.show.inputs import Inputs, NodeKernel
+from magw.util.conntrack import Entry, Flow, parse_conntrack
 from tests.unit.ops.show_fixtures import GW_STATUS
 
 CONNTRACK = """\
