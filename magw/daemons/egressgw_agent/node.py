@@ -41,8 +41,7 @@ def inter_cluster(snapshot: Snapshot) -> list[IPv4Network]:
         local = snapshot.cluster(snapshot.local_cluster).cidrs
     except KeyError:  # without our own cluster's CIDRs overlaps cannot be told: ignore nothing more (as before)
         return []
-    return sorted({n for c in snapshot.remote_clusters for n in c.cidrs if not any(n.overlaps(m) for m in local)},
-                  key=lambda n: (int(n.network_address), n.prefixlen))  # fmt: skip
+    return sorted({n for c in snapshot.remote_clusters for n in c.cidrs if not any(n.overlaps(m) for m in local)})
 
 
 class EgressHANode:
@@ -84,7 +83,7 @@ class EgressHANode:
     def apply(self, egress: EgressGateway, node_ips: Mapping[str, IPv4Address],
               inter_cluster: Sequence[IPv4Network] = ()) -> None:  # fmt: skip
         """Make keepalived and conntrackd match ``egress`` (blocking; call it from a worker thread).
-        ``inter_cluster``: the remote clusters' CIDRs, whose flows conntrackd does not sync (``inter_cluster``)."""
+        ``inter_cluster``: the remote clusters' CIDRs, whose flows conntrackd does not sync (``inter_cluster()``)."""
         self.lock.acquire()
         ctd_text = self._conntrackd_text(egress, node_ips, inter_cluster)
         restarted = ctd_text != self._ctd_text or bool(ctd_text and not self.conntrackd.running())
