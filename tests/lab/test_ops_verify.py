@@ -102,9 +102,9 @@ def test_a_drop_before_a_pod_names_the_pair_and_the_hop(lab: tuple[LabLayout, La
     for c in bad:
         assert not c["ok"]
         assert c["hop"] == f"request died at {node.name} -> {target.name}"
-        assert f"{client.name} -> {target.name} {c['proto']}: request died at {node.name} -> {target.name}" in doc[
-            "failing"
-        ]
+        assert c["detail"].startswith("twice: ")  # tried a second time before it failed
+        why = f"{c['detail']}; request died at {node.name} -> {target.name}"
+        assert f"{client.name} -> {target.name} {c['proto']}: {why}" in doc["failing"]
 
 
 def test_a_drop_on_one_gateway_is_named_with_its_hop(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:

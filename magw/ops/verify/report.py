@@ -33,11 +33,17 @@ def report_json(lab: str, suite: SuiteResult, failover: FailoverReport | None) -
             for g in suite.gateways
         ],
         "ovn_checks": [{"ok": c.ok, "how": c.how, "what": c.what, "text": c.text} for c in suite.ovn],
-        "failing": [f"{c.client.name} -> {c.target} {c.proto}: {c.hop or c.detail}" for c in suite.cells if not c.ok]
+        "failing": [f"{c.client.name} -> {c.target} {c.proto}: {_why(c)}" for c in suite.cells if not c.ok]
         + [f"gateway {g.gateway} ({g.pair}): {g.text()}" for g in suite.gateways if not g.ok]
         + [f"ovn {c.how} {c.what}: {c.text}" for c in suite.ovn if not c.ok],
         "failover": failover.as_json() if failover is not None else None,
     }
+
+
+def _why(cell: Cell) -> str:
+    """What the probe saw (its error), then where the trace says the packets died: both, one does not replace the
+    other."""
+    return "; ".join(x for x in (cell.detail, cell.hop) if x) or "no answer"
 
 
 def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -66,7 +72,7 @@ def table(suite: SuiteResult, failover: FailoverReport | None) -> str:
         out += ["", failover_table(failover).rstrip("\n")]
     out.append("")
     for c in failing:
-        out.append(f"FAIL {c.client.name} -> {c.target} ({c.proto}): {c.hop or c.detail}")
+        out.append(f"FAIL {c.client.name} -> {c.target} ({c.proto}): {_why(c)}")
     for g in bad_gws:
         out.append(f"FAIL gateway {g.gateway} ({g.pair}): {g.text()}")
     for check in suite.ovn:

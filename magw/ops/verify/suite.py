@@ -15,6 +15,7 @@ On an OVN lab steps 2 and 3 give way to ``magw lab verify``'s checks (``magw.lab
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from ipaddress import IPv4Address
 
@@ -28,6 +29,7 @@ from magw.ops.verify.labref import Addressing, Lab
 
 PROTOS = ("tcp", "udp")
 TRACE_FLOWS = 4
+RETRY_PAUSE = 0.5  # seconds between the first round and the second try of the failed cells
 
 
 @attrs.frozen(kw_only=True)
@@ -150,8 +152,29 @@ def _judge(lab: Lab, cell: Cell, ok: bool, seen_ip: str | None, error: str | Non
 
 
 def probe_cells(lab: Lab, cells: Sequence[Cell], *, timeout: float) -> list[Cell]:
+    """Probe every cell, then once more every cell that failed (``RETRY_PAUSE`` later): a path is called broken
+    when it fails twice, not for one lost connection. A cell that answered the second time passes, and its
+    detail says so with the first try's error (docs/verify.md, "Second try")."""
+    out = _probe_round(lab, cells, list(range(len(cells))), timeout=timeout)
+    again = [i for i, c in enumerate(out) if not c.ok and c.ip is not None]
+    if again:
+        time.sleep(RETRY_PAUSE)
+        retried = _probe_round(lab, out, again, timeout=timeout)
+        for i in again:
+            first, second = out[i].detail, retried[i]
+            if second.ok:
+                detail = f"{second.detail} (first try: {first})"
+            else:
+                detail = f"twice: {first}" if second.detail == first else f"twice: {first}; then {second.detail}"
+            out[i] = attrs.evolve(second, detail=detail)
+    return out
+
+
+def _probe_round(lab: Lab, cells: Sequence[Cell], which: Sequence[int], *, timeout: float) -> list[Cell]:
+    """``cells`` with those at ``which`` probed (in parallel per client namespace) and judged."""
     plan_by_ns: dict[str, list[tuple[int, TrafficTarget]]] = {}
-    for i, c in enumerate(cells):
+    for i in which:
+        c = cells[i]
         if c.ip is not None:
             plan_by_ns.setdefault(c.client.namespace, []).append(
                 (i, TrafficTarget(proto=c.proto, ip=c.ip, port=c.port))

@@ -3,13 +3,19 @@ verify report names each failing pair and the hop where it died."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Address
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import parse_topology
-from magw.ops.verify import report
+from magw.lab.verify.connectivity import ConnectivityResult, TrafficTarget
+from magw.ops.verify import report, suite
 from magw.ops.verify.gateways import GatewayRow
-from magw.ops.verify.suite import Cell, SuiteResult
+from magw.ops.verify.suite import Cell, SuiteResult, probe_cells
 from tests.support.cli import MagwCli
 
 
@@ -85,14 +91,61 @@ def test_the_report_names_each_failing_pair_and_its_hop() -> None:
     )
     suite = SuiteResult(cells=cells, gateways=gws, flows=8)
     text = report.table(suite, None)
-    assert "FAIL east-w1-p1 -> west-w1-p1 (udp): request died at west-w1 -> west-w1-p1" in text
+    assert "FAIL east-w1-p1 -> west-w1-p1 (udp): timed out; request died at west-w1 -> west-w1-p1" in text
     assert "FAIL gateway east-gw2 (east -> west): carried none of the 8 flows" in text
     assert text.rstrip().endswith("FAIL: 2/4 checks passed")
     doc = report.report_json("tunit1", suite, None)
     assert doc["ok"] is False
     assert doc["failing"] == [
-        "east-w1-p1 -> west-w1-p1 udp: request died at west-w1 -> west-w1-p1",
+        "east-w1-p1 -> west-w1-p1 udp: timed out; request died at west-w1 -> west-w1-p1",
         "gateway east-gw2 (east -> west): carried none of the 8 flows (down, unpublished, or out of the nexthop "
         "groups)",
     ]
     assert [g["ok"] for g in doc["gateways"]] == [True, False]
+
+
+def test_a_failed_check_is_tried_once_more_and_both_tries_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = layout("tunit2", parse_topology({"clusters": [{"id": "east"}, {"id": "west"}]}))
+    client, backend = lab.cluster("west").pods[0], lab.cluster("east").pods[0]
+    cells = [
+        Cell(
+            client=client,
+            kind="service",
+            target=f"east/default/echo-{proto}-{n}",
+            cluster="east",
+            ip=IPv4Address(f"100.1.0.{n}"),
+            via="ClusterIP",
+            proto=proto,
+            servers=(backend,),
+            port=8080,
+        )
+        for n, proto in ((1, "tcp"), (2, "udp"), (3, "tcp"))
+    ]
+    # 100.1.0.1 answers; .2 fails once, then answers; .3 never answers
+    failures = {"100.1.0.2": 1, "100.1.0.3": 99}
+    rounds: list[list[str]] = []
+
+    def fake_probe_many(
+        plan: Mapping[str, Sequence[TrafficTarget]], *, timeout: float
+    ) -> dict[str, list[ConnectivityResult]]:
+        rounds.append([str(t.ip) for ts in plan.values() for t in ts])
+        out: dict[str, list[ConnectivityResult]] = {}
+        for ns, targets in plan.items():
+            for t in targets:
+                left = failures.get(str(t.ip), 0)
+                failures[str(t.ip)] = left - 1
+                err = f"ConnectionResetError: {t.ip}" if left > 0 else None
+                out.setdefault(ns, []).append(
+                    ConnectivityResult(target=t, ok=err is None, seen_ip="10.2.1.2", server=backend.name, error=err)
+                )
+        return out
+
+    monkeypatch.setattr(suite, "probe_many", fake_probe_many)
+    monkeypatch.setattr(suite, "RETRY_PAUSE", 0.0)
+    stub: Any = SimpleNamespace(globalnet=False)
+    done = probe_cells(stub, cells, timeout=1.0)
+    assert rounds == [["100.1.0.1", "100.1.0.2", "100.1.0.3"], ["100.1.0.2", "100.1.0.3"]]
+    assert [c.ok for c in done] == [True, True, False]
+    assert done[0].detail == "answered, source seen 10.2.1.2"
+    assert done[1].detail == "answered, source seen 10.2.1.2 (first try: ConnectionResetError: 100.1.0.2)"
+    assert done[2].detail == "twice: ConnectionResetError: 100.1.0.3"
