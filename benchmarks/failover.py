@@ -44,6 +44,13 @@ it up. Every datagram of the flows crosses wireguard-go twice, at a high CPU cos
 machine of docs/performance.md: use fewer flows there (``--flows 16`` or less); with 16 the victim's
 route agent took 8-12 s to start on recovery (2 s with VXLAN), which the carry time then mostly is.
 
+After each failure row, ``split`` lines say where the window went (``benchmarks/failover_split.py``): per side
+(the victim's cluster's workers, whose groups carry the flows toward the remote cluster; the remote gateways, whose
+groups carry them back), the medians of the first missed probe of the victim, the down verdict and the end of
+the sync that replaced the nexthop groups, in ms after the fault. ``--probe-interval``, ``--probe-fast-interval``,
+``--probe-timeout`` and ``--down-after`` set the route agents' probe tunables (the topology's ``probe:``) to
+measure another set side by side with the defaults.
+
 ``--cni ovn`` measures the plain lab and an OVN lab side by side instead, with the same topology and traffic, and
 the OVN steps (NB, SB, OpenFlow) apart: see ``benchmarks/ovn_failover.py``.
 
@@ -75,6 +82,7 @@ import structlog
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import failover_split  # after sys.path
 from magw.lab.build import lifecycle as build
 from magw.lab.build import netns  # after sys.path
 from magw.lab.build.state import LabState  # after sys.path
@@ -98,9 +106,18 @@ TARGET_WINDOW_MS = 300.0
 VICTIM = "east-gw1"
 
 
-def topology(strategy: str, gateways: int, *, multi_active: bool = True, cable: Cable = Cable.VXLAN) -> Topology:
+def topology(
+    strategy: str,
+    gateways: int,
+    *,
+    multi_active: bool = True,
+    cable: Cable = Cable.VXLAN,
+    probe: dict[str, Any] | None = None,
+) -> Topology:
     spec = {"gateways": gateways, "workers": 1, "pods_per_node": 1}
-    extra = {"cable": cable.value} if cable is not Cable.VXLAN else {}
+    extra: dict[str, Any] = {"cable": cable.value} if cable is not Cable.VXLAN else {}
+    if probe:
+        extra["probe"] = probe
     return parse_topology({"strategy": strategy, "multi_active": multi_active, **extra,
                            "clusters": [{"id": "east", **spec}, {"id": "west", **spec}]})  # fmt: skip
 
@@ -366,6 +383,13 @@ def run_strategy(strategy: str, args: argparse.Namespace, results: dict[str, obj
         failed = measure_failover(lab, st, victim=VICTIM, fail_at=args.fail_at, **kw)
         print(row(f"{strategy} fail 1/{args.gateways}", failed, args.gateways), flush=True)
         results[f"{strategy}_fail"] = failed.summary()
+        observers = [(n.name, "local worker") for n in lab.cluster("east").nodes if not n.gateway]
+        observers += [(g.name, "remote gateway") for g in lab.cluster("west").gateways]
+        where = failover_split.split(st.logs_dir, observers, VICTIM, failed.failed_at)
+        for line in failover_split.lines(f"{strategy} fail 1/{args.gateways}", where):
+            print(line, flush=True)
+        results[f"{strategy}_fail_split"] = {"observers": [r.as_json() for r in where],
+                                             "median": failover_split.summary(where)}  # fmt: skip
         time.sleep(args.settle)
         if not args.carry:
             recovered = measure_recovery(lab, st, victim=VICTIM, recover_at=args.fail_at, **kw)
@@ -379,7 +403,7 @@ def run_strategy(strategy: str, args: argparse.Namespace, results: dict[str, obj
         results[f"{strategy}_recover"] = recovered.summary()
         results[f"{strategy}_carry"] = carry
 
-    with_lab(topology(strategy, args.gateways, cable=args.cable), measure, args.keep)
+    with_lab(topology(strategy, args.gateways, cable=args.cable, probe=args.probe), measure, args.keep)
 
 
 def run_single(args: argparse.Namespace, results: dict[str, object]) -> None:
@@ -393,7 +417,7 @@ def run_single(args: argparse.Namespace, results: dict[str, object]) -> None:
         results["single_takeover"] = failed.summary()
         failure.recover(st.name, VICTIM)
 
-    with_lab(topology("resilient", 2, multi_active=False, cable=args.cable), measure, args.keep)
+    with_lab(topology("resilient", 2, multi_active=False, cable=args.cable, probe=args.probe), measure, args.keep)
 
 
 def main() -> int:
@@ -420,7 +444,13 @@ def main() -> int:
     p.add_argument("--carry-seconds", type=float, default=12.0,
                    help="with --carry: fresh flows for this long after the recovery; the recovery run's traffic"
                    " lasts --fail-at + this + 0.5 s if that is longer than --duration (default 12)")  # fmt: skip
+    for key, what in (("interval", "seconds"), ("fast-interval", "seconds"), ("timeout", "seconds")):
+        p.add_argument(f"--probe-{key}", type=float, metavar="S", help=f"the route agents' --probe-{key} ({what})")
+    p.add_argument("--down-after", type=int, metavar="N", help="the route agents' --down-after (misses)")
     args = p.parse_args()
+    given = {"interval": args.probe_interval, "fast_interval": args.probe_fast_interval,
+             "timeout": args.probe_timeout, "down_after": args.down_after}  # fmt: skip
+    args.probe = {k: v for k, v in given.items() if v is not None}  # the topology's probe: (magw.lab.spec.probe)
     if os.geteuid() != 0:
         p.error("needs root (network namespaces)")
     args.cable = Cable(args.cable)

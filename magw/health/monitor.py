@@ -47,7 +47,7 @@ from magw.health.events import TransitionLog
 from magw.health.liveness import LivenessKeeper, LivenessTable, LivenessTableLike
 from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
-from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, ProbeState
+from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, PeerState, ProbeState
 from magw.health.targets import NO_PLAN, ProbePlan, ProbeTarget, probe_plan
 from magw.health.view import liveness_ids, merged, probed_health, published, status_document
 from magw.model import Health, Snapshot
@@ -280,6 +280,10 @@ class HealthMonitor:
             old = self._states.get(outcome.key, NEW_AT_START)
             new = old.observe(outcome.success, self.params, policy=self._policy(target))
             self._states[outcome.key] = new
+            if old.state is PeerState.UP and old.misses == 0 and new.misses == 1:
+                # where a failover's time goes starts here (benchmarks/failover.py splits the loss window)
+                log.info("health.first_miss", node=self.node, peer=target.hostname, address=str(target.address),
+                         echo_id=outcome.key[1])  # fmt: skip
             if new.in_transition(self._policy(target)):
                 self._hurry(target.address)
             if new.state is not old.state:

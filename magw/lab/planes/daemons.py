@@ -203,7 +203,9 @@ def with_gateway_restart_flags(argv: tuple[str, ...], build: str) -> tuple[str, 
 
 
 def _cable_probe_flags(st: LabState) -> tuple[str, ...]:
-    return WIREGUARD_PROBE_FLAGS if st.topology.cable is Cable.WIREGUARD else ()
+    """The cable's probe room, then the topology's ``probe:`` keys (the last of a repeated flag wins)."""
+    cable = WIREGUARD_PROBE_FLAGS if st.topology.cable is Cable.WIREGUARD else ()
+    return (*cable, *(st.topology.probe.flags() if st.topology.probe is not None else ()))
 
 
 def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:

@@ -29,6 +29,7 @@ from magw.lab.spec.cluster import (
 from magw.lab.spec.egressgw import EgressGatewayLabSpec, egressgw_doc
 from magw.lab.spec.naming import CLUSTER_ID_RE
 from magw.lab.spec.parser import Parser
+from magw.lab.spec.probe import ProbeSpec, parse_probe
 from magw.model import Strategy
 from magw.model.cable import Cable
 from magw.snapshot.yamlstrict import StrictLoader
@@ -41,7 +42,7 @@ MAX_PODS_PER_NODE = 16
 # The keys each level of a topology accepts: what the parser reads, and what an unknown key's error lists (all
 # of them, in every lab: a plain lab's error names ``globalnet``, ``egress`` and ``pods`` too).
 TOP_KEYS = frozenset(
-    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", *gn.TOP_KEYS, *eg.TOP_KEYS}
+    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", "probe", *gn.TOP_KEYS, *eg.TOP_KEYS}
 )
 CLUSTER_KEYS = frozenset(
     {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", *gn.CLUSTER_KEYS}
@@ -70,6 +71,7 @@ class Topology:
     globalnet: bool = False
     egressgw: EgressGatewayLabSpec | None = None  # the egress gateway's VIPs (magw.lab.spec.egressgw)
     cable: Cable = Cable.VXLAN  # between gateways: plain VXLAN, or VXLAN through WireGuard (docs/cables.md)
+    probe: ProbeSpec | None = None  # the route agents' probe tunables (magw.lab.spec.probe)
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
@@ -97,6 +99,8 @@ class Topology:
         }
         if self.cable is not Cable.VXLAN:
             doc["cable"] = self.cable.value
+        if self.probe is not None:
+            doc["probe"] = self.probe.to_doc()
         if self.globalnet:
             doc["globalnet"] = True
         if self.egressgw is not None:
@@ -149,6 +153,7 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
         cable=p.cable(top.get("cable", "vxlan"), "cable"),
         globalnet=globalnet,
         egressgw=eg.parse_egressgw(p, top["egress"], clusters) if top.get("egress") is not None else None,
+        probe=parse_probe(p, top["probe"]) if top.get("probe") is not None else None,
     )
     _check_clusterset(p, topo)
     return topo

@@ -6,6 +6,7 @@ from ipaddress import IPv4Address
 
 import attrs
 import pytest
+import structlog.testing
 
 from magw.health.echoids import ALIVE_ID, reach_ids
 from magw.health.monitor import HealthMonitor
@@ -114,6 +115,21 @@ def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
     assert dict(health.reach) == {"e-gw1": frozenset(), "e-gw2": frozenset({"west"})}
     sent = net.sockets[ALIVE_ID].sent
     assert sum(1 for a, _ in sent if a == GW1) - sum(1 for a, _ in sent if a == GW2) in (1, 2)
+
+
+def test_the_first_miss_of_an_up_peer_is_logged_once_where_a_failover_starts() -> None:
+    """e-gw1 goes silent at 0.52 s after answering (up): its first miss (0.61 s, the probe sent at 0.59 and its
+    20 ms timeout) is logged once per echo id, not the second and third misses, nor anything of e-gw2."""
+    net = FakeNet()
+    mon = monitor("e-w1", net, [])
+    advance(mon, net, 0.52)
+    net.silent |= {(GW1, ALIVE_ID), (GW1, WEST_ID)}
+    with structlog.testing.capture_logs() as logs:
+        advance(mon, net, 2.0)
+    misses = [e for e in logs if e["event"] == "health.first_miss"]
+    assert sorted((e["peer"], e["echo_id"]) for e in misses) == [("e-gw1", ALIVE_ID), ("e-gw1", WEST_ID)]
+    downs = [e for e in logs if e["event"] == "health.state_changed" and e["new"] == "down"]
+    assert {e["echo_id"] for e in downs} == {ALIVE_ID, WEST_ID}
 
 
 @pytest.mark.parametrize(

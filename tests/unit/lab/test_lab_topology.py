@@ -44,6 +44,7 @@ def test_topology_document_round_trips() -> None:
             "multi_active": False,
             "wan_rate": "50mbit",
             "underlay_mtu": 1400,
+            "probe": {"interval": 0.08, "fast_interval": 0.02, "down_after": 2},
             "clusters": [
                 {"id": "a", "gateways": 1, "workers": 0, "pods_per_node": 1},
                 {"id": "b", "services": [{"name": "web", "port": 80, "backends": ["gw1-p2", "w1-p1"]}]},
@@ -59,8 +60,15 @@ def test_topology_document_round_trips() -> None:
         ("just text", "t.yaml: must be a mapping, got str"),
         ({}, "t.yaml: clusters: is required"),
         ({"clusters": [], "x": 1},
-         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, multi_active, strategy, "
-         "underlay_mtu, wan_rate)"),
+         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, multi_active, probe, "
+         "strategy, underlay_mtu, wan_rate)"),
+        ({"clusters": [{"id": "e"}], "probe": {"interval": 0}},
+         "t.yaml: probe.interval: must be seconds above 0 and at most 10, got 0"),
+        ({"clusters": [{"id": "e"}], "probe": {"down_after": 0}}, "t.yaml: probe.down_after: must be from 1 to 10, got 0"),
+        ({"clusters": [{"id": "e"}], "probe": {"interval": 0.05, "timeout": 0.045}},
+         "t.yaml: probe: probe timeout: must be <= the shortest jittered interval 0.04, got 0.045"),
+        ({"clusters": [{"id": "e"}], "probe": {"every": 1}},
+         "t.yaml: probe.every: unknown key (expected one of: down_after, fast_interval, interval, timeout)"),
         ({"clusters": []}, "t.yaml: clusters: must have 1 to 8 items, got 0"),
         ({"clusters": [{"gateways": 1}]}, "t.yaml: clusters[0].id: is required"),
         ({"clusters": [{"id": "East"}]},
@@ -269,3 +277,10 @@ def test_broker_documents_assemble_into_a_snapshot(tmp_path: Path) -> None:
     node_doc = broker.local_node_document("west-gw1")
     assert node_doc is not None
     assert node_doc["public_ip"] == "198.18.0.21"
+
+
+def test_the_probe_section_becomes_the_route_agents_flags() -> None:
+    topo = parse_topology({"clusters": [{"id": "e"}], "probe": {"interval": 0.08, "timeout": 0.02, "down_after": 2}})
+    assert topo.probe is not None
+    assert topo.probe.flags() == ("--probe-interval", "0.08", "--probe-timeout", "0.02", "--down-after", "2")
+    assert parse_topology({"clusters": [{"id": "e"}]}).probe is None
