@@ -380,12 +380,19 @@ def run_strategy(strategy: str, args: argparse.Namespace, results: dict[str, obj
         server = lab.cluster("west").pods_of("west-w1")[0]
         kw = {"client": client, "server": server, "flows": args.flows, "rate": args.rate,
               "duration": args.duration, "senders": args.senders}  # fmt: skip
-        failed = measure_failover(lab, st, victim=VICTIM, fail_at=args.fail_at, **kw)
+        cut: dict[str, float] = {}  # when each of the victim's links was down: underlay (its cluster), wan
+
+        def fail() -> None:
+            failure.fail(st.name, VICTIM, on_cut=cut.setdefault)
+
+        failed = measure_event(lab, st, event=fail, victim=VICTIM, event_at=args.fail_at, **kw)
         print(row(f"{strategy} fail 1/{args.gateways}", failed, args.gateways), flush=True)
         results[f"{strategy}_fail"] = failed.summary()
-        observers = [(n.name, "local worker") for n in lab.cluster("east").nodes if not n.gateway]
-        observers += [(g.name, "remote gateway") for g in lab.cluster("west").gateways]
-        where = failover_split.split(st.logs_dir, observers, VICTIM, failed.failed_at)
+        # each side from the cut of the link its probes cross: the local worker's the underlay, the remote's the WAN
+        locals_ = [(n.name, "local worker") for n in lab.cluster("east").nodes if not n.gateway]
+        remotes = [(g.name, "remote gateway") for g in lab.cluster("west").gateways]
+        where = failover_split.split(st.logs_dir, locals_, VICTIM, cut["underlay"], since=failed.failed_at)
+        where += failover_split.split(st.logs_dir, remotes, VICTIM, cut["wan"], since=failed.failed_at)
         for line in failover_split.lines(f"{strategy} fail 1/{args.gateways}", where):
             print(line, flush=True)
         results[f"{strategy}_fail_split"] = {"observers": [r.as_json() for r in where],

@@ -11,8 +11,11 @@ down):
 - **kernel**: the end of its first ``reconciler.sync_done`` after that, one with ``health`` among its reasons (the
   plan, the diff and the nexthop group replace; ``took_ms`` is that sync's own time).
 
-Each is in ms after ``t0``. A flow's loss window ends when the last of the two directions it uses is repaired, so
-the window's p50 sits near the later of the local workers' and the remote gateways' kernel times.
+Each is in ms after ``t0``: the benchmark's is the moment the link the observer's probes cross was down (the
+victim's underlay port for the local workers, its WAN port for the remote gateways: ``failure.fail``'s ``on_cut``),
+and it reads the lines from the fault injection's start on, so a line before that moment shows negative. A flow's
+loss window ends when the last of the two directions it uses is repaired, so the window's p50 sits near the later
+of the local workers' and the remote gateways' kernel times.
 """
 
 from __future__ import annotations
@@ -59,9 +62,12 @@ def _events(log: Path, t0: float) -> list[tuple[float, dict[str, Any]]]:
     return out
 
 
-def observer_split(log: Path, observer: str, side: str, victim: str, t0: float) -> ObserverSplit:
-    """One observer's phases (None where its log has no such line)."""
-    events = _events(log, t0)
+def observer_split(
+    log: Path, observer: str, side: str, victim: str, t0: float, since: float | None = None
+) -> ObserverSplit:
+    """One observer's phases (None where its log has no such line), from the lines at or after ``since`` (default
+    ``t0``), in ms after ``t0`` (negative: before it)."""
+    events = _events(log, t0 if since is None else since)
     miss = next((at for at, e in events if e.get("event") == "health.first_miss" and e.get("peer") == victim), None)
     down = next(
         (
@@ -85,9 +91,11 @@ def observer_split(log: Path, observer: str, side: str, victim: str, t0: float) 
                          kernel_ms=ms(kernel), sync_took_ms=took)  # fmt: skip
 
 
-def split(logs_dir: Path, observers: list[tuple[str, str]], victim: str, t0: float) -> list[ObserverSplit]:
+def split(
+    logs_dir: Path, observers: list[tuple[str, str]], victim: str, t0: float, since: float | None = None
+) -> list[ObserverSplit]:
     """``observers``: (node, side) pairs; their route agents' logs are ``route-agent-<node>.log`` in ``logs_dir``."""
-    return [observer_split(logs_dir / f"route-agent-{n}.log", n, side, victim, t0) for n, side in observers]
+    return [observer_split(logs_dir / f"route-agent-{n}.log", n, side, victim, t0, since) for n, side in observers]
 
 
 def summary(rows: list[ObserverSplit]) -> dict[str, dict[str, float | None]]:

@@ -47,6 +47,7 @@ from magw.health.events import TransitionLog
 from magw.health.liveness import LivenessKeeper, LivenessTable, LivenessTableLike
 from magw.health.params import LivenessParams, ProbeParams
 from magw.health.probe import EchoSocket, Reply
+from magw.health.schedule import SendSchedule
 from magw.health.statemachine import NEW_AT_START, NEW_LATER, FailPolicy, PeerState, ProbeState
 from magw.health.targets import NO_PLAN, ProbePlan, ProbeTarget, probe_plan
 from magw.health.view import liveness_ids, merged, probed_health, published, status_document
@@ -95,7 +96,8 @@ class HealthMonitor:
         self._states: dict[StateKey, ProbeState] = {}
         self._book = ProbeBook(timeout=probe.timeout, cap=probe.shortest_interval)
         self._sockets: dict[int, EchoSocket] = {}
-        self._next_send: dict[IPv4Address, float] = {}
+        self._schedule = SendSchedule()  # when each target is next probed (a heap: magw.health.schedule)
+        self._by_address: dict[IPv4Address, ProbeTarget] = {}
         self._last_send: dict[IPv4Address, float] = {}
         self._health = Health()
         self._liveness_ids: frozenset[int] | None = None
@@ -182,11 +184,12 @@ class HealthMonitor:
         self.events.forget(set(keys))
         now = self._clock()
         addresses = {t.address for t in plan.targets}
-        self._next_send = {a: t for a, t in self._next_send.items() if a in addresses}
+        self._schedule.keep(addresses)
         self._last_send = {a: t for a, t in self._last_send.items() if a in addresses}
         for target in plan.targets:
-            if target.address not in self._next_send:
-                self._next_send[target.address] = now + self._rng() * self.params.interval
+            if self._schedule.get(target.address) is None:
+                self._schedule.set(target.address, now + self._rng() * self.params.interval)
+        self._by_address = {t.address: t for t in plan.targets}
         log.info(
             "health.targets",
             node=self.node,
@@ -264,7 +267,7 @@ class HealthMonitor:
     # ----- states --------------------------------------------------------------------------------
 
     def _target(self, address: IPv4Address) -> ProbeTarget | None:
-        return next((t for t in self._plan.targets if t.address == address), None)
+        return self._by_address.get(address)
 
     def _apply(self, outcomes: list[Outcome]) -> None:
         changed = False
@@ -310,13 +313,12 @@ class HealthMonitor:
         if last is None:
             return
         fast = last + jittered(self.params.fast_interval, self.params.jitter, self._rng())
-        if fast < self._next_send.get(address, fast + 1.0):
-            self._next_send[address] = fast
+        due = self._schedule.get(address)
+        if due is None or fast < due:
+            self._schedule.set(address, fast)
             self._wake.set()  # the probe loop may sleep until the slower time
 
-    def _log_transition(
-        self, target: ProbeTarget, echo_id: int, old: ProbeState, new: ProbeState, now: float
-    ) -> None:
+    def _log_transition(self, target: ProbeTarget, echo_id: int, old: ProbeState, new: ProbeState, now: float) -> None:
         what = "alive" if echo_id == ALIVE_ID else next((c for c, i in self._plan.reach if i == echo_id), "?")
         event = self.events.changed(
             (target.address, echo_id),
@@ -387,23 +389,26 @@ class HealthMonitor:
         misses = self._book.expire(now)
         if misses:
             self._apply(misses)
-        times = []
-        for target in self._plan.targets:
-            due = self._next_send.get(target.address)
-            if due is None:
+        # Only the due targets are looked at (a heap): O(log n) per probe, not O(targets) per tick.
+        for address in self._schedule.held:  # due while in flight: due again once the outcome is known
+            held = self._by_address.get(address)
+            if held is None or not self._in_flight(held):
+                self._schedule.release(address)
+        for address in self._schedule.pop_due(now):
+            target = self._by_address.get(address)
+            if target is None:
                 continue
-            if any(self._book.waiting((target.address, i)) for i in target.echo_ids):
-                continue  # a probe in flight is waited for: its deadline (below) comes first
-            if due <= now:
-                self._send(target)
-                self._last_send[target.address] = now
-                due = now + jittered(self.params.interval, self.params.jitter, self._rng())
-                self._next_send[target.address] = due
-            times.append(due)
-        deadline = self._book.next_deadline()
-        if deadline is not None:
-            times.append(deadline)
+            if self._in_flight(target):
+                self._schedule.hold(address)  # a probe in flight is waited for: its deadline (below) comes first
+                continue
+            self._send(target)
+            self._last_send[address] = now
+            self._schedule.set(address, now + jittered(self.params.interval, self.params.jitter, self._rng()))
+        times = [t for t in (self._schedule.earliest(), self._book.next_deadline()) if t is not None]
         return min(times) if times else None
+
+    def _in_flight(self, target: ProbeTarget) -> bool:
+        return any(self._book.waiting((target.address, i)) for i in target.echo_ids)
 
     def _send(self, target: ProbeTarget) -> None:
         for echo_id in target.echo_ids:

@@ -3,7 +3,8 @@
 Rules (see docs/reconciler.md):
 
 - ``mark_dirty(reason)`` asks for a sync. Marks that arrive within the settle delay
-  (default 10 ms) of each other are served by one sync.
+  (default 10 ms) of each other are served by one sync; an ``urgent`` mark (a health
+  change) starts its sync without that delay.
 - A FULL sync observes the driver, diffs and applies. It runs at start, every
   ``resync_period`` seconds, after any failure and after a link was replaced or
   deleted. Other syncs are PARTIAL: they diff against the known state (the last
@@ -111,6 +112,7 @@ class Reconciler:
         self._need_full = True
         self._reasons: list[str] = []
         self._dirty = False
+        self._urgent = False  # a mark asked to skip the settle delay (mark_dirty)
         self._stopping = False
         self._wake = asyncio.Event()
         self._stop_event = asyncio.Event()
@@ -128,8 +130,10 @@ class Reconciler:
 
     # ----- event sources -------------------------------------------------------------------------
 
-    def mark_dirty(self, reason: str) -> None:
-        """Ask for a sync. Safe from any thread; bursts coalesce into one sync."""
+    def mark_dirty(self, reason: str, *, urgent: bool = False) -> None:
+        """Ask for a sync. Safe from any thread; bursts coalesce into one sync. ``urgent`` (a gateway's health
+        changed: traffic is being lost until the kernel follows) skips the settle delay of a sync that starts
+        from idle; what arrives while it runs is coalesced into the next one as usual."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
@@ -137,14 +141,15 @@ class Reconciler:
             except RuntimeError:
                 running = None
             if running is not loop:
-                loop.call_soon_threadsafe(self._mark, reason)
+                loop.call_soon_threadsafe(functools.partial(self._mark, reason, urgent=urgent))
                 return
-        self._mark(reason)
+        self._mark(reason, urgent=urgent)
 
-    def _mark(self, reason: str) -> None:
+    def _mark(self, reason: str, *, urgent: bool = False) -> None:
         if reason not in self._reasons:
             self._reasons.append(reason)
         self._dirty = True
+        self._urgent = self._urgent or urgent
         self._wake.set()
 
     # ----- introspection -------------------------------------------------------------------------
@@ -202,13 +207,14 @@ class Reconciler:
                 await self._wait_for_work()
                 if self._stopping:
                     break
-                self._phase = "settling"
-                await self._clock.wait(self._stop_event, self._settle)
+                if not self._urgent:
+                    self._phase = "settling"
+                    await self._clock.wait(self._stop_event, self._settle)
                 if self._stopping:
                     break
                 reasons = tuple(self._reasons)
                 self._reasons.clear()
-                self._dirty = False
+                self._dirty = self._urgent = False
                 await self._serve(reasons)
         finally:
             self._phase = "stopped"

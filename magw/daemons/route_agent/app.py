@@ -94,7 +94,8 @@ class RouteAgent:
             audit=self.audit,
         )
         if self.health is not None:  # a health change replans at once: a partial sync, no round trip through the source
-            self.health.on_change = lambda _health: self.reconciler.mark_dirty("health")
+            # urgent: flows through a dead gateway are lost until the kernel follows (no 10 ms settle)
+            self.health.on_change = lambda _health: self.reconciler.mark_dirty("health", urgent=True)
             self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
             self.source.subscribe(self.health.update)
         self.source.subscribe(lambda _snapshot: self.reconciler.mark_dirty("broker"))

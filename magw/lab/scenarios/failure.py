@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -36,6 +37,7 @@ from magw.lab.spec.layout import LabLayout, NodeLayout, layout
 log = structlog.get_logger(__name__)
 
 DAEMON_KINDS = ("route-agent", "gateway", "egress-agent")
+CutListener = Callable[[str, float], None]  # (the port's what: underlay, encap, wan; wall-clock time it was down)
 KILL_WAIT = 2.0
 
 
@@ -73,14 +75,19 @@ def _set(port: Port, up: bool) -> None:
     netns.run(["ip", "-n", port.namespace, "link", "set", port.name, "up" if up else "down"])
 
 
-def _cut(cut: list[Port]) -> None:
+def _cut(cut: list[Port], on_cut: CutListener | None = None) -> None:
     """Every port down, one ``ip -batch`` per namespace: an OVN node's tunnel leg goes with its underlay port, so
-    the probes and OVN's geneve lose the node at the same moment (one by one, ``ip`` runs tens of ms apart here)."""
-    by_ns: dict[str, list[str]] = {}
+    the probes and OVN's geneve lose the node at the same moment (one by one, ``ip`` runs tens of ms apart here).
+    ``on_cut(what, at)``: after each batch, the ports' ``what`` and the wall-clock time they were down by."""
+    by_ns: dict[str, list[Port]] = {}
     for port in cut:
-        by_ns.setdefault(port.namespace, []).append(f"link set {port.name} down")
-    for ns, commands in by_ns.items():
-        netns.ip_batch(ns, commands)
+        by_ns.setdefault(port.namespace, []).append(port)
+    for ns, group in by_ns.items():
+        netns.ip_batch(ns, [f"link set {p.name} down" for p in group])
+        if on_cut is not None:
+            at = time.time()
+            for p in group:
+                on_cut(p.what, at)
 
 
 def port_down(port: Port) -> bool:
@@ -145,14 +152,15 @@ def _read(name: str) -> tuple[LabState, LabLayout]:
     return st, layout(name, st.topology)
 
 
-def fail(name: str, node_name: str, *, wan_only: bool = False) -> tuple[str, ...]:
-    """Cut ``node_name`` off (and SIGKILL its daemons unless ``wan_only``); returns what was done, in words."""
+def fail(name: str, node_name: str, *, wan_only: bool = False, on_cut: CutListener | None = None) -> tuple[str, ...]:
+    """Cut ``node_name`` off (and SIGKILL its daemons unless ``wan_only``); returns what was done, in words.
+    ``on_cut``: told when each link went down (``_cut``): a benchmark's zero for what follows."""
     st, lab = _read(name)
     node = node_of(lab, node_name, "fail")
     cut = [p for p in ports(lab, node, ovn=st.ovn) if p.what == "wan" or not wan_only]
     if wan_only and not cut:
         raise LabInputError(f"fail: NODE: {node_name!r} is a worker: it has no WAN link")
-    _cut(cut)
+    _cut(cut, on_cut)
     done = [f"{p.what} link down" for p in cut]
     if not wan_only:
         records = [r for r in st.processes if r.owner == node.name and r.kind in DAEMON_KINDS]

@@ -99,6 +99,31 @@ async def test_ten_marks_coalesce_into_one_sync(logs: list[dict[str, Any]]) -> N
     assert [e["reasons"] for e in sync_events(logs)] == ["start", "r0,r1,r2,r3,r4,r5,r6,r7,r8,r9"]
 
 
+async def test_an_urgent_mark_skips_the_settle_delay_and_a_plain_one_still_settles() -> None:
+    """A health change (``urgent``) is served with the fake clock standing still: no settle delay. A plain mark
+    afterwards waits in ``settling`` until the clock moves, as before."""
+    h = Harness(fresh_driver())
+    await h.start()
+    await h.idle()
+    h.desired = attrs.evolve(BASE, routes=[R1, R2, STALE])
+    h.rec.mark_dirty("health", urgent=True)
+    phases = []
+    for _ in range(5000):  # event-loop turns, the clock never advanced
+        phases.append(h.rec.phase)
+        if len(h.results) == 2:
+            break
+        await asyncio.sleep(0.001 if h.rec.phase == "syncing" else 0)
+    assert len(h.results) == 2 and h.results[1].reasons == ("health",)
+    assert "settling" not in phases
+    await h.idle()
+    h.rec.mark_dirty("broker")
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert h.rec.phase == "settling" and len(h.results) == 2
+    await h.until(lambda: len(h.results) == 3)
+    await h.stop()
+
+
 def retry_at(h: Harness, key: str) -> float:
     (entry,) = [o for o in h.rec.status().objects if o.key == key]
     assert entry.retry_at is not None
