@@ -115,9 +115,8 @@ def one_round(lab: LabLayout, args: argparse.Namespace) -> dict[str, Any]:
         "egress_tcp": _in(lab, SOURCE_POD, "magw.lab.payload.tcpkeep", *hold, "--target", f"{out_ip}:8080"),
         "ingress_tcp": _in(lab, "outside", "magw.lab.payload.tcpkeep", *hold, "--target", f"{vip}:{INGRESS_PORT}"),
         "egress_push": _in(lab, SOURCE_POD, "magw.lab.payload.tcpkeep", *hold, "--push", "--target", f"{out_ip}:8080"),
-        "ingress_push": _in(
-            lab, "outside", "magw.lab.payload.tcpkeep", *hold, "--push", "--target", f"{vip}:{INGRESS_PORT}"
-        ),
+        "ingress_push": _in(lab, "outside", "magw.lab.payload.tcpkeep", *hold, "--push",
+                            "--target", f"{vip}:{INGRESS_PORT}"),
     }
     synced: bool | None = None  # not waited for (conntrackd off)
     if sync:  # fail the holder once the backups hold every connection, not after a fixed time (load varies)

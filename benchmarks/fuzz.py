@@ -41,16 +41,8 @@ def _run_one(target: str, seconds: int, runs: int, work: Path) -> int:
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     seeds = targets.CORPORA / target
-    args = [
-        sys.argv[0],
-        str(work),
-        str(seeds),
-        f"-max_total_time={seconds}",
-        "-rss_limit_mb=1024",
-        "-timeout=10",
-        "-print_final_stats=1",
-        f"-artifact_prefix={work}/",
-    ]
+    args = [sys.argv[0], str(work), str(seeds), f"-max_total_time={seconds}", "-rss_limit_mb=1024",
+            "-timeout=10", "-print_final_stats=1", f"-artifact_prefix={work}/"]
     if runs:
         args.append(f"-runs={runs}")
     atheris.Setup(args, targets.TARGETS[target])
@@ -106,12 +98,8 @@ def main() -> int:
     ap.add_argument("--target", help="one target of tests/fuzz/targets.py")
     ap.add_argument("--all", action="store_true", help="every target, one after the other, each in a subprocess")
     ap.add_argument("--list", action="store_true", help="list the targets and exit")
-    ap.add_argument(
-        "--seconds",
-        type=int,
-        default=int(os.environ.get("MAGW_FUZZ_SECONDS", "60")),
-        help="time per target (default: $MAGW_FUZZ_SECONDS or 60)",
-    )
+    ap.add_argument("--seconds", type=int, default=int(os.environ.get("MAGW_FUZZ_SECONDS", "60")),
+                    help="time per target (default: $MAGW_FUZZ_SECONDS or 60)")
     ap.add_argument("--runs", type=int, default=0, help="stop after this many executions (0: only --seconds)")
     ap.add_argument("--keep-corpus", type=Path, help="directory for the inputs libFuzzer adds (default: a temp dir)")
     a = ap.parse_args()

@@ -114,20 +114,10 @@ def ovn_monitors(st: LabState, lab: LabLayout) -> dict[str, Monitor]:
     d, client = ovn_dir(st, "east"), lab.node("east-w1")
     env = {**os.environ, "OVS_RUNDIR": str(ovs_dir(st, client))}
     return {
-        "nb": Monitor(
-            [
-                "ovsdb-client",
-                "--timestamp",
-                "monitor",
-                d.nb,
-                "OVN_Northbound",
-                "Logical_Router_Policy",
-                "nexthops,!initial",
-            ]
-        ),
-        "sb": Monitor(
-            ["ovsdb-client", "--timestamp", "monitor", d.sb, "OVN_Southbound", "Logical_Flow", "actions,!initial"]
-        ),
+        "nb": Monitor(["ovsdb-client", "--timestamp", "monitor", d.nb, "OVN_Northbound", "Logical_Router_Policy",
+                       "nexthops,!initial"]),
+        "sb": Monitor(["ovsdb-client", "--timestamp", "monitor", d.sb, "OVN_Southbound", "Logical_Flow",
+                       "actions,!initial"]),
         "of": Monitor(["ovs-ofctl", "--timestamp", "monitor", "br-int", "watch:!initial"], env),
     }
 
@@ -171,14 +161,9 @@ def windows(result: FailoverResult) -> dict[str, Any]:
     back = [f.window_ms for f in result.flows if VICTIM in f.before.back and VICTIM not in f.before.forward and f.lost]
     crossed_fwd = sum(VICTIM in f.before.forward for f in result.flows)
     seen = [f for f in result.untouched if f.before.forward and f.before.back]  # untouched, and known to be
-    out: dict[str, Any] = {
-        "forward_crossed": crossed_fwd,
-        "forward_lossy": len(fwd),
-        "back_lossy": len(back),
-        "unseen_before": sum(not (f.before.forward and f.before.back) for f in result.flows),
-        "moved_untouched": sum(f.moved for f in seen),
-        "lost_untouched": sum(f.lost for f in seen),
-    }
+    out: dict[str, Any] = {"forward_crossed": crossed_fwd, "forward_lossy": len(fwd), "back_lossy": len(back),
+                           "unseen_before": sum(not (f.before.forward and f.before.back) for f in result.flows),
+                           "moved_untouched": sum(f.moved for f in seen), "lost_untouched": sum(f.lost for f in seen)}
     for name, ws in (("forward", fwd), ("back", back)):
         out[f"{name}_p50_ms"] = round(statistics.median(ws), 1) if ws else None
         out[f"{name}_max_ms"] = round(max(ws), 1) if ws else None
@@ -203,11 +188,8 @@ def detail(label: str, doc: dict[str, Any]) -> str:
         f" left east through {VICTIM} {_fmt(w['forward_p50_ms'])}/{_fmt(w['forward_max_ms'])} ms"
         f" ({w['forward_lossy']} of {w['forward_crossed']} lost any), came back through it only"
         f" {_fmt(w['back_p50_ms'])}/{_fmt(w['back_max_ms'])} ms ({w['back_lossy']} lossy)"
-        + (
-            f"; {w['unseen_before']} flows not seen both ways before the event (late or lossy: figures less sure)"
-            if w["unseen_before"]
-            else ""
-        ),
+        + (f"; {w['unseen_before']} flows not seen both ways before the event (late or lossy: figures less sure)"
+           if w["unseen_before"] else ""),
         f"{'':<4}steps (ms after the event began): east-w1 declared {VICTIM} {doc['new']} {_fmt(d['worker_ms'])},"
         f" west's gateways {_fmt(min(west)) if west else '-'}..{_fmt(max(west)) if west else '-'}",
     ]

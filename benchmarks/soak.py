@@ -175,8 +175,7 @@ def window(lab: LabLayout, broker: Path, fault: soak_faults.Fault, groups: list[
     heal_at = time.monotonic()
     docs = {name: soak_watch.collect(r, duration + 60) for name, r in running.items()}
     only_path = fault.outage and any(
-        sum(n.gateway and n.cluster == c for n in lab.nodes) == 1 for c in fault.touches if c != "egress"
-    )
+        sum(n.gateway and n.cluster == c for n in lab.nodes) == 1 for c in fault.touches if c != "egress")
     bound = FAILOVER_BOUND + (fault.hold if only_path else 0.0)
     rows = []
     for g in groups:
@@ -231,19 +230,9 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         topo = attrs.evolve(topo, cable=Cable(cable))
     lab = layout(name, topo)
     started = time.monotonic()
-    doc: dict[str, Any] = {
-        "seed": seed,
-        "minutes": minutes,
-        "lab": name,
-        "cable": topo.cable.value,
-        "fresh_ports": fresh_ports,
-        "bounds": {
-            "failover_s": FAILOVER_BOUND,
-            "converge_s": CONVERGE_BOUND,
-            "rss_mib": RSS_BOUND_MIB,
-            "fds": FD_BOUND,
-        },
-    }
+    doc: dict[str, Any] = {"seed": seed, "minutes": minutes, "lab": name, "cable": topo.cable.value,
+                           "fresh_ports": fresh_ports, "bounds": {
+        "failover_s": FAILOVER_BOUND, "converge_s": CONVERGE_BOUND, "rss_mib": RSS_BOUND_MIB, "fds": FD_BOUND}}
     try:
         if not existing:
             build.up(topo, name=name, wait_timeout=300.0, remote_wait=False)
@@ -306,22 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="seed of the fault schedule (default: random, printed)")
     p.add_argument("--json", help="also write every figure to this file")
     p.add_argument("--name", default="", help="lab name (default: a unique one)")
-    p.add_argument(
-        "--cable",
-        choices=("vxlan", "wireguard"),
-        default="",
-        help="the gateways' cable (default: the topology's, wireguard)",
-    )
-    p.add_argument(
-        "--fresh-ports",
-        action="store_true",
-        help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones",
-    )
-    p.add_argument(
-        "--existing",
-        action="store_true",
-        help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up",
-    )
+    p.add_argument("--cable", choices=("vxlan", "wireguard"), default="",
+                   help="the gateways' cable (default: the topology's, wireguard)")
+    p.add_argument("--fresh-ports", action="store_true",
+                   help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones")
+    p.add_argument("--existing", action="store_true",
+                   help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)
     if not 0 < args.minutes <= 24 * 60:
         p.error(f"--minutes: must be in (0, 1440], got {args.minutes}")

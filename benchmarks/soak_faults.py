@@ -130,10 +130,8 @@ def kill_child(lab: LabLayout, node: str, comm: str) -> tuple[Action, Action]:
             time.sleep(0.2)
         left = [pid for pid in netns.namespace_pids(ns) if _comm(pid) == comm]
         _repair(lab, node, comm)
-        raise RuntimeError(
-            f"{comm} of {node} not restarted by its egress agent within 30 s (left running: pids "
-            f"{left}; node repaired: {comm} killed, egress agent restarted)"
-        )
+        raise RuntimeError(f"{comm} of {node} not restarted by its egress agent within 30 s (left running: pids "
+                           f"{left}; node repaired: {comm} killed, egress agent restarted)")
 
     return inject, heal
 
@@ -214,7 +212,6 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> li
             owner = rng.choice(pool)
             inject, heal = kill_daemon(name, kind, owner)
             return Fault(f"kill-{kind}", owner, touches(owner), inject, heal, hold=2.0, outage=False)
-
         return build
 
     none: Callable[[str], frozenset[str]] = lambda _o: frozenset()  # noqa: E731
@@ -232,7 +229,6 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> li
             node = rng.choice(candidates)
             inject, heal = kill_child(lab, node, comm)
             return Fault(f"kill-{comm}", node, touches, inject, heal, hold=1.0, outage=False)
-
         return build
 
     add("kill-keepalived", child("keepalived", frozenset({"egress"})))
@@ -258,13 +254,11 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> li
     def broker_bad(garbage: bool) -> Callable[[], Fault]:
         def build() -> Fault:
             files = sorted(p.name for p in broker.glob("node-*.yaml")) + sorted(
-                p.name for p in broker.glob("k8s@*@Pod@*.yaml")
-            )
+                p.name for p in broker.glob("k8s@*@Pod@*.yaml"))
             file = rng.choice(files)
             inject, heal = broker_file(broker, file, garbage)
             kind = "broker-garbage" if garbage else "broker-truncate"
             return Fault(kind, file, frozenset(), inject, heal, hold=3.0, outage=False)
-
         return build
 
     def blip() -> Fault:
