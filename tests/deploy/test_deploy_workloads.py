@@ -102,10 +102,22 @@ def test_globalnet_is_one_replica_with_its_flags_and_no_host_access() -> None:
         "--source": "kube",
         "--cluster": "$(CLUSTER_ID)",
         "--namespace": NAMESPACE,
+        "--metrics-port": "9103",
+        "--metrics-address": "0.0.0.0",
     }
+    _assert_metrics_port_is_named(c)
     assert _env_sources(c) == {"CLUSTER_ID": CLUSTER_FROM_CONFIG}
     assert "hostNetwork" not in pod and pod["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def _assert_metrics_port_is_named(c: dict[str, Any]) -> None:
+    """A pod-network daemon serves its metrics on every pod address, on the container port named ``metrics``
+    (what a scrape config or ServiceMonitor names), and its liveness probe (if any) asks that port."""
+    port = int(_flags(c)["--metrics-port"])
+    assert {"name": "metrics", "containerPort": port, "protocol": "TCP"} in c["ports"]
+    if "livenessProbe" in c:
+        assert f"http://127.0.0.1:{port}/metrics" in c["livenessProbe"]["exec"]["command"][-1]
 
 
 def test_the_egress_controller_is_one_replica_serving_its_api_behind_its_service() -> None:
@@ -122,7 +134,10 @@ def test_the_egress_controller_is_one_replica_serving_its_api_behind_its_service
         "--listen": "0.0.0.0:9610",
         "--tls-cert-file": "/var/run/magw-egress-tls/tls.crt",
         "--tls-key-file": "/var/run/magw-egress-tls/tls.key",
+        "--metrics-port": "9104",
+        "--metrics-address": "0.0.0.0",
     }
+    _assert_metrics_port_is_named(c)
     # the certificate and key from the Secret magw-egress-tls, mounted where the flags read them
     mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/var/run/magw-egress-tls")
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])

@@ -181,14 +181,31 @@ def common_parser(prog: str, description: str, *, broker: bool = False) -> OneLi
     return p
 
 
+def _metrics_address(text: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
+
+
 def add_metrics_argument(p: argparse.ArgumentParser) -> None:
-    """``--metrics-port``: Prometheus metrics on 127.0.0.1:PORT of the daemon's namespace (docs/metrics.md)."""
+    """``--metrics-port``, ``--metrics-address``: Prometheus metrics on ADDRESS:PORT of the daemon's namespace
+    (docs/metrics.md)."""
     p.add_argument(
         "--metrics-port",
         type=_port,
         default=0,
         metavar="PORT",
-        help="serve Prometheus metrics on 127.0.0.1:PORT in this namespace (default 0: off)",
+        help="serve Prometheus metrics on --metrics-address:PORT in this namespace (default 0: off)",
+    )
+    p.add_argument(
+        "--metrics-address",
+        type=_metrics_address,
+        default="127.0.0.1",
+        metavar="IPV4",
+        help="the address the metrics are served on (default 127.0.0.1: from this namespace only; a Prometheus on "
+        "another host needs the pod's or node's IP, or 0.0.0.0: every address, with hostNetwork the node's public "
+        "ones too)",
     )
 
 

@@ -19,16 +19,16 @@ log = structlog.get_logger(__name__)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def start_metrics(port: int, *, registry: CollectorRegistry) -> None:
-    """Serve ``registry`` as ``/metrics`` on 127.0.0.1:PORT of the current network namespace (0: off).
+def start_metrics(port: int, *, registry: CollectorRegistry, address: str = "127.0.0.1") -> None:
+    """Serve ``registry`` as ``/metrics`` on ADDRESS:PORT of the current network namespace (0: off).
 
     No default registry: the daemons' ``main()`` passes prometheus_client's global ``REGISTRY``, a library
     caller its own.
     """
     if port == 0:
         return
-    start_http_server(port, addr="127.0.0.1", registry=registry)
-    log.info("metrics.serving", address="127.0.0.1", port=port)
+    start_http_server(port, addr=address, registry=registry)
+    log.info("metrics.serving", address=address, port=port)
 
 
 def write_json_atomic(path: str, doc: Any) -> None:

@@ -39,4 +39,4 @@ def serve_metrics(args: argparse.Namespace, controller: EgressController) -> Non
     two controllers in one process, as in the tests, do not collide)."""
     port = getattr(args, "metrics_port", 0)
     EgressMetrics(REGISTRY if port else CollectorRegistry(), controller)
-    start_metrics(port, registry=REGISTRY)
+    start_metrics(port, registry=REGISTRY, address=getattr(args, "metrics_address", "127.0.0.1"))

@@ -311,6 +311,6 @@ async def run_kube(args: argparse.Namespace) -> int:
             cable_keys=CableKeys(args.state_dir),
         )
         log.info("gateway.started", node=args.node, cluster=args.cluster, source="kube", broker=broker_sync is not None)
-        start_metrics(args.metrics_port, registry=REGISTRY)
+        start_metrics(args.metrics_port, registry=REGISTRY, address=args.metrics_address)
         return await run_until_signalled("gateway", gateway.serve)
     return EXIT_FAILURE  # not reached: the stack does not swallow exceptions

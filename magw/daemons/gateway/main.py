@@ -103,7 +103,7 @@ async def _run(args: argparse.Namespace) -> int:
         cable_keys=CableKeys(args.state_dir),
     )
     log.info("gateway.started", node=args.node, cluster=args.cluster, path=gateway.path)
-    start_metrics(args.metrics_port, registry=REGISTRY)
+    start_metrics(args.metrics_port, registry=REGISTRY, address=args.metrics_address)
     return await run_until_signalled("gateway", gateway.serve)
 
 

@@ -84,7 +84,7 @@ async def _main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("globalnet.start", cluster=args.cluster, source=args.source, identity=args.identity)
-    start_metrics(args.metrics_port, registry=REGISTRY)
+    start_metrics(args.metrics_port, registry=REGISTRY, address=args.metrics_address)
     if args.source == "kube":
         from magw.daemons.globalnet.kube import run_kube
 

@@ -42,7 +42,7 @@ async def run_kube(args: argparse.Namespace, build: Callable[[KubeSource], Route
         log.info("route_agent.started", node=args.node, cluster=args.cluster, source="kube", once=args.once)
         if args.once:
             return await _once(source, annotator, agent)
-        start_metrics(args.metrics_port, registry=REGISTRY)
+        start_metrics(args.metrics_port, registry=REGISTRY, address=args.metrics_address)
 
         async def work(stop: asyncio.Event) -> int:
             task = asyncio.create_task(annotator.run(stop), name="cni-annotator")

@@ -105,7 +105,7 @@ async def _run(args: argparse.Namespace, health: HealthSettings | None) -> int:
     log.info("route_agent.started", node=args.node, cluster=args.cluster, fake=args.fake, once=args.once)
     if args.once:
         return await agent.once()
-    start_metrics(args.metrics_port, registry=REGISTRY)
+    start_metrics(args.metrics_port, registry=REGISTRY, address=args.metrics_address)
     return await run_until_signalled("route_agent", agent.serve)
 
 

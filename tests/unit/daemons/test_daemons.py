@@ -79,6 +79,8 @@ def test_route_agent_once_without_its_node_fails(tmp_path: Path) -> None:
          "magw-route-agent: error: argument --resync-period: must be > 0 seconds, got 0"),
         ("route_agent", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--metrics-port", "70000"),
          "magw-route-agent: error: argument --metrics-port: must be 0 (off) or a port 1-65535, got 70000"),
+        ("route_agent", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--metrics-address", "localhost"),
+         "magw-route-agent: error: argument --metrics-address: 'localhost' is not an IPv4 address"),
         ("route_agent", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--probe-fast-interval", "0.2"),
          "magw-route-agent: error: --probe-fast-interval: must be <= the probe interval 0.1, got 0.2"),
         ("route_agent", ("--broker-dir", ".", "--node", "n", "--cluster", "c", "--probe-timeout", "0.09"),
@@ -305,6 +307,28 @@ def test_the_periodic_resync_is_audited_on_a_second_driver_and_repairs_drift(
     wait_for(lambda: our_routes(ns) == before, "the route put back")
     assert audited_changes(agent) == [(True, 1, 0)]
     assert drivers_ready(agent) == ["kernel", "kernel audit"]  # the audit's own driver, built in its thread
+
+
+@pytest.mark.kernel
+def test_metrics_are_served_on_the_address_asked_for(tmp_path: Path, ns: str, daemons: Callable[..., Daemon]) -> None:
+    """--metrics-address 127.0.0.2 (an address of the test namespace's loopback): served there, not on 127.0.0.1."""
+    broker = make_broker(tmp_path / "broker")
+    status = tmp_path / "status.json"
+    agent = daemons("route_agent", *agent_args(broker), "--fake", "--metrics-port", "9464", "--metrics-address",
+                    "127.0.0.2", "--status-file", str(status), netns=ns)  # fmt: skip
+    wait_for(lambda: (read_status(status) or {}).get("converged") is True, "converged")
+    fetch = (
+        "import sys, urllib.request\n"
+        "for host in ('127.0.0.2', '127.0.0.1'):\n"
+        "    try:\n"
+        "        urllib.request.urlopen(f'http://{host}:9464/metrics', timeout=10).read()\n"
+        "        print(host, 'served')\n"
+        "    except OSError as exc:\n"
+        "        print(host, 'refused' if 'refused' in str(exc) else exc)\n"
+    )
+    assert run(ns, sys.executable, "-c", fetch).stdout.split("\n")[:2] == ["127.0.0.2 served", "127.0.0.1 refused"]
+    agent.signal(signal.SIGTERM)
+    assert agent.wait() == 0
 
 
 @pytest.mark.kernel
