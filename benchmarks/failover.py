@@ -74,7 +74,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,21 +212,13 @@ def _set_ports(namespace: str) -> dict[str, set[int]]:
 
 
 def _first_after(log: Path, t0: float, event: str, *must: str) -> float | None:
-    """Wall-clock seconds of the first ``event`` line after ``t0`` in a daemon's JSON log that has every ``must``."""
-    try:
-        lines = log.read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if f'"event": "{event}"' not in line or not all(m in line for m in must):
-            continue
-        try:
-            stamp = datetime.fromisoformat(json.loads(line)["timestamp"].replace("Z", "+00:00")).timestamp()
-        except (ValueError, KeyError, TypeError):
-            continue
-        if stamp >= t0:
-            return stamp
-    return None
+    """Wall-clock seconds of the first ``event`` line after ``t0`` in a daemon's JSON log that has every ``must``
+    (raw text of the line, e.g. ``'"new": "up"'``)."""
+    return next(
+        (at for at, doc, line in failover_split.log_lines(log, t0)
+         if doc.get("event") == event and all(m in line for m in must)),
+        None,
+    )  # fmt: skip
 
 
 def recovery_steps(lab: LabLayout, st: LabState, t0: float) -> dict[str, float | None]:

@@ -44,8 +44,9 @@ class ObserverSplit:
         return attrs.asdict(self)
 
 
-def _events(log: Path, t0: float) -> list[tuple[float, dict[str, Any]]]:
-    """(wall-clock seconds, event) of every JSON line of ``log`` at or after ``t0``."""
+def log_lines(log: Path, t0: float) -> list[tuple[float, dict[str, Any], str]]:
+    """(wall-clock seconds, event, raw line) of every JSON line of a daemon's ``log`` at or after ``t0`` (none when
+    it cannot be read; lines that are not a JSON event with a timestamp are skipped)."""
     out = []
     try:
         lines = log.read_text(errors="replace").splitlines()
@@ -58,8 +59,12 @@ def _events(log: Path, t0: float) -> list[tuple[float, dict[str, Any]]]:
         except (ValueError, KeyError, TypeError):
             continue
         if at >= t0:
-            out.append((at, doc))
+            out.append((at, doc, line))
     return out
+
+
+def _events(log: Path, t0: float) -> list[tuple[float, dict[str, Any]]]:
+    return [(at, doc) for at, doc, _line in log_lines(log, t0)]
 
 
 def observer_split(
