@@ -78,6 +78,10 @@ class Node:
     ip: IPv4Address
     cni_ip: IPv4Address
     gateway: bool = False
+    # The node's share of the pod CIDR (Node ``spec.podCIDRs``): where a gateway steers a remote client's service
+    # connection to a backend on this node when ``Config.keep_client_ip`` is on (docs/client-ip.md). Empty:
+    # unknown, and such a connection keeps the gateway's SNAT.
+    pod_cidrs: tuple[IPv4Network, ...] = attrs.field(default=(), converter=_nets)
 
 
 def _addresses(value: Iterable[IPv4Address]) -> tuple[IPv4Address, ...]:
@@ -140,6 +144,11 @@ class Config:
     cni: Cni = Cni.GENERIC
     cable: Cable = Cable.VXLAN
     wireguard_port: int = 51820
+    # A remote client's connection to a local Service keeps the client's address to the backend: the ingress
+    # gateway steers it over vx-submariner to the backend's node, which returns the replies to that gateway
+    # (docs/client-ip.md). Off: the gateway SNATs it to its CNI IP (the seed's step 3-b). Off by default so a
+    # cluster turns it on once every node runs a build that has it.
+    keep_client_ip: bool = False
 
 
 def _hostnames(value: Iterable[str]) -> frozenset[str]:

@@ -62,6 +62,7 @@ _TOP_KEYS = (
     "cni",
     "cable",
     "wireguard_port",
+    "keep_client_ip",
     "clusters",
     "nodes",
     "endpoints",
@@ -224,12 +225,13 @@ def _cluster(value: object, path: str) -> ParsedCluster:
 
 
 def _node(value: object, path: str) -> Node:
-    f = Fields(value, path, ("name", "ip", "cni_ip", "gateway"))
+    f = Fields(value, path, ("name", "ip", "cni_ip", "gateway", "pod_cidrs"))
     return Node(
         name=string(f.required("name"), f.at("name")),
         ip=ipv4(f.required("ip"), f.at("ip")),
         cni_ip=ipv4(f.required("cni_ip"), f.at("cni_ip")),
         gateway=boolean(f.optional("gateway"), f.at("gateway")) if f.has("gateway") else False,
+        pod_cidrs=cidr_list(f.optional("pod_cidrs"), f.at("pod_cidrs")) if f.has("pod_cidrs") else (),
     )
 
 
@@ -312,6 +314,9 @@ def _config(top: Fields) -> Config:
     port = default.wireguard_port
     if top.has("wireguard_port"):
         port = integer(top.optional("wireguard_port"), top.at("wireguard_port"), low=1, high=65535)
+    keep = default.keep_client_ip
+    if top.has("keep_client_ip"):
+        keep = boolean(top.optional("keep_client_ip"), top.at("keep_client_ip"))
     return Config(
         multi_active=multi,
         strategy=strategy,
@@ -320,6 +325,7 @@ def _config(top: Fields) -> Config:
         cni=cni,
         cable=cable,
         wireguard_port=port,
+        keep_client_ip=keep,
     )
 
 
@@ -371,10 +377,9 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
         **({"cni": config.cni.value} if config.cni is not Cni.GENERIC else {}),  # the default stays out: old dumps
         **({"cable": config.cable.value} if config.cable is not Cable.VXLAN else {}),
         **({"wireguard_port": config.wireguard_port} if config.wireguard_port != Config().wireguard_port else {}),
+        **({"keep_client_ip": True} if config.keep_client_ip else {}),  # old builds refuse keys they do not know
         "clusters": [_cluster_doc(c) for c in snapshot.clusters],
-        "nodes": [
-            {"name": n.name, "ip": str(n.ip), "cni_ip": str(n.cni_ip), "gateway": n.gateway} for n in snapshot.nodes
-        ],
+        "nodes": [_node_doc(n) for n in snapshot.nodes],
         "endpoints": [endpoint_doc(e) for e in snapshot.endpoints],
     }
     health = snapshot.health
@@ -393,6 +398,14 @@ def snapshot_to_doc(snapshot: Snapshot) -> dict[str, object]:
 def dump_snapshot(snapshot: Snapshot) -> str:
     """The snapshot as YAML text that ``parse_snapshot_text`` reads back to an equal value."""
     return yaml.safe_dump(snapshot_to_doc(snapshot), sort_keys=False)
+
+
+def _node_doc(node: Node) -> dict[str, object]:
+    doc: dict[str, object] = {"name": node.name, "ip": str(node.ip), "cni_ip": str(node.cni_ip)}
+    doc["gateway"] = node.gateway
+    if node.pod_cidrs:
+        doc["pod_cidrs"] = [str(n) for n in node.pod_cidrs]
+    return doc
 
 
 def _cluster_doc(cluster: Cluster) -> dict[str, object]:

@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
+import yaml
 
 from magw.drivers.netlink.nexthop import decode_nexthop
 from magw.drivers.netlink.nlattr import MalformedMessage
@@ -144,3 +145,10 @@ def test_kube_object_target_skips_what_is_not_an_object() -> None:
     """The JSON decoder's refusals are the client library's; the target only maps objects."""
     for text in (b"[]", b"{}", b'{"kind": "Node"}', json.dumps({"kind": 1, "metadata": {}}).encode(), b"\xff"):
         targets.kube_object(text)
+
+
+def test_a_broker_document_named_with_a_newline_is_refused_in_one_line() -> None:
+    """hypothesis found a ClusterGlobalEgressIP named ``"\\n"``: the document's name went into the error as is,
+    so the error took two lines. Now a name that is not printable is shown escaped."""
+    text = yaml.safe_dump_all([{"kind": "ClusterGlobalEgressIP", "cluster": "east", "name": "\n"}])
+    targets.broker_file(text.encode())  # raises RuleBroken when an error breaks the one-line rule

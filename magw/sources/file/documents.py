@@ -54,6 +54,7 @@ CONFIG_KEYS: tuple[str, ...] = (
     "cni",
     "cable",
     "wireguard_port",
+    "keep_client_ip",
 )
 HEALTH_KEYS: tuple[str, ...] = ("down", "reach")
 
@@ -101,6 +102,8 @@ class Document:
     def where(self) -> str:
         """``node-e-w1.yaml: document 1 (Node east/e-w1)``."""
         name = "/".join(self.ident[1:])
+        if not name.isprintable():  # a name with a newline would break the one-line error (found by fuzzing)
+            name = name.encode("unicode_escape").decode("ascii")
         what = f"{self.kind} {name}" if name else self.kind
         return f"{self.file}: document {self.index + 1} ({what})"
 

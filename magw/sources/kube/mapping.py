@@ -153,9 +153,32 @@ def public_ip(node: Obj) -> str | None:
         raise MappingError(f"{origin('Node', node)}: {PUBLIC_IP_ANNOTATION}: {raw!r} is not ipv4:<address>") from None
 
 
+def pod_cidrs(node: Obj) -> list[str]:
+    """The node's IPv4 share of the pod CIDR: ``spec.podCIDRs``, or ``spec.podCIDR`` without it (older API
+    servers), in order; IPv6 entries (a dual-stack cluster) are left out. Host bits are cleared, as Kubernetes
+    reads the value (Go's ParseCIDR); a value that is not a CIDR is refused like a bad public IP."""
+    spec, where = _spec(node), origin("Node", node)
+    if spec.get("podCIDRs"):
+        key, items = "podCIDRs", spec["podCIDRs"]
+    else:
+        key, items = "podCIDR", [spec["podCIDR"]] if spec.get("podCIDR") else []
+    if not isinstance(items, list):
+        raise MappingError(f"{where}: spec.{key}: {items!r} is not a list of CIDRs")
+    out = []
+    for item in items:
+        try:
+            net = ipaddress.ip_network(item if isinstance(item, str) and "/" in item else "", strict=False)
+        except ValueError:
+            raise MappingError(f"{where}: spec.{key}: {item!r} is not a CIDR") from None
+        if net.version == 4:
+            out.append(str(net))
+    return out
+
+
 @odd_fields("Node")
 def node_docs(node: Obj, cluster: str) -> tuple[Document, ...]:
-    """A Node document: InternalIP, the CNI annotation, the gateway label, the public IP annotation."""
+    """A Node document: InternalIP, the CNI annotation, the gateway label, the public IP annotation, the IPv4
+    pod CIDRs (only when there are some: an older build's Node document has no such key)."""
     where = origin("Node", node)
     ip = internal_ip(node)
     if ip is None:
@@ -174,6 +197,9 @@ def node_docs(node: Obj, cluster: str) -> tuple[Document, ...]:
     public = public_ip(node)
     if public is not None:
         raw["public_ip"] = public
+    cidrs = pod_cidrs(node)
+    if cidrs:
+        raw["pod_cidrs"] = cidrs
     return (_doc(raw, where),)
 
 
@@ -241,7 +267,8 @@ def endpoint_spec(doc: Mapping[str, Any]) -> dict[str, Any]:
 def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Document, ...]:
     """The Config document: the seed's ``multiActiveGatewayEnabled`` (default false) and ``cni`` (``ovn`` when
     Submariner's ``networkPlugin`` is ``OVNKubernetes``) from the Submariner object, the rest (``strategy``,
-    ``underlayMTU``, ``resilient``, ``cable``, ``wireguardPort``) from the ConfigMap ``magw-config``."""
+    ``underlayMTU``, ``resilient``, ``cable``, ``wireguardPort``, ``keepClientIP``: ``true`` or ``false``) from
+    the ConfigMap ``magw-config``."""
     raw: dict[str, Any] = {"kind": "Config"}
     spec = _spec(submariner) if submariner is not None else {}
     raw["multi_active_gateway"] = bool(spec.get("multiActiveGatewayEnabled", False))
@@ -263,6 +290,11 @@ def config_docs(submariner: Obj | None, config_map: Obj | None) -> tuple[Documen
             raw["wireguard_port"] = int(data["wireguardPort"])
         except ValueError:
             raise MappingError(f"{where}: wireguardPort: {data['wireguardPort']!r} is not an integer") from None
+    if "keepClientIP" in data:
+        keep = data["keepClientIP"]
+        if not isinstance(keep, str) or keep.strip().lower() not in ("true", "false"):
+            raise MappingError(f"{where}: keepClientIP: {keep!r} is not true or false")
+        raw["keep_client_ip"] = keep.strip().lower() == "true"
     if "resilient" in data:
         try:
             raw["resilient"] = yaml.safe_load(data["resilient"])

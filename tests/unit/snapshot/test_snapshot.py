@@ -108,7 +108,8 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "unknown-top-key",
         _set("colour", "blue"),
         "snapshot.yaml: colour: unknown key (allowed: cable, clusters, cni, egress, endpoints, globalnet, health, "
-        "local_cluster, multi_active_gateway, nodes, resilient, strategy, underlay_mtu, wireguard_port)",
+        "keep_client_ip, local_cluster, multi_active_gateway, nodes, resilient, strategy, underlay_mtu, "
+        "wireguard_port)",
     ),
     (
         "unknown-item-key",
@@ -118,7 +119,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "unknown-node-key",
         _set("nodes[1].gw", True),
-        "snapshot.yaml: nodes[1].gw: unknown key (allowed: cni_ip, gateway, ip, name)",
+        "snapshot.yaml: nodes[1].gw: unknown key (allowed: cni_ip, gateway, ip, name, pod_cidrs)",
     ),
     (
         "unknown-health-key",

@@ -304,7 +304,7 @@ def test_shape_errors_name_the_field(tmp_path: Path) -> None:
     errors = sorted(str(e["error"]) for e in events(logs, "filebroker.bad_document"))
     assert errors == [
         "config.yaml: document 1: 'mtu' is not a Config field "
-        "(known: multi_active_gateway, strategy, underlay_mtu, resilient, cni, cable, wireguard_port)",
+        "(known: multi_active_gateway, strategy, underlay_mtu, resilient, cni, cable, wireguard_port, keep_client_ip)",
         "odd.yaml: document 1: kind: 'Gateway' is not one of Cluster, Config, Node, Endpoint, Health, "
         "Namespace, Pod, Service, ServiceExport, ClusterGlobalEgressIP, GlobalEgressIP, GlobalIngressIP, "
         "GlobalnetStatus, EgressConfig, EgressVIP, EgressVIPStatus, Lease",

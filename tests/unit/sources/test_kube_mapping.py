@@ -226,3 +226,91 @@ def test_a_cluster_global_egress_ips_status_names_no_namespace() -> None:
     spec_doc, status_doc = mapping.globalnet_docs("ClusterGlobalEgressIP", obj, "east")
     assert spec_doc.ident == ("ClusterGlobalEgressIP", "east", "e-gw1-cluster-egress.submariner.io")
     assert status_doc.ident == ("GlobalnetStatus", "east", "ClusterGlobalEgressIP", "", spec_doc.ident[2])
+
+
+# ----- a Node's pod CIDRs and the ConfigMap's keepClientIP (docs/client-ip.md) ----------------------------------
+
+
+def node_with(spec: Any) -> Any:
+    obj = node("e-w1", "172.18.0.3", "10.1.3.1")
+    if spec is not None:
+        obj["spec"] = spec
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("spec", "cidrs"),
+    [
+        ({"podCIDR": "10.1.3.0/24", "podCIDRs": ["10.1.3.0/24"]}, ["10.1.3.0/24"]),
+        ({"podCIDRs": ["10.1.3.0/24", "10.9.0.0/26"]}, ["10.1.3.0/24", "10.9.0.0/26"]),  # podCIDRs wins, in order
+        ({"podCIDR": "10.1.3.0/24"}, ["10.1.3.0/24"]),  # an older API server: podCIDR alone
+        ({"podCIDR": "10.1.3.0/24", "podCIDRs": []}, ["10.1.3.0/24"]),
+        ({"podCIDRs": ["fd00:10:244:3::/64", "10.1.3.0/24"]}, ["10.1.3.0/24"]),  # dual stack: IPv6 left out
+        ({"podCIDRs": ["10.1.3.7/24"]}, ["10.1.3.0/24"]),  # host bits cleared, as Kubernetes reads it
+    ],
+)
+def test_a_nodes_ipv4_pod_cidrs_are_mapped(spec: Any, cidrs: list[str]) -> None:
+    (doc,) = mapping.node_docs(node_with(spec), "east")
+    assert doc.fields["pod_cidrs"] == cidrs
+    snap = assemble("east", [*(d for d in kube_docs() if d.ident != doc.ident), doc], {}).snapshot
+    assert snap is not None
+    assert next(n for n in snap.nodes if n.name == "e-w1").pod_cidrs == tuple(IPv4Network(c) for c in cidrs)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [None, {}, {"podCIDRs": []}, {"podCIDR": ""}, {"podCIDRs": None, "podCIDR": None}, {"podCIDRs": ["fd00::/64"]}],
+)
+def test_a_node_without_ipv4_pod_cidrs_has_no_key(spec: Any) -> None:
+    """Absent, not empty: a build without the field refuses a Node document that has it."""
+    (doc,) = mapping.node_docs(node_with(spec), "east")
+    assert "pod_cidrs" not in doc.fields
+    assert doc.fields == next(d for d in kube_docs() if d.ident == doc.ident).fields
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"podCIDRs": ["10.1.300.0/24"]}, "spec.podCIDRs: '10.1.300.0/24' is not a CIDR"),
+        ({"podCIDRs": ["10.1.3.0/24", "banana"]}, "spec.podCIDRs: 'banana' is not a CIDR"),
+        ({"podCIDRs": ["10.1.3.0"]}, "spec.podCIDRs: '10.1.3.0' is not a CIDR"),  # no prefix: not a CIDR
+        ({"podCIDRs": [""]}, "spec.podCIDRs: '' is not a CIDR"),
+        ({"podCIDRs": [5]}, "spec.podCIDRs: 5 is not a CIDR"),  # ipaddress would read an int as an address
+        ({"podCIDR": "10.1.3.0/33"}, "spec.podCIDR: '10.1.3.0/33' is not a CIDR"),
+        ({"podCIDRs": "10.1.3.0/24"}, "spec.podCIDRs: '10.1.3.0/24' is not a list of CIDRs"),
+    ],
+)
+def test_a_malformed_pod_cidr_refuses_the_node_in_one_line(spec: Any, reason: str) -> None:
+    """As a malformed public IP annotation: a MappingError naming the object (its last good documents stay)."""
+    with pytest.raises(mapping.MappingError) as err:
+        mapping.node_docs(node_with(spec), "east")
+    assert str(err.value) == f"kube:Node/e-w1: {reason}"
+    assert not isinstance(err.value, mapping.NotYet)
+
+
+def magw_config(**data: Any) -> Any:
+    return {"metadata": {"name": "magw-config", "namespace": "submariner-operator"}, "data": data}
+
+
+@pytest.mark.parametrize(("value", "keep"), [("true", True), ("false", False), ("True", True), ("FALSE", False)])
+def test_keep_client_ip_comes_from_the_config_map(value: str, keep: bool) -> None:
+    (doc,) = mapping.config_docs(None, magw_config(keepClientIP=value))
+    assert dict(doc.fields) == {"multi_active_gateway": False, "keep_client_ip": keep}
+    others = [d for d in kube_docs() if d.kind != "Config"]
+    snap = assemble("east", [doc, *others], {}).snapshot
+    assert snap is not None and snap.config.keep_client_ip is keep
+
+
+def test_keep_client_ip_absent_is_off_and_no_key() -> None:
+    (doc,) = mapping.config_docs(None, magw_config(strategy="resilient"))
+    assert "keep_client_ip" not in doc.fields
+    snap = assemble("east", kube_docs(), {}).snapshot
+    assert snap is not None and snap.config.keep_client_ip is False
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "", "on", True, 1, None, ["true"]])
+def test_a_bad_keep_client_ip_is_a_mapping_error(value: Any) -> None:
+    with pytest.raises(mapping.MappingError) as err:
+        mapping.config_docs(None, magw_config(keepClientIP=value))
+    where = "kube:ConfigMap/submariner-operator/magw-config"
+    assert str(err.value) == f"{where}: keepClientIP: {value!r} is not true or false"
