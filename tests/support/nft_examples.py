@@ -22,6 +22,8 @@ CASES = [
     ("globalnet-snapshot.yaml", "e-w1"),
     ("globalnet-snapshot.yaml", "e-gw1"),
     ("globalnet-snapshot.yaml", "e-gw3"),
+    ("client-ip.yaml", "e-gw1"),
+    ("client-ip.yaml", "e-w1"),
 ]
 
 

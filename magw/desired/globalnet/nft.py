@@ -10,6 +10,8 @@ global CIDRs (``@remote_cidrs``) is marked ``0xc0000/0xc0000``; only marked traf
   keeps an inner packet's mark on the VXLAN packet it builds in the same namespace, so without this the
   outer packet was SNATed too and left for the remote gateway's public address from one of our global IPs,
   which the remote gateway's input guard (``vxlan_peers``) rightly drops, as would a cloud's anti-spoofing.
+  Both VXLAN ports: ``keep_client_ip`` sends marked service replies over ``vx-submariner`` (4800) to another
+  gateway (magw.desired.node.clientip), and that gateway's guard (``cluster_nodes``) drops a SNATed outer packet.
 - ``prerouting-raw`` (filter, raw priority -300, before conntrack): a packet from a remote cluster to one of
   our one-to-one global IPs gets its destination rewritten to the local address (``@gn_in``): the ClusterIP
   of an exported service (kube-proxy, whatever its mode, then balances it as any ClusterIP connection: we do
@@ -26,7 +28,9 @@ global CIDRs (``@remote_cidrs``) is marked ``0xc0000/0xc0000``; only marked traf
      cluster may also use, must never leave.
 - ``postrouting-out`` (filter, priority 300, after every NAT): the stateless source rewrite of one-to-one
   addresses (``@gn_out``) toward remote global CIDRs: a headless pod's own egress, and the replies of an
-  exported service (after kube-proxy's reverse DNAT gave them the ClusterIP as source).
+  exported service (after kube-proxy's reverse DNAT gave them the ClusterIP as source). Not what leaves by
+  ``vx-submariner``: that stays in the cluster, as a service reply that ``keep_client_ip`` returns from a backend
+  on this gateway to the gateway holding its DNAT (magw.desired.node.clientip), which must arrive unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from ipaddress import IPv4Address
 from magw.desired.globalnet.plan import GatewayTranslations
 from magw.desired.nft import expr as x
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet
-from magw.model.vtep import INTER_PORT
+from magw.model.vtep import INTER_PORT, INTRA_PORT, VX_SUBMARINER
 
 GLOBALNET_MARK = 0xC0000
 MARK_MASK = 0xC0000
@@ -136,7 +140,7 @@ def gateway_rules(remote_set: str) -> list[NftRule]:
         _mark_rule("prerouting-mark", remote_set),
         x.rule(
             "output-mark",
-            x.udp_dport(INTER_PORT),
+            x.udp_dport((INTER_PORT, INTRA_PORT)),
             x.match(x.ip_daddr(), x.set_ref(remote_set), "!="),
             x.mangle(x.meta("mark"), x.bitand(x.meta("mark"), 0xFFFFFFFF ^ MARK_MASK)),
             comment="magw globalnet: the tunnel's outer packets keep the inner mark: clear it (no SNAT of them)",
@@ -145,6 +149,7 @@ def gateway_rules(remote_set: str) -> list[NftRule]:
         x.rule(
             "postrouting-out",
             x.match(x.ip_daddr(), x.set_ref(remote_set)),
+            x.oifname(VX_SUBMARINER, negate=True),
             x.mangle(x.ip_saddr(), x.map_lookup(x.ip_saddr(), OUT_MAP)),
             comment="magw globalnet: one-to-one local addresses leave as their global IP",
         ),

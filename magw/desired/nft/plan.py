@@ -19,6 +19,9 @@ Chains and why:
   accept what comes from or goes into ``vxlan-tunnel``: a reply may return
   through another gateway than its request left by, where no conntrack state
   exists, and a stateful CNI firewall would drop it.
+- ``client-ip`` (filter, prerouting priority -90) with ``Config.keep_client_ip``: steer remote clients' service
+  connections to the backend's node and their replies back to the ingress gateway, so the SNAT above applies
+  only where the backend's node is not known (magw.desired.node.clientip).
 - ``input`` (filter, priority 0): VXLAN decapsulates whatever reaches its port, so a sender who can reach a node's
   VXLAN port could put any packet, from any source address, into the cluster. Every node drops cluster VXLAN
   (4800) from anyone but the local cluster's nodes (set ``cluster_nodes``); a gateway with the VXLAN cable drops
@@ -38,12 +41,13 @@ from magw.desired.globalnet import nft as gnnft
 from magw.desired.globalnet.plan import gateway_translations, globalnet_mode, routed_cidrs
 from magw.desired.nft import expr as x
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
+from magw.desired.node import clientip
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.roles import NodeRole
 from magw.desired.ovn import node as ovnnode
 from magw.model import Cni, Config, Snapshot, dotted, net_key
 from magw.model.cable import WG_DEVICE, Cable
-from magw.model.vtep import INTER_PORT, INTRA_PORT, VXLAN_TUNNEL
+from magw.model.vtep import INTER_PORT, INTRA_PORT, VX_SUBMARINER, VXLAN_TUNNEL
 
 TABLE_FAMILY = "ip"
 TABLE_NAME = "magw"
@@ -79,10 +83,10 @@ def _cidr_set(name: str, nets: Iterable[IPv4Network]) -> NftSet:
     return NftSet(name=name, type="ipv4_addr", flags=("interval",), elements=set_elements(nets))
 
 
-def _postrouting(role: NodeRole, *, globalnet: bool) -> list[NftRule]:
+def _postrouting(role: NodeRole, *, globalnet: bool, client_ip: bool) -> list[NftRule]:
     rules = []
     if role.gateway:
-        rules.append(_svc_return(role.node.cni_ip))
+        rules.append(_svc_return(role.node.cni_ip) if not client_ip else _svc_return_fallback(role))
     if globalnet and role.gateway:
         return rules  # the Globalnet SNAT rules follow (gnnft): a null SNAT would keep local sources
     rules.append(
@@ -108,8 +112,24 @@ def _svc_return(cni_ip: IPv4Address) -> NftRule:
     )
 
 
-def _forward(role: NodeRole) -> list[NftRule]:
-    rules = [
+def _svc_return_fallback(role: NodeRole) -> NftRule:
+    """With ``keep_client_ip``: SNAT only what was not steered (magw.desired.node.clientip), that is what leaves
+    neither by ``vx-submariner`` nor into the tunnel, unless it is for this node's own pods (their replies leave
+    through this gateway anyway)."""
+    return x.rule(
+        "postrouting",
+        x.match(x.ip_saddr(), x.set_ref(REMOTE_SET)),
+        x.flags_in(x.ct("status"), "dnat"),
+        x.oifname(VXLAN_TUNNEL, negate=True),
+        x.oifname(VX_SUBMARINER, negate=True),
+        *(x.match(x.ip_daddr(), x.prefix(net), "!=") for net in role.node.pod_cidrs),
+        x.snat(role.node.cni_ip),
+        comment="magw: SNAT remote clients of DNATed services whose backend's node is not known",
+    )
+
+
+def _forward(role: NodeRole, *, client_ip: bool) -> list[NftRule]:
+    rules = [*((clientip.forward_clear(),) if client_ip else ()),
         x.rule(
             "forward",
             x.tcp_flags("syn", ("syn", "rst")),
@@ -267,7 +287,11 @@ def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> NftTable | N
         NftChain(name="forward", type="filter", hook="forward", priority=FILTER_PRIORITY, policy="accept"),
         NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
     ]
-    rules = [*_postrouting(role, globalnet=globalnet), *_forward(role)]
+    client_ip = clientip.enabled(snapshot)
+    rules = [*_postrouting(role, globalnet=globalnet, client_ip=client_ip), *_forward(role, client_ip=client_ip)]
+    if client_ip:
+        chains.append(clientip.chain())
+        rules += clientip.nft_rules(snapshot, role, LOCAL_SET)
     sets.append(_address_set(NODES_SET, (n.ip for n in snapshot.nodes)))
     vxlan_gateway = snapshot.config.cable is Cable.VXLAN and role.gateway
     if vxlan_gateway:

@@ -17,6 +17,7 @@ from magw.desired.cable.plan import plan_wireguard
 from magw.desired.egressgw.node import plan_node_egressgw
 from magw.desired.globalnet.plan import globalnet_mode
 from magw.desired.nft.plan import plan_nft
+from magw.desired.node import clientip
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.paths import RoutingObjects, plan_routing
 from magw.desired.node.roles import node_role
@@ -109,6 +110,10 @@ def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None, m
         routes = _joined(memo, "ovn_routes", routing.routes, ovn.routes)
         routing = attrs.evolve(routing, routes=routes, rules=(*routing.rules, *ovn.rules))
         vxlan = attrs.evolve(vxlan, addresses=(*vxlan.addresses, *ovn.addresses))
+    if clientip.enabled(snapshot):
+        ci_routes, ci_rules = clientip.plan_routing(snapshot, role)
+        routes = _joined(memo, "client_ip_routes", routing.routes, ci_routes)
+        routing = attrs.evolve(routing, routes=routes, rules=(*routing.rules, *ci_rules))
     state = DesiredState(
         links=vxlan.links,
         addresses=vxlan.addresses,

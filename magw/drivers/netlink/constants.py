@@ -8,6 +8,7 @@ them); rules are ours by priority.
 from __future__ import annotations
 
 from magw.desired.egressgw.numbers import EGRESSGW_DEV, EGRESSGW_RULE_PRIORITIES, EGRESSGW_TABLES
+from magw.desired.node.clientip import CLIENT_IP_RULE_PRIORITIES, CLIENT_IP_TABLES
 from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
 
 # RTPROT value written on every route we install ("proto 157" in `ip route`).
@@ -15,13 +16,16 @@ from magw.desired.node.ids import NEXTHOP_ID_MAX, NEXTHOP_ID_MIN
 RTPROT_MAGW = 157
 
 # Tables whose magw-protocol routes we own: main, gateway (100), OVN ingress (149), host network (150), and the
-# egress gateway's one table per VIP (12001..12255, magw.desired.egressgw.numbers).
-OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150}) | EGRESSGW_TABLES
+# egress gateway's one table per VIP (12001..12255, magw.desired.egressgw.numbers), and keep_client_ip's steer and
+# return tables (11000..11014, magw.desired.node.clientip).
+OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150}) | EGRESSGW_TABLES | CLIENT_IP_TABLES
 
 # ip rule priorities we own: the gateway table (100); OVN: remote ingress (149, ``iif vxlan-tunnel``) and the
 # host network of workers (150), Submariner's priorities for those tables.
-# The egress gateway: one ``fwmark`` rule per VIP at 12001..12255.
-OWNED_RULE_PRIORITIES: frozenset[int] = frozenset({100, 149, 150}) | EGRESSGW_RULE_PRIORITIES
+# The egress gateway: one ``fwmark`` rule per VIP at 12001..12255. keep_client_ip: ``fwmark`` rules at 85..99.
+OWNED_RULE_PRIORITIES: frozenset[int] = (
+    frozenset({100, 149, 150}) | EGRESSGW_RULE_PRIORITIES | CLIENT_IP_RULE_PRIORITIES
+)
 
 # Link names we create (magw-egress: the egress gateway's VXLAN-GPE device).
 OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel", EGRESSGW_DEV})

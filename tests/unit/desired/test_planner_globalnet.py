@@ -189,12 +189,14 @@ def test_a_pod_selector_beats_the_headless_address_for_egress_only(snap: Snapsho
 
 def test_the_tunnels_outer_packets_lose_the_globalnet_mark_first(snap: Snapshot) -> None:
     """The kernel keeps an inner packet's mark on the VXLAN packet built from it: ``output-mark`` clears our bits on
-    UDP to the VXLAN port (not to a remote global CIDR) before anything marks, so the outer packet is never SNATed
-    to a global IP (the remote gateway's ``vxlan_peers`` guard would drop it)."""
+    UDP to either VXLAN port (not to a remote global CIDR) before anything marks, so the outer packet is never
+    SNATed to a global IP (the remote gateway's ``vxlan_peers`` guard would drop it, and on ``vx-submariner``, which
+    keep_client_ip's service replies take between gateways, the other gateway's ``cluster_nodes`` guard)."""
     rules = [json.loads(r) for r in _rule_texts(plan(snap, "e-gw1").nft, "output-mark")]
     clear, mark = rules
     assert clear[:2] == [
-        {"match": {"left": {"payload": {"field": "dport", "protocol": "udp"}}, "op": "==", "right": 4500}},
+        {"match": {"left": {"payload": {"field": "dport", "protocol": "udp"}}, "op": "==",
+                   "right": {"set": [4500, 4800]}}},
         {"match": {"left": {"payload": {"field": "daddr", "protocol": "ip"}}, "op": "!=", "right": "@remote_cidrs"}},
     ]
     mask = clear[2]["mangle"]["value"]["&"][1]
