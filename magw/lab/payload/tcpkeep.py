@@ -88,6 +88,7 @@ class _Conn:
         self.last_echo = time.monotonic()
         self.max_gap = 0.0
         self.seen_ip: str | None = None
+        self.sport = sock.getsockname()[1] if sock is not None else None  # to find the connection in conntrack
 
     def report(self) -> dict[str, Any]:
         return {
@@ -98,6 +99,7 @@ class _Conn:
             "echoed": self.echoed,
             "max_gap_ms": round(self.max_gap * 1000, 1),
             "seen_ip": self.seen_ip,
+            "sport": self.sport,
             "error": self.error,
         }
 

@@ -87,6 +87,9 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
         docs["config.yaml"]["cable"] = topo.cable.value
     if cni != "generic":  # the route agents plan the CNI's node side from it (docs/ovn-node.md)
         docs["config.yaml"]["cni"] = cni
+    client_ip = topo.keep_client_ip and cni == "generic"  # OVN balances services in its routers (docs/client-ip.md)
+    if client_ip:  # the key and the nodes' pod_cidrs only then: a build before them refuses both
+        docs["config.yaml"]["keep_client_ip"] = True
     for c in lab.clusters:
         docs[f"cluster-{c.id}.yaml"] = {
             "kind": "Cluster",
@@ -97,11 +100,11 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
         if c.global_cidr is not None:
             docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
         for n in c.nodes:
-            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n, cni)
+            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n, cni, client_ip=client_ip)
     return docs | globalnet_documents(lab) | egressgw_documents(lab)
 
 
-def _node_doc(node: NodeLayout, cni: str = "generic") -> dict[str, Any]:
+def _node_doc(node: NodeLayout, cni: str = "generic", *, client_ip: bool = False) -> dict[str, Any]:
     # On OVN the node's address in the pod network is its management port's (magw.lab.planes.ovn_nodes).
     cni_ip = ovn_nodes.mgmt_ip(node) if cni == "ovn" else node.cni_ip
     doc: dict[str, Any] = {
@@ -114,6 +117,8 @@ def _node_doc(node: NodeLayout, cni: str = "generic") -> dict[str, Any]:
     }
     if node.public_ip is not None:
         doc["public_ip"] = str(node.public_ip)
+    if client_ip:
+        doc["pod_cidrs"] = [str(node.pod_subnet)]
     return doc
 
 

@@ -2,11 +2,13 @@
 
 Per cluster, in its own emulator (the shapes of deploy/crds and docs/kubernetes.md):
 
-- its Nodes: the InternalIP, the label ``submariner.io/gateway=true`` on gateways and their public IP in the
-  annotation ``gateway.submariner.io/public-ip``. Not the ``submariner.io/cniIfaceIp`` annotation: each route
-  agent finds its node's CNI address and publishes it, as on a real cluster;
+- its Nodes: the InternalIP, the node's pod subnet (``spec.podCIDRs``), the label ``submariner.io/gateway=true``
+  on gateways and their public IP in the annotation ``gateway.submariner.io/public-ip``. Not the
+  ``submariner.io/cniIfaceIp`` annotation: each route agent finds its node's CNI address and publishes it, as
+  on a real cluster;
 - its own Cluster CR only: the gateways' broker sync brings the other clusters' (and their Endpoints);
-- the Submariner CR (``multiActiveGatewayEnabled``) and the ConfigMap ``magw-config`` (strategy, MTU);
+- the Submariner CR (``multiActiveGatewayEnabled``) and the ConfigMap ``magw-config`` (strategy, MTU, cable,
+  ``keepClientIP`` when the topology turns it on);
 - with Globalnet, what ``magw.lab.planes.globalnet_docs`` writes for the file broker: Namespaces, Pods (Running on
   their lab node, with their IP in the status), Services, ServiceExports, the cluster egress template and the
   topology's GlobalEgressIPs, and an EndpointSlice for each headless Service without a selector.
@@ -39,7 +41,10 @@ def _obj(kind: str, api_version: str, name: str, namespace: str | None = None, *
 
 
 def node_object(node: NodeLayout) -> Obj:
-    obj = _obj("Node", "v1", node.name, status={"addresses": [{"type": "InternalIP", "address": str(node.node_ip)}]})
+    # The node's pod subnet as its node IPAM would set it: podCIDR, and podCIDRs whose first entry it is
+    spec = {"podCIDR": str(node.pod_subnet), "podCIDRs": [str(node.pod_subnet)]}
+    status = {"addresses": [{"type": "InternalIP", "address": str(node.node_ip)}]}
+    obj = _obj("Node", "v1", node.name, spec=spec, status=status)
     if node.gateway:
         obj["metadata"]["labels"] = {mapping.GATEWAY_LABEL: "true"}
     if node.public_ip is not None:
@@ -66,6 +71,8 @@ def config_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
         spec={"multiActiveGatewayEnabled": topo.multi_active, "clusterID": c.id},
     )
     data = {"strategy": topo.strategy.value, "underlayMTU": str(topo.underlay_mtu), "cable": topo.cable.value}
+    if topo.keep_client_ip:  # off: no key, as in the file broker's Config (the kube lab's CNI is the generic one)
+        data["keepClientIP"] = "true"
     return [submariner, _obj("ConfigMap", "v1", mapping.CONFIG_MAP, NAMESPACE, data=data)]
 
 

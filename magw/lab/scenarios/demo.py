@@ -42,7 +42,7 @@ def run_demo(
     )
     try:
         out("\n== connectivity matrix (each pod -> a remote pod and a remote service)")
-        cells = run_matrix(lab)
+        cells = run_matrix(lab, client_ip=topology.keep_client_ip and cni == "generic")
         out(matrix_text(cells))
         if len(lab.clusters) >= 2:
             proto = "tcp" if cni == "ovn" else "udp"

@@ -150,10 +150,12 @@ def targets(gns: dict[str, Globalnet]) -> dict[str, list[tuple[str, IPv4Address]
 
 def service_sources(lab: LabLayout, st: LabState, cluster: str) -> dict[str, str] | None:
     """The address a backend of cluster ``cluster``'s exported ClusterIP service sees -> why (the gateway that
-    took the connection in); None when it sees the client's own global source (an OVN lab with one active
-    gateway: its router does not SNAT)."""
+    took the connection in); None when it sees the client's own global source (``keep_client_ip``, or an OVN
+    lab with one active gateway: its router does not SNAT)."""
     gateways = lab.cluster(cluster).gateways
     if not st.ovn:
+        if lab.topology.keep_client_ip:
+            return None
         return {str(g.cni_ip): f"ingress gateway {g.name} (return SNAT)" for g in gateways}
     if not lab.topology.multi_active:
         return None
@@ -191,6 +193,8 @@ def run_globalnet_matrix(lab: LabLayout, st: LabState) -> list[Row]:
                 else:
                     right = owner is not None and owner[0].kind == "ClusterGlobalEgressIP"
                 why = _why(owner)
+                if "/svc-" in label:
+                    why = f"client's own IP: {why}"
             rows.append(
                 Row(client=c, target=label, ok=r.ok, server=r.server, seen=r.seen_ip, why=why, passed=r.ok and right)
             )

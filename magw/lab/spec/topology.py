@@ -42,7 +42,9 @@ MAX_PODS_PER_NODE = 16
 # The keys each level of a topology accepts: what the parser reads, and what an unknown key's error lists (all
 # of them, in every lab: a plain lab's error names ``globalnet``, ``egress`` and ``pods`` too).
 TOP_KEYS = frozenset(
-    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", "probe", *gn.TOP_KEYS, *eg.TOP_KEYS}
+    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", "probe", "keep_client_ip"}
+    | gn.TOP_KEYS
+    | eg.TOP_KEYS
 )
 CLUSTER_KEYS = frozenset(
     {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", *gn.CLUSTER_KEYS}
@@ -72,6 +74,9 @@ class Topology:
     egressgw: EgressGatewayLabSpec | None = None  # the egress gateway's VIPs (magw.lab.spec.egressgw)
     cable: Cable = Cable.VXLAN  # between gateways: plain VXLAN, or VXLAN through WireGuard (docs/cables.md)
     probe: ProbeSpec | None = None  # the route agents' probe tunables (magw.lab.spec.probe)
+    # Config.keep_client_ip: a remote client's service connection keeps its address (docs/client-ip.md). On in
+    # the lab; ``false`` for daemons of a build that does not know it (magw lab up --daemons-from an old tree).
+    keep_client_ip: bool = True
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
@@ -101,6 +106,8 @@ class Topology:
             doc["cable"] = self.cable.value
         if self.probe is not None:
             doc["probe"] = self.probe.to_doc()
+        if not self.keep_client_ip:
+            doc["keep_client_ip"] = False
         if self.globalnet:
             doc["globalnet"] = True
         if self.egressgw is not None:
@@ -154,6 +161,7 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
         globalnet=globalnet,
         egressgw=eg.parse_egressgw(p, top["egress"], clusters) if top.get("egress") is not None else None,
         probe=parse_probe(p, top["probe"]) if top.get("probe") is not None else None,
+        keep_client_ip=p.boolean(top.get("keep_client_ip", True), "keep_client_ip"),
     )
     _check_clusterset(p, topo)
     return topo

@@ -22,6 +22,9 @@ class Cell:
     seen_ip: str | None
     server: str | None
     error: str | None
+    # The lab keeps a remote client's address to a service's backend (Config.keep_client_ip, docs/client-ip.md):
+    # then a service target must see it too.
+    client_ip_kept_to_services: bool = False
 
     @property
     def source_kept(self) -> bool:
@@ -30,8 +33,11 @@ class Cell:
 
     @property
     def passed(self) -> bool:
-        """A pod target must answer and see the client's own IP; a service target must answer."""
-        return self.ok and (self.source_kept or self.kind == "service")
+        """A pod target must answer and see the client's own IP; a service target must answer, and see the
+        client's own IP too when the lab keeps it."""
+        if self.kind == "service" and not self.client_ip_kept_to_services:
+            return self.ok
+        return self.ok and self.source_kept
 
 
 def _targets(client_index: int, remote: ClusterLayout) -> list[tuple[str, str, TrafficTarget]]:
@@ -47,8 +53,18 @@ def _targets(client_index: int, remote: ClusterLayout) -> list[tuple[str, str, T
     return out
 
 
-def run_matrix(lab: LabLayout, *, clients: Sequence[PodLayout] | None = None, timeout: float = 2.0) -> list[Cell]:
-    """Probe from ``clients`` (default: every pod) to every other cluster; one Cell per probe."""
+def run_matrix(
+    lab: LabLayout,
+    *,
+    clients: Sequence[PodLayout] | None = None,
+    timeout: float = 2.0,
+    client_ip: bool | None = None,
+) -> list[Cell]:
+    """Probe from ``clients`` (default: every pod) to every other cluster; one Cell per probe.
+
+    ``client_ip``: whether services must see the client's own IP; None: the topology's ``keep_client_ip``
+    (an OVN lab passes False: its gateway routers SNAT, docs/ovn.md)."""
+    keep = lab.topology.keep_client_ip if client_ip is None else client_ip
     chosen = list(lab.pods if clients is None else clients)
     plan: dict[str, list[tuple[PodLayout, str, str, TrafficTarget]]] = {}
     for i, pod in enumerate(chosen):
@@ -60,7 +76,8 @@ def run_matrix(lab: LabLayout, *, clients: Sequence[PodLayout] | None = None, ti
     for ns, items in plan.items():
         for (pod, kind, name, _t), r in zip(items, results[ns], strict=True):
             cells.append(Cell(client=pod, kind=kind, target_name=name, target=r.target, ok=r.ok,
-                              seen_ip=r.seen_ip, server=r.server, error=r.error))  # fmt: skip
+                              seen_ip=r.seen_ip, server=r.server, error=r.error,
+                              client_ip_kept_to_services=keep))  # fmt: skip
     return cells
 
 
@@ -72,8 +89,8 @@ def matrix_text(cells: Sequence[Cell]) -> str:
             src = c.error or ""
         elif c.source_kept:
             src = f"{c.seen_ip} (client's own IP)"
-        elif c.kind == "service":
-            src = f"{c.seen_ip} (SNAT by the serving cluster's gateway, by design)"
+        elif c.kind == "service" and not c.client_ip_kept_to_services:
+            src = f"{c.seen_ip} (SNAT by the serving cluster's gateway: keep_client_ip is off)"
         else:
             src = f"{c.seen_ip} (REWRITTEN)"
         verdict = "OK" if c.passed else "FAIL"

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from magw.daemons.gateway import main as gateway
@@ -31,7 +32,7 @@ from magw.lab.errors import LabError
 from magw.lab.observe.kube_view import cluster_snapshot
 from magw.lab.planes import kube
 from magw.lab.planes.daemons import gateway_argv, globalnet_argv, route_agent_argv, write_broker
-from magw.lab.planes.kube_objects import cluster_object, cluster_objects
+from magw.lab.planes.kube_objects import cluster_object, cluster_objects, config_objects, node_object
 from magw.lab.scenarios.globalnet_demo import demo_topology
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, layout
@@ -118,9 +119,41 @@ def test_a_cluster_api_server_holds_only_its_own_cluster_and_nodes(monkeypatch: 
         assert nodes["east-gw1"]["labels"] == {mapping.GATEWAY_LABEL: "true"}
         assert nodes["east-gw1"]["annotations"] == {mapping.PUBLIC_IP_ANNOTATION: "ipv4:198.18.0.11"}
         assert "annotations" not in nodes["east-w1"] and "labels" not in nodes["east-w1"]
+        specs = {o["metadata"]["name"]: o["spec"] for o in http.list("Node")}
+        subnet = str(lab.node("east-w1").pod_subnet)
+        assert specs["east-w1"] == {"podCIDR": subnet, "podCIDRs": [subnet]}  # the node's pod subnet
         snap = cluster_snapshot(st, "east")
         assert snap is not None and ([c.id for c in snap.clusters], snap.nodes) == (["east"], ())
         assert kube.broker_api(st).http().list("Endpoint") == []
+
+
+def test_each_node_object_carries_its_pod_subnet() -> None:
+    """``spec.podCIDRs`` (and ``podCIDR``, its first entry, as a node IPAM writes them): the node's pod subnet, which
+    the Kubernetes source maps to the Node's ``pod_cidrs`` once its route agent wrote the CNI annotation."""
+    lab = layout("lk", default_topology())
+    for n in (n for c in lab.clusters for n in c.nodes):
+        obj = node_object(n)
+        assert obj["spec"] == {"podCIDR": str(n.pod_subnet), "podCIDRs": [str(n.pod_subnet)]}
+        obj["metadata"].setdefault("annotations", {})[mapping.CNI_IP_ANNOTATION] = str(n.cni_ip)
+        (doc,) = mapping.node_docs(obj, n.cluster)
+        assert doc.fields["pod_cidrs"] == [str(n.pod_subnet)]
+
+
+def _config_map(lab: LabLayout) -> dict[str, str]:
+    (config_map,) = (o for o in config_objects(lab, lab.clusters[0]) if o["kind"] == "ConfigMap")
+    data: dict[str, str] = config_map["data"]
+    return data
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_config_map_says_keep_client_ip_only_when_the_topology_turns_it_on(keep: bool) -> None:
+    """``keepClientIP: "true"`` when on; off: no key (the Config's default), as the file broker's Config."""
+    lab = layout("lk", attrs.evolve(default_topology(), keep_client_ip=keep))
+    assert _config_map(lab).get("keepClientIP") == ("true" if keep else None)
+    submariner, config_map = config_objects(lab, lab.clusters[0])
+    (doc,) = mapping.config_docs(submariner, config_map)
+    assert doc.fields.get("keep_client_ip", False) is keep
+    assert ("keep_client_ip" in doc.fields) is keep
 
 
 def test_the_daemons_accept_the_kube_command_lines(monkeypatch: pytest.MonkeyPatch) -> None:
