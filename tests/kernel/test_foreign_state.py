@@ -19,8 +19,10 @@ from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.drivers.netlink.constants import RTPROT_MAGW
 from magw.model import Strategy
+from magw.snapshot.load import load_snapshot
 from tests.support.kernel_node import add_cni_device, nft_script, real_node_driver, sync_once
 from tests.support.netns import bridge_json, ip_json, nft_json, run
+from tests.support.paths import EXAMPLES
 from tests.support.planner_seed import seed_east
 
 pytestmark = pytest.mark.kernel
@@ -146,3 +148,34 @@ def test_cleanup_of_an_untouched_namespace_changes_nothing(ns: str) -> None:
         cleaned = sync_once(driver, DesiredState())
     assert (cleaned.changes.ops, cleaned.changes.nft, cleaned.result.failed) == ((), (), ())
     assert _foreign(ns) == before
+
+
+@pytest.mark.parametrize("node", ["e-gw1", "e-w1"])
+def test_foreign_rules_at_the_client_ip_priorities_are_left_alone(ns: str, node: str) -> None:
+    """keep_client_ip's rules sit at 85..99, where other software puts rules too (Calico's WireGuard rule at 99):
+    there a rule is ours only by its protocol. Foreign rules at the very priorities of ours survive a sync beside
+    ours and a cleanup; ours are written and removed (read with ``ip -json rule``)."""
+    snapshot = load_snapshot(EXAMPLES / "client-ip.yaml")
+    add_cni_device(ns, snapshot.node(node).cni_ip)
+    desired = plan(snapshot, node)
+    prios = sorted(r.priority for r in desired.rules if r.priority < 100)
+    assert prios  # e-gw1: a return rule and the steer rule (99); e-w1: a return rule per gateway
+    for prio in (*prios, 97):
+        run(ns, "ip", "rule", "add", "priority", str(prio), "not", "fwmark", "0x100000/0x100000", "lookup", "1")
+
+    def foreign() -> list[dict[str, Any]]:
+        return [r for r in ip_json(ns, "rule", "show") if r.get("protocol") != str(RTPROT_MAGW)]
+
+    def ours() -> list[int]:
+        return sorted(r["priority"] for r in ip_json(ns, "rule", "show") if r.get("protocol") == str(RTPROT_MAGW))
+
+    before = foreign()
+    assert len(before) == 3 + len(prios) + 1  # local, main, default and the ones added
+    with real_node_driver(ns) as driver:
+        assert sync_once(driver, desired).result.failed == ()
+        assert driver.observe() == desired
+        assert foreign() == before
+        assert ours() == sorted(r.priority for r in desired.rules)
+        assert sync_once(driver, DesiredState()).result.failed == ()
+    assert foreign() == before
+    assert ours() == []

@@ -26,6 +26,9 @@ OWNED_TABLES: frozenset[int] = frozenset({254, 100, 149, 150}) | EGRESSGW_TABLES
 OWNED_RULE_PRIORITIES: frozenset[int] = (
     frozenset({100, 149, 150}) | EGRESSGW_RULE_PRIORITIES | CLIENT_IP_RULE_PRIORITIES
 )
+# Priorities we share: there a rule is ours only when it carries RTPROT_MAGW, and others' rules are left alone
+# (keep_client_ip's 85..99 sit where other software puts rules too, e.g. Calico's WireGuard rule at 99).
+SHARED_RULE_PRIORITIES: frozenset[int] = CLIENT_IP_RULE_PRIORITIES
 
 # Link names we create (magw-egress: the egress gateway's VXLAN-GPE device).
 OWNED_LINKS: frozenset[str] = frozenset({"vx-submariner", "vxlan-tunnel", EGRESSGW_DEV})

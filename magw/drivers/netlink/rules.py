@@ -12,6 +12,10 @@ priority, then add.
 Kernel note (6.18): RTM_DELRULE with only a priority deletes the first rule at
 that priority whatever its selectors, so "clear a priority" is a bounded loop of
 such deletes until ENOENT.
+
+At a *shared* priority (``constants.SHARED_RULE_PRIORITIES``) only rules with
+protocol RTPROT_MAGW are ours: others are neither observed nor deleted, and a
+clear sends the protocol along (the kernel then deletes only rules carrying it).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 import attrs
 
 from magw.desired.state import Rule
-from magw.drivers.netlink.constants import OWNED_RULE_PRIORITIES, RTPROT_MAGW
+from magw.drivers.netlink.constants import OWNED_RULE_PRIORITIES, RTPROT_MAGW, SHARED_RULE_PRIORITIES
 from magw.drivers.netlink.session import OpError, error_code
 
 _EPERM = 1
@@ -76,6 +80,11 @@ def _table(msg: Any) -> int:
     return int(msg.get("FRA_TABLE") or msg["table"])
 
 
+def _ours(priority: int, msg: Any) -> bool:
+    """Every rule at an owned priority is ours, except at a shared one, where only RTPROT_MAGW's are."""
+    return priority not in SHARED_RULE_PRIORITIES or msg.get("FRA_PROTOCOL") == RTPROT_MAGW
+
+
 def _require_owned(priority: int) -> None:
     if priority not in OWNED_RULE_PRIORITIES:
         owned = ", ".join(str(p) for p in sorted(OWNED_RULE_PRIORITIES))
@@ -89,14 +98,15 @@ class RuleIO:
     ipr: Any
 
     def _at(self, priority: int) -> list[Any]:
-        return [m for m in self.ipr.get_rules(family=socket.AF_INET) if m.get("FRA_PRIORITY") == priority]
+        rules = self.ipr.get_rules(family=socket.AF_INET)
+        return [m for m in rules if m.get("FRA_PRIORITY") == priority and _ours(priority, m)]
 
     def observe(self) -> list[Rule]:
         """One dump, grouped by priority (the egress gateway owns 255 priorities: one dump each was wasteful)."""
         by_priority: dict[int, list[Any]] = {}
         for m in self.ipr.get_rules(family=socket.AF_INET):
             priority = m.get("FRA_PRIORITY")
-            if priority in OWNED_RULE_PRIORITIES:
+            if priority in OWNED_RULE_PRIORITIES and _ours(int(priority), m):
                 by_priority.setdefault(int(priority), []).append(m)
         out = []
         for priority, msgs in sorted(by_priority.items()):
@@ -125,9 +135,10 @@ class RuleIO:
         self._clear(rule.priority)
 
     def _clear(self, priority: int) -> None:
+        mine: dict[str, Any] = {"protocol": RTPROT_MAGW} if priority in SHARED_RULE_PRIORITIES else {}
         for _ in range(_MAX_RULES_PER_PRIORITY):
             try:
-                self.ipr.rule("del", family=socket.AF_INET, priority=priority)
+                self.ipr.rule("del", family=socket.AF_INET, priority=priority, **mine)
             except Exception as exc:
                 if error_code(exc) == _ENOENT:
                     return
