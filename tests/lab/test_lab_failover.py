@@ -54,10 +54,14 @@ def lab() -> Iterator[tuple[LabLayout, LabState]]:
         yield built
 
 
-def referenced_vteps(node: NodeLayout) -> set[IPv4Address]:
-    """Every VTEP a route (any table) or a nexthop group of ``node`` sends traffic to, read with ``ip -json``."""
+def referenced_vteps(node: NodeLayout, *, skip: frozenset[str] = frozenset({"11000"})) -> set[IPv4Address]:
+    """Every VTEP a route (any table) or a nexthop group of ``node`` sends traffic to, read with ``ip -json``.
+    Not keep_client_ip's steer table (11000): it routes to the nodes that host a service's pods, a gateway among
+    them as any node, not through gateways (docs/client-ip.md); its return tables (11001-11014) count."""
     vteps = set()
     for route in checker.ip_json(node.namespace, "route", "show", "table", "all"):
+        if str(route.get("table")) in skip:
+            continue
         hops = route.get("nexthops") or ([route] if "gateway" in route else [])
         vteps |= {IPv4Address(h["gateway"]) for h in hops if "gateway" in h}
     nexthops = checker.ip_json(node.namespace, "nexthop", "show")
@@ -75,9 +79,19 @@ def nexthop_ids(node: NodeLayout) -> set[int]:
     return {nh["id"] for nh in checker.ip_json(node.namespace, "nexthop", "show")}
 
 
+# keep_client_ip's steer and return tables (docs/client-ip.md)
+CLIENT_IP_TABLES = frozenset(str(t) for t in range(11000, 11015))
+
+
 def nobody_uses(lab: LabLayout, gw: NodeLayout) -> bool:
-    """No node of any cluster (the gateway itself aside) routes or groups toward ``gw``."""
-    return all(not (referenced_vteps(n) & vteps_of(gw)) for n in lab.nodes if n.name != gw.name)
+    """No node of any cluster (the gateway itself aside) routes or groups toward ``gw``. Except the return table
+    toward ``gw`` on its fellow gateways: a gateway does not probe the gateways of its own cluster, so it keeps
+    that table until ``gw``'s endpoint expires (it only carries replies of connections that entered through
+    ``gw``, which died with it); workers, which do probe, drop theirs with the failover."""
+    def skip(n: NodeLayout) -> frozenset[str]:
+        return CLIENT_IP_TABLES if n.gateway and n.cluster == gw.cluster else frozenset({"11000"})
+
+    return all(not (referenced_vteps(n, skip=skip(n)) & vteps_of(gw)) for n in lab.nodes if n.name != gw.name)
 
 
 def everybody_uses(lab: LabLayout, gw: NodeLayout) -> bool:

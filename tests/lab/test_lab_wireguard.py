@@ -263,9 +263,13 @@ def test_wireguard_cable_shows_only_wireguard_on_the_wan(wg_lab: tuple[LabLayout
 
 
 def referenced_vteps(node: NodeLayout) -> set[IPv4Address]:
-    """Every VTEP a route (any table) or nexthop group of ``node`` sends to (``ip -json``)."""
+    """Every VTEP a route (any table) or nexthop group of ``node`` sends to (``ip -json``).
+    Not keep_client_ip's steer table (11000): it routes to the nodes that host a service's pods, a gateway among
+    them as any node, not through gateways (docs/client-ip.md); its return tables (11001-11014) count."""
     vteps = set()
     for route in checker.ip_json(node.namespace, "route", "show", "table", "all"):
+        if str(route.get("table")) == "11000":
+            continue
         hops = route.get("nexthops") or ([route] if "gateway" in route else [])
         vteps |= {IPv4Address(h["gateway"]) for h in hops if "gateway" in h}
     nexthops = checker.ip_json(node.namespace, "nexthop", "show")

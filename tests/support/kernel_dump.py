@@ -141,10 +141,17 @@ def _paths(route: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(hops, key=lambda h: (h["via"], h["dev"]))
 
 
+def _dst(text: str) -> str:
+    """``ip -j``'s dst as a CIDR: it prints a host route without its /32 and 0.0.0.0/0 as ``default``."""
+    if text == "default":
+        return "0.0.0.0/0"
+    return text if "/" in text else f"{text}/32"
+
+
 def _route(route: dict[str, Any]) -> dict[str, Any]:
     out = {
         "table": _table(route.get("table", "main")),
-        "dst": route["dst"] if "/" in route["dst"] else f"{route['dst']}/32",
+        "dst": _dst(route["dst"]),
         "metric": route.get("metric", 0),
         "src": route.get("prefsrc"),
         "type": route.get("type", "unicast"),
@@ -194,7 +201,11 @@ def ours(dump: Dump, base: Baseline) -> dict[str, list[str]]:
         for n in dump.neighbors
         if n["dev"] in mine
     ]
-    out["fdb"] = [{"mac": f["mac"], "dev": f["ifname"], "dst": f.get("dst")} for f in dump.fdb if f["ifname"] in mine]
+    out["fdb"] = [
+        {"mac": f["mac"], "dev": f["ifname"], "dst": f.get("dst"), **({"port": f["port"]} if "port" in f else {})}
+        for f in dump.fdb
+        if f["ifname"] in mine
+    ]
     for nh in dump.nexthops:
         if nh["id"] not in base.nexthops:
             kind, value = _nexthop(nh)

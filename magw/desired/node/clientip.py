@@ -13,7 +13,9 @@ send the replies through any gateway (its routes to remote clusters spread over 
 2. The backend's node sees the packet come out of ``vx-submariner`` with the ingress gateway's VTEP MAC as its
    Ethernet source (magw derives every VTEP MAC from the node's address). A new such connection gets that
    gateway's index in its conntrack mark; each reply of it gets the index in its packet mark, and ip rule
-   ``84 + index`` sends it through table ``11000 + index``, whose default route is that gateway's VTEP.
+   ``84 + index`` sends it through table ``11000 + index``, whose default route is that gateway's VTEP. Only
+   gateways that remote clusters may send through get a table: active ones that, by the node's health view,
+   reach some remote cluster.
 3. The gateway undoes kube-proxy's DNAT on the reply as on any reply, so nothing but the backend's node's
    routing changes, and no SNAT happens: the backend sees the client's own address (its pod IP, or with
    Globalnet its global egress IP).
@@ -96,13 +98,16 @@ def mark_of(index: int) -> int:
 
 
 def _other_gateways(snapshot: Snapshot, role: NodeRole) -> list[tuple[str, int, IPv4Address]]:
-    """(name, index, VTEP on vx-submariner) of every local gateway but the planning node, by name."""
-    ips = {n.name: n.ip for n in snapshot.nodes}
-    ips |= {e.hostname: e.private_ip for e in snapshot.endpoints_of(snapshot.local_cluster)}
+    """(name, index, VTEP on vx-submariner) of every other local gateway that remote clusters may send through:
+    active (``role.local_gateways``) and, by this node's health view, reaching some remote cluster. A gateway that
+    is down, lost its WAN or stands by carries no connection whose replies could be returned to it, so no table
+    points at it (the failover tests check that nothing routes toward a dead gateway)."""
+    indexes = local_gateways(snapshot)
+    remote = [c.id for c in snapshot.remote_clusters]
     return [
-        (name, index, vtep_ip(ips[name], inter_cluster=False))
-        for name, index in sorted(local_gateways(snapshot).items())
-        if name != role.node.name and name in ips
+        (e.hostname, indexes[e.hostname], vtep_ip(e.private_ip, inter_cluster=False))
+        for e in role.local_gateways
+        if e.hostname in indexes and any(snapshot.health.usable(e.hostname, c) for c in remote)
     ]
 
 

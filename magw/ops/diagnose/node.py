@@ -189,20 +189,29 @@ def _our_routes(ctx: NodeContext) -> list[dict[str, Any]]:
             and route_devices(r) & set(DEVICES) and "/" in str(r.get("dst", ""))]
 
 
+def _marks(rules: list[dict[str, Any]]) -> dict[str, str]:
+    """table -> the fwmark of our rule that reaches it (keep_client_ip's tables 11000-11014): a route there is
+    resolved as a packet with that mark, or the main table would answer for it."""
+    return {str(r["table"]): str(r["fwmark"]) for r in rules
+            if "fwmark" in r and "table" in r and str(r.get("protocol")) in (OUR_PROTOCOL, "magw")}  # fmt: skip
+
+
 def _shadow(ctx: NodeContext, _: dict[str, Any]) -> list[Check]:
     resolutions = []
+    rules = readers.rules(ctx.netns)
+    marks = _marks(rules)
     for r in _our_routes(ctx):
         net = IPv4Network(r["dst"], strict=False)
         probe = str(net[1] if net.num_addresses > 2 else net[0])
         src = r.get("prefsrc")
-        got = readers.route_get(ctx.netns, probe, src)
+        got = readers.route_get(ctx.netns, probe, src, marks.get(str(r.get("table", "main"))))
         resolutions.append(Resolution(cidr=r["dst"], dev=sorted(route_devices(r))[0],
                                       table=str(r.get("table", "main")), probe=probe,
                                       source=src, got_dev=got.get("dev") if got else None,
                                       got_table=str(got.get("table", "main")) if got else None,
                                       got_type=got.get("type") if got else "no route"))
     checks = route_checks(resolutions, ctx.prefix)
-    checks += rule_checks(readers.rules(ctx.netns), ctx.prefix)
+    checks += rule_checks(rules, ctx.prefix)
     checks += nft_checks(readers.nft_ruleset(ctx.netns), ctx.prefix)
     return checks
 

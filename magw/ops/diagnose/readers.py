@@ -57,8 +57,9 @@ def neighbours(netns: str | None, dev: str) -> list[dict[str, Any]]:
     return [n for n in run_json(netns, ["ip", "-j", "neigh", "show", "dev", dev]) if "dst" in n]
 
 
-def route_get(netns: str | None, dst: str, src: str | None = None) -> dict[str, Any] | None:
-    argv = ["ip", "-j", "route", "get", dst] + (["from", src] if src else [])
+def route_get(netns: str | None, dst: str, src: str | None = None, mark: str | None = None) -> dict[str, Any] | None:
+    """``ip route get``; ``mark``: as a packet with that fwmark (a table only an fwmark rule reaches)."""
+    argv = ["ip", "-j", "route", "get", dst] + (["from", src] if src else []) + (["mark", mark] if mark else [])
     try:
         got = run_json(netns, argv)
     except ReadError:

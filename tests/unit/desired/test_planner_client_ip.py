@@ -12,7 +12,7 @@ import pytest
 from magw.desired.node import clientip
 from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
-from magw.model import Cni, Snapshot
+from magw.model import Cni, Health, Snapshot
 from magw.snapshot.load import SnapshotError, load_snapshot, parse_snapshot, snapshot_to_doc
 from tests.support.paths import EXAMPLES
 
@@ -117,3 +117,15 @@ def test_the_snapshot_keeps_the_switch_and_the_pod_cidrs_and_refuses_bad_ones() 
     bad_nodes = [{**n, "pod_cidrs": ["10.1.3.0/33"]} if n["name"] == "e-w1" else n for n in doc["nodes"]]  # type: ignore[attr-defined]
     with pytest.raises(SnapshotError, match="pod_cidrs"):
         parse_snapshot({**doc, "nodes": bad_nodes})
+
+
+def test_no_return_table_points_at_a_gateway_that_carries_nothing() -> None:
+    """Down, cut off from every remote cluster (its WAN lost) or a standby: remote clusters send nothing through
+    it, so no return table (the failover tests: nothing routes toward a dead gateway). Its index stays its own."""
+    indexes = clientip.gateway_indexes(["e-gw1", "e-gw2"])
+    down = attrs.evolve(SNAPSHOT, health=Health(down={"e-gw1"}))
+    cut = attrs.evolve(SNAPSHOT, health=Health(reach={"e-gw1": []}))
+    standby = attrs.evolve(SNAPSHOT, config=attrs.evolve(SNAPSHOT.config, multi_active=False))  # e-gw1 active
+    assert _client_ip_tables(plan(down, "e-w1")) == {11000 + indexes["e-gw2"]}
+    assert _client_ip_tables(plan(cut, "e-w1")) == {11000 + indexes["e-gw2"]}
+    assert _client_ip_tables(plan(standby, "e-w1")) == {11000 + indexes["e-gw1"]}
