@@ -62,7 +62,8 @@ def neighbor_text(neigh: Neighbor) -> str:
 
 
 def fdb_text(fdb: Fdb) -> str:
-    return f"fdb {fdb.mac} dev {fdb.dev} dst {fdb.dst} self permanent"
+    port = "" if fdb.port is None else f" port {fdb.port}"  # as `bridge fdb show` prints it: only when set
+    return f"fdb {fdb.mac} dev {fdb.dev} dst {fdb.dst}{port} self permanent"
 
 
 def nexthop_text(nh: Nexthop) -> str:
@@ -285,6 +286,13 @@ def _link_json(o: Link) -> dict[str, Any]:
     return out
 
 
+def _fdb_json(o: Fdb) -> dict[str, Any]:
+    out: dict[str, Any] = {"mac": o.mac, "dev": o.dev, "dst": str(o.dst)}
+    if o.port is not None:  # only when set, as `bridge -j fdb show` has it: the JSON of other entries is unchanged
+        out["port"] = o.port
+    return out
+
+
 def _group_json(o: NexthopGroup) -> dict[str, Any]:
     members = [{"id": m.id, "weight": m.weight} for m in o.members]
     return {
@@ -303,7 +311,7 @@ def render_json(state: DesiredState) -> dict[str, Any]:
         "links": [_link_json(o) for o in state.links],
         "addresses": [{"dev": o.dev, "address": str(o.address)} for o in state.addresses],
         "neighbors": [{"dev": o.dev, "ip": str(o.ip), "mac": o.mac} for o in state.neighbors],
-        "fdb": [{"mac": o.mac, "dev": o.dev, "dst": str(o.dst)} for o in state.fdb],
+        "fdb": [_fdb_json(o) for o in state.fdb],
         "nexthops": [{"id": o.id, "via": str(o.via), "dev": o.dev} for o in state.nexthops],
         "groups": [_group_json(o) for o in state.groups],
         "routes": [_route_json(state, o) for o in state.routes],

@@ -71,11 +71,19 @@ class Neighbor:
 
 @attrs.frozen(kw_only=True)
 class Fdb:
-    """A unicast VXLAN FDB entry: MAC -> underlay IP (``self permanent``)."""
+    """A unicast VXLAN FDB entry: MAC -> underlay IP and UDP port (``self permanent``).
+
+    ``port`` is the entry's own destination port (``bridge fdb ... dst IP port P``, NDA_PORT), for a remote
+    reached at a port of its own (a gateway behind a load balancer, docs/load-balancer.md); None sends to the
+    device's destination port. The kernel reports a port only when it is neither 0 nor the device's own
+    port, so an entry written with either reads back with ``port`` None: a plan says None for those, or it
+    never converges.
+    """
 
     dev: str
     mac: str
     dst: IPv4Address
+    port: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -111,6 +111,9 @@ class Endpoint:
     allocated_ips: tuple[IPv4Address, ...] = attrs.field(default=(), converter=_addresses)
     backend: Cable = Cable.VXLAN
     public_key: str | None = None
+    # The port other clusters reach this gateway's cable at on ``public_ip`` (``backend_config.publicPort``): a
+    # cloud load balancer with one port per gateway (docs/load-balancer.md, design B). None: the cable's own port.
+    public_port: int | None = None
 
     def cable_ready(self, cable: Cable) -> bool:
         """True when this gateway runs ``cable``: always for VXLAN, with its public key for WireGuard."""

@@ -23,7 +23,7 @@ import attrs
 import yaml
 
 from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
-from magw.model.cable import PUBLIC_KEY_FIELD, Cable, check_public_key
+from magw.model.cable import PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD, Cable, check_public_key
 from magw.model.egressgw import EgressGateway
 from magw.model.globalnet import Globalnet
 from magw.snapshot.checks import (
@@ -252,6 +252,7 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
     ]
     backend = _enum(Cable, "backend", f.optional("backend"), f.at("backend")) if f.has("backend") else Cable.VXLAN
     public_key = _public_key(f, backend)
+    public_port = _public_port(f)
     endpoint = Endpoint(
         cluster=cluster,
         hostname=hostname,
@@ -261,6 +262,7 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
         allocated_ips=allocated_ips,
         backend=backend,
         public_key=public_key,
+        public_port=public_port,
     )
     return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, "subnets"), path=path)
 
@@ -282,6 +284,20 @@ def _public_key(f: Fields, backend: Cable) -> str | None:
     if problem is not None:
         raise FieldError(config.at(PUBLIC_KEY_FIELD), problem)
     return key
+
+
+def _public_port(f: Fields) -> int | None:
+    """``backend_config.publicPort``: the port the cable is reached at on the public IP, 1..65535, given as a
+    string (Submariner's backend_config is a map of strings) or an integer."""
+    if not f.has("backend_config"):
+        return None
+    config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
+    if not config.has(PUBLIC_PORT_FIELD):
+        return None
+    raw, path = config.optional(PUBLIC_PORT_FIELD), config.at(PUBLIC_PORT_FIELD)
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and not raw.startswith("0"):
+        raw = int(raw)
+    return integer(raw, path, low=1, high=65535)
 
 
 def _enum(kind: type[_E], what: str, value: object, path: str) -> _E:
@@ -434,6 +450,11 @@ def endpoint_doc(endpoint: Endpoint) -> dict[str, object]:
         doc["allocated_ips"] = [str(a) for a in endpoint.allocated_ips]
     if endpoint.backend is not Cable.VXLAN:
         doc["backend"] = endpoint.backend.value
+    config: dict[str, str] = {}
     if endpoint.public_key is not None:
-        doc["backend_config"] = {PUBLIC_KEY_FIELD: endpoint.public_key}
+        config[PUBLIC_KEY_FIELD] = endpoint.public_key
+    if endpoint.public_port is not None:
+        config[PUBLIC_PORT_FIELD] = str(endpoint.public_port)
+    if config:
+        doc["backend_config"] = config
     return doc

@@ -5,7 +5,8 @@ committed under tests/data/fuzz/netlink_*/):
 
 Everything happens in a throwaway network namespace of a unique name, deleted at the end: a veth pair,
 nexthops (gateway, blackhole, fdb), an mpath and a resilient group, magw's routes (proto 157) in tables 100 and
-254 (via a gateway, via a group, multipath, unreachable, with a src), neighbours and FDB entries of a VXLAN.
+254 (via a gateway, via a group, multipath, unreachable, with a src), neighbours and FDB entries of a VXLAN (one
+with a destination port of its own, NDA_PORT).
 Each reply message of the nexthop, route and neighbour dumps is written as one file.
 """
 
@@ -42,6 +43,12 @@ route add unreachable 10.6.0.0/16 table 100 proto 157
 route add 10.7.0.0/16 dev vx0 proto 157 encap ip id 100 dst 192.0.2.50
 neigh add 192.0.2.10 lladdr 02:00:00:00:00:0a dev d0 nud permanent
 neigh add 240.1.0.6 lladdr 02:00:00:00:01:06 dev vx0 nud permanent
+"""
+
+# `bridge -n NS` lines, after SETUP.
+FDB_SETUP = """
+fdb append 02:00:00:00:01:06 dev vx0 dst 192.0.2.60 self permanent
+fdb append 02:00:00:00:01:07 dev vx0 dst 192.0.2.61 port 5001 self permanent
 """
 
 DUMP = r"""
@@ -87,6 +94,8 @@ def main() -> int:
         # one ip call per line: a batch raced the links coming up
         for line in SETUP.replace("\\\n", " ").strip().splitlines():
             subprocess.run(["ip", "-n", ns, *line.split()], check=True)
+        for line in FDB_SETUP.strip().splitlines():
+            subprocess.run(["bridge", "-n", ns, *line.split()], check=True)
         root = Path(__file__).resolve().parents[2]
         subprocess.run(
             ["ip", "netns", "exec", ns, sys.executable, "-c", DUMP, str(CORPORA)],

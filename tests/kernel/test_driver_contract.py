@@ -37,7 +37,7 @@ from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.diff import diff
 from magw.reconcile.driver import Driver
 from tests.support.kernel_node import add_cni_device, real_node_driver
-from tests.support.netns import ip_json, netns, run
+from tests.support.netns import bridge_json, ip_json, netns, run
 from tests.support.planner_seed import seed_east, with_health
 
 WORKER, GATEWAY = "e-w1", "e-gw1"
@@ -45,13 +45,15 @@ WORKER, GATEWAY = "e-w1", "e-gw1"
 
 @attrs.frozen
 class Node:
-    """A driver under test, a way to give the node its CNI address (routes use it as ``src``), and a way to add
-    and read foreign routes."""
+    """A driver under test, a way to give the node its CNI address (routes use it as ``src``), a way to add
+    and read foreign routes, and a reading of FDB ports not through the driver (``bridge -j fdb``; the fake's
+    dump text)."""
 
     driver: Driver
     add_cni_ip: Callable[[IPv4Address], None]
     add_foreign_unreachable: Callable[[Route], object]  # an unreachable route of protocol boot at route's key
     foreign_routes: Callable[[int], list[str]]  # "DST proto NAME" of the foreign unreachable routes in a table
+    fdb_ports: Callable[[str], dict[str, int | None]]  # MAC -> port of each FDB entry with a dst on a device
 
 
 _PROTO_NAMES = {RTPROT_BOOT: "boot"}  # as `ip -j route` names them
@@ -69,6 +71,16 @@ def _fake_foreign_unreachable(netlink: FakeNetlink, table: int) -> list[str]:
     return sorted(out)
 
 
+def _fake_fdb_ports(netlink: FakeNetlink, dev: str) -> dict[str, int | None]:
+    """From the fake's dump: ``fdb MAC dev DEV dst IP [port P] self permanent``."""
+    out: dict[str, int | None] = {}
+    for line in netlink.dump().splitlines():
+        words = line.split()
+        if words[0] == "fdb" and words[3] == dev:
+            out[words[1]] = int(words[words.index("port") + 1]) if "port" in words else None
+    return out
+
+
 @contextlib.contextmanager
 def _fake() -> Iterator[Node]:
     netlink = FakeNetlink()
@@ -79,6 +91,7 @@ def _fake() -> Iterator[Node]:
             Route(table=route.table, dst=route.dst, metric=route.metric, type="unreachable"), protocol=RTPROT_BOOT
         ),
         foreign_routes=lambda table: _fake_foreign_unreachable(netlink, table),
+        fdb_ports=lambda dev: _fake_fdb_ports(netlink, dev),
     )
 
 
@@ -107,6 +120,9 @@ def _kernel() -> Iterator[Node]:
                 for r in ip_json(ns, "-d", "route", "show", "table", str(table))
                 if r.get("protocol") != "157" and r.get("type") == "unreachable"
             ),
+            fdb_ports=lambda dev: {
+                e["mac"]: e.get("port") for e in bridge_json(ns, "fdb", "show", "dev", dev) if "dst" in e
+            },
         )
 
 
@@ -181,6 +197,7 @@ REPLACEMENTS: dict[str, Callable[[DesiredState], DesiredState]] = {
     "address": lambda s: _evolve_one(s, "addresses", 0, address=IPv4Interface("240.18.0.60/8")),
     "neighbor mac": lambda s: _evolve_one(s, "neighbors", 0, mac="02:53:00:00:00:99"),
     "fdb dst": lambda s: _evolve_one(s, "fdb", 0, dst=IPv4Address("172.18.0.99")),
+    "fdb port": lambda s: _evolve_one(s, "fdb", 0, port=5001),
     "nexthop via": lambda s: _evolve_one(
         s, "nexthops", s.nexthops.index(_tunnel_nexthop(s)), via=IPv4Address("241.18.0.99")
     ),
@@ -329,6 +346,7 @@ CREATES_OVER: dict[str, Callable[[DesiredState], DesiredState]] = {
     "link mtu": REPLACEMENTS["link mtu"],
     "neighbor mac": REPLACEMENTS["neighbor mac"],
     "fdb dst": REPLACEMENTS["fdb dst"],
+    "fdb port": REPLACEMENTS["fdb port"],
     "rule table": REPLACEMENTS["rule table"],
     "nexthop gateway": REPLACEMENTS["nexthop via"],
 }
@@ -357,6 +375,57 @@ def test_fdb_entry_with_a_multicast_or_zero_mac_is_refused(node: Node, mac: str)
     good = Op(verb="create", kind="fdb", obj=good_fdb)
     result = node.driver.apply(ChangeSet(ops=(bad, good)))
     assert [(f.op, f.error.split(":")[0]) for f in result.failed] == [(bad, "ENOTSUP")]
+    assert node.driver.observe() == attrs.evolve(installed, fdb=(*installed.fdb, good_fdb))
+
+
+def test_fdb_port_is_written_changed_and_dropped(node: Node) -> None:
+    """An FDB entry's own port (``bridge fdb replace ... dst IP port P``, NDA_PORT) is written, read back equal
+    (a second diff is empty), changed by one replace, and dropped (None: the device's port) by one replace;
+    ``bridge -j fdb show`` (the fake: its dump) shows the port only while it is set."""
+    installed = _installed(node)
+    index = _first(installed.fdb, dev="vxlan-tunnel")
+    entry = installed.fdb[index]
+    assert entry.port is None
+    for port in (5001, 5002, None):
+        desired = _evolve_one(installed, "fdb", index, port=port)
+        changes = _sync(node, desired)
+        assert [(op.verb, op.kind, op.obj) for op in changes.ops] == [("replace", "fdb", desired.fdb[index])]
+        assert node.driver.observe() == desired
+        assert diff(desired, node.driver.observe()) == ChangeSet()
+        ports = node.fdb_ports(entry.dev)
+        assert ports[entry.mac] == port
+        assert {mac: p for mac, p in ports.items() if mac != entry.mac} == {
+            f.mac: None for f in installed.fdb if f.dev == entry.dev and f.mac != entry.mac
+        }
+
+
+def test_fdb_port_0_or_the_devices_own_port_reads_back_none(node: Node) -> None:
+    """The kernel reports NDA_PORT only when it is neither 0 nor the device's port (vxlan_fdb_info, 6.18): an
+    entry written with either reads back with port None, so a plan that says so never converges."""
+    installed = _installed(node)
+    index = _first(installed.fdb, dev="vxlan-tunnel")
+    (link,) = [lk for lk in installed.links if lk.name == "vxlan-tunnel"]
+    for port in (0, link.port):
+        desired = _evolve_one(installed, "fdb", index, port=port)
+        result = node.driver.apply(ChangeSet(ops=(Op(verb="replace", kind="fdb", obj=desired.fdb[index]),)))
+        assert [f.describe() for f in result.failed] == []
+        assert node.driver.observe() == installed
+        assert node.fdb_ports("vxlan-tunnel")[desired.fdb[index].mac] is None
+
+
+@pytest.mark.parametrize("port", [-1, 65536])
+def test_fdb_port_outside_u16_fails_alone(node: Node, port: int) -> None:
+    """A port NDA_PORT cannot carry fails with EINVAL naming the entry (the netlink driver does not send it);
+    the entry keeps what it had, and another op of the same ChangeSet applies."""
+    installed = _installed(node)
+    index = _first(installed.fdb, dev="vxlan-tunnel")
+    bad = Op(verb="replace", kind="fdb", obj=attrs.evolve(installed.fdb[index], port=port))
+    good_fdb = Fdb(dev="vxlan-tunnel", mac="02:53:00:00:00:42", dst=IPv4Address("172.18.0.42"), port=5003)
+    good = Op(verb="create", kind="fdb", obj=good_fdb)
+    result = node.driver.apply(ChangeSet(ops=(bad, good)))
+    assert [(f.op, f.error.split(":")[0]) for f in result.failed] == [(bad, "EINVAL")]
+    assert str(port) in result.failed[0].error
+    assert result.applied == (good,)
     assert node.driver.observe() == attrs.evolve(installed, fdb=(*installed.fdb, good_fdb))
 
 

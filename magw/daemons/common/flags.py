@@ -60,6 +60,17 @@ def _port(text: str) -> int:
     return value
 
 
+def udp_port(text: str) -> int:
+    """A port 1..65535 (no 0: nothing to switch off)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port 1-65535, got {value}")
+    return value
+
+
 def host_port(text: str) -> str:
     """``HOST:PORT`` (HOST may be empty, PORT 0-65535); returned as given, the daemons split it themselves."""
     host, sep, port = text.rpartition(":")

@@ -57,11 +57,14 @@ def desired_endpoint(
     private_ip: IPv4Address | None,
     public_ip: IPv4Address | None,
     cable_keys: CableKeys | None = None,
+    public_port: int | None = None,
 ) -> Endpoint | str:
     """The Endpoint ``node_name`` should publish, or why it should publish none yet (one line).
 
     Private IP: ``private_ip`` or the Node's ``ip``; public IP: ``public_ip``, or the Node's ``public_ip``
-    (broker field or Kubernetes annotation), or none (the private IP is used); ``allocated_ips``: this
+    (broker field or Kubernetes annotation), or none (the private IP is used); public port (where the cable is
+    reached on the public IP: a load balancer's port for this gateway, docs/load-balancer.md): ``public_port``,
+    or the Node document's ``public_port``, or none (the cable's own port); ``allocated_ips``: this
     gateway's Globalnet addresses (empty without Globalnet); with ``cable: wireguard``, ``backend`` and the
     public key of ``cable_keys`` (made now if the node has none). The same for the file and Kubernetes sources."""
     snapshot = source.snapshot
@@ -76,6 +79,9 @@ def desired_endpoint(
     public = public_ip
     if public is None and doc.get("public_ip") is not None:
         public = IPv4Address(doc["public_ip"])
+    port = public_port
+    if port is None and doc.get("public_port") is not None:
+        port = int(doc["public_port"])
     backend, key = Cable.VXLAN, None
     if snapshot.config.cable is Cable.WIREGUARD:
         if cable_keys is None:
@@ -92,6 +98,7 @@ def desired_endpoint(
         allocated_ips=published_ips(snapshot.globalnet, node_name),  # Globalnet only: empty otherwise
         backend=backend,
         public_key=key,
+        public_port=port,
     )
 
 
@@ -121,6 +128,7 @@ class Gateway:
     resync_period: float
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
+    public_port: int | None = None
     # Each instance its own registry unless given one (main() passes the global REGISTRY): a second instance
     # in one process must not collide with the first (prometheus refuses duplicate timeseries).
     registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
@@ -146,7 +154,9 @@ class Gateway:
 
     def desired(self) -> Endpoint | None:
         """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
-        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip, self.cable_keys)
+        want = desired_endpoint(
+            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port
+        )
         if isinstance(want, str):
             self._wait(want)
             return None

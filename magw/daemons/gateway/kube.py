@@ -68,6 +68,7 @@ class KubeGateway:
     lease_duration: float = 10.0
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
+    public_port: int | None = None
     cable_keys: CableKeys | None = None  # this node's WireGuard key pair (used with cable: wireguard)
     broker_sync: BrokerSync | None = None
     health_status_file: str | None = None
@@ -139,7 +140,9 @@ class KubeGateway:
 
     async def ensure(self) -> None:
         """Publish our Endpoint if we hold the lease and it is missing or differs."""
-        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip, self.cable_keys)
+        want = desired_endpoint(
+            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port
+        )
         if isinstance(want, str):
             self._wait(want)
             return
@@ -204,7 +207,9 @@ class KubeGateway:
 
     def submit_status(self) -> None:
         snapshot = self.source.snapshot
-        want = desired_endpoint(self.source, self.node, self.private_ip, self.public_ip, self.cable_keys)
+        want = desired_endpoint(
+            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port
+        )
         if snapshot is None or isinstance(want, str):
             return
         self._status.submit(
@@ -304,6 +309,7 @@ async def run_kube(args: argparse.Namespace) -> int:
             lease_duration=args.lease_duration,
             private_ip=args.private_ip,
             public_ip=args.public_ip,
+            public_port=args.public_port,
             broker_sync=broker_sync,
             health_status_file=args.health_status_file,
             tidy_grace=args.tidy_grace,

@@ -21,6 +21,7 @@ from magw.daemons.common.flags import (
     non_negative_seconds,
     parse,
     positive_seconds,
+    udp_port,
 )
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.gateway.app import DEFAULT_EXIT_HOLD, Gateway
@@ -40,6 +41,12 @@ def build_parser() -> OneLineParser:
         "--public-ip",
         type=ipv4,
         help="address other clusters tunnel to (default: the Node document's public_ip, else the private IP)",
+    )
+    p.add_argument(
+        "--public-port",
+        type=udp_port,
+        help="port other clusters send the cable to on the public IP, when a load balancer gives this gateway a "
+        "port of its own (default: the Node document's public_port, else the cable's port; docs/load-balancer.md)",
     )
     add_heartbeat_argument(p)
     add_state_dir_argument(p)
@@ -96,6 +103,7 @@ async def _run(args: argparse.Namespace) -> int:
         resync_period=args.resync_period,
         private_ip=args.private_ip,
         public_ip=args.public_ip,
+        public_port=args.public_port,
         heartbeat=args.heartbeat,
         withdraw_on_exit=args.withdraw_on_exit,
         exit_hold=args.exit_hold,

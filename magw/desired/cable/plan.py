@@ -29,7 +29,8 @@ def plan_wireguard(snapshot: Snapshot, role: NodeRole) -> WgDevice | None:
             public_key=e.public_key,
             owner=f"{e.cluster}/{e.hostname}",
             endpoint=e.underlay_ip,
-            port=config.wireguard_port,
+            # a load balancer's port for this gateway on its public IP (docs/load-balancer.md), else the cable's
+            port=e.public_port if e.public_port is not None and e.public_ip is not None else config.wireguard_port,
             allowed_ips=(wg_allowed(e.private_ip),),
         )
         for cluster in snapshot.remote_clusters

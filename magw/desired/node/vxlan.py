@@ -45,6 +45,7 @@ class Peer:
     dev: str
     vtep: IPv4Address
     underlay: IPv4Address
+    port: int | None = None  # where the peer's VXLAN is reached, when not the device's port (a load balancer's)
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +103,9 @@ def inter_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
     probes them, to see them take over or come back; routes go through the active ones only).
 
     With ``cable: wireguard`` a peer's underlay is its inner address on ``magw-wg`` (magw.model.cable), so the
-    VXLAN packets go through WireGuard; a gateway that has not published its key yet is no peer."""
+    VXLAN packets go through WireGuard; a gateway that has not published its key yet is no peer. With the VXLAN
+    cable, a peer reached at its public IP on a port of its own (``public_port``: a load balancer's port for it,
+    docs/load-balancer.md) gets that port in its FDB entry."""
     if not role.gateway:
         return ()
     wireguard = snapshot.config.cable is Cable.WIREGUARD
@@ -112,6 +115,8 @@ def inter_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
             dev=VXLAN_TUNNEL,
             vtep=vtep_ip(e.private_ip, inter_cluster=True),
             underlay=wg_inner_ip(e.private_ip) if wireguard else e.underlay_ip,
+            # the device's own port reads back as none from the kernel: plan it so, or every sync replaces it
+            port=None if wireguard or e.public_ip is None or e.public_port == INTER_PORT else e.public_port,
         )
         for cluster in snapshot.remote_clusters
         for e in snapshot.endpoints_of(cluster.id)
@@ -183,15 +188,16 @@ def _peer_entries(memo: PlanMemo, peers: tuple[Peer, ...]) -> list[_Entries]:
     (magw.reconcile.diff). Keyed on ints: ``IPv4Address.__hash__`` is Python code and was most of a
     5,000-peer plan in the profile."""
     last = memo.carried("peer_entries")
-    table: dict[tuple[str, int, int], _Entries] = {}
+    table: dict[tuple[str, int, int, int], _Entries] = {}
     out = []
     for p in peers:
         vtep = int(p.vtep)
-        key = (p.dev, vtep, int(p.underlay))
+        key = (p.dev, vtep, int(p.underlay), p.port or 0)
         entries = last.get(key)
         if entries is None:
             mac = vtep_mac(p.vtep)
-            entries = ((p.dev, vtep), Neighbor(dev=p.dev, ip=p.vtep, mac=mac), Fdb(dev=p.dev, mac=mac, dst=p.underlay))
+            fdb = Fdb(dev=p.dev, mac=mac, dst=p.underlay, port=p.port)
+            entries = ((p.dev, vtep), Neighbor(dev=p.dev, ip=p.vtep, mac=mac), fdb)
         table[key] = entries
         out.append(entries)
     memo.carry("peer_entries", table)

@@ -11,8 +11,11 @@ VXLAN FDB semantics (kernel drivers/net/vxlan, checked on 6.18):
 - ``bridge fdb append`` (NLM_F_APPEND) adds a destination only to an all-zero or
   multicast MAC; on an existing unicast MAC it silently changes nothing. So a
   unicast entry is written with ``replace``, which swaps its one destination.
+- A destination has a UDP port of its own (``port P``, NDA_PORT), set by the same ``replace``; without
+  one it is the device's port. A dump carries NDA_PORT only when the port is neither 0 nor the
+  device's, so both read back as port None.
 - ``bridge fdb del`` naming a destination removes that destination only; without
-  one it removes the whole entry. We always name it, once per destination we saw.
+  one it removes the whole entry. We name none: one message removes the entry (``FdbIO.delete``).
 """
 
 from __future__ import annotations
@@ -127,7 +130,11 @@ class NeighborIO:
 
 @attrs.define
 class FdbIO:
-    """Unicast VXLAN FDB entries (``MAC dst IP self permanent``) on our links (observed like NeighborIO)."""
+    """Unicast VXLAN FDB entries (``MAC dst IP [port P] self permanent``) on our links (observed like NeighborIO).
+
+    The driver writes them in batches (``neighfast.NeighFdbIO``); ``ensure`` and ``delete`` here are the same
+    requests through pyroute2.
+    """
 
     ipr: Any
     table: LinkTable
@@ -136,20 +143,23 @@ class FdbIO:
     def _entries(self) -> Iterator[Fdb]:
         """Every permanent entry with an IPv4 destination on our links, one per destination."""
         for dev, index in _owned_devices(self.table):
-            for mac, dst in dump_fdb(self.sock, index):
-                yield Fdb(dev=dev, mac=mac, dst=dst)
+            for mac, dst, port in dump_fdb(self.sock, index):
+                yield Fdb(dev=dev, mac=mac, dst=dst, port=port)
 
     def observe(self) -> list[Fdb]:
         """One entry per (dev, MAC): an all-zero MAC with several destinations shows its lowest one."""
         first: dict[tuple[str, str], Fdb] = {}
-        for entry in sorted(self._entries(), key=lambda f: (f.key, f.dst)):
+        for entry in sorted(self._entries(), key=lambda f: (f.key, f.dst, f.port or 0)):
             first.setdefault(entry.key, entry)
         return list(first.values())
 
     def ensure(self, fdb: Fdb) -> None:
         _require_owned(fdb.dev, "fdb entry")
         index = self.table.index(fdb.dev)
-        self.ipr.fdb("replace", ifindex=index, lladdr=fdb.mac, dst=str(fdb.dst), state=_NUD_PERMANENT, flags=_NTF_SELF)
+        port: dict[str, int] = {} if fdb.port is None else {"port": fdb.port}  # pyroute2 packs NDA_PORT big-endian
+        self.ipr.fdb(
+            "replace", ifindex=index, lladdr=fdb.mac, dst=str(fdb.dst), state=_NUD_PERMANENT, flags=_NTF_SELF, **port
+        )
 
     def delete(self, fdb: Fdb) -> None:
         """Remove the entry with every destination it has, in one message (the observed dst may be stale).

@@ -10,10 +10,13 @@ The requests are exactly those of ``magw.drivers.netlink.addrs`` (which document
 
 - neighbor create/replace: RTM_NEWNEIGH, ``NLM_F_CREATE|NLM_F_REPLACE``, ``nud permanent``, dst + lladdr;
 - neighbor delete: RTM_DELNEIGH with dst; missing (ENOENT) or on a missing device is success;
-- FDB create/replace: AF_BRIDGE RTM_NEWNEIGH, ``NTF_SELF``, ``nud permanent``, lladdr + dst, replace;
+- FDB create/replace: AF_BRIDGE RTM_NEWNEIGH, ``NTF_SELF``, ``nud permanent``, lladdr + dst (+ ``NDA_PORT``,
+  big-endian, when the entry has a port of its own), replace; without ``NDA_PORT`` the kernel gives the entry
+  the device's port, so a replace that drops the port goes back to it;
 - FDB delete: AF_BRIDGE RTM_DELNEIGH with lladdr and no dst: the whole entry, every destination, one message.
 
-Ops on a device that is not ours fail without being sent (EPERM).
+Ops on a device that is not ours fail without being sent (EPERM), and so does an FDB entry whose port is
+not a u16 (EINVAL).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import structlog
 from magw.desired.state import Fdb, Neighbor
 from magw.drivers.netlink.constants import OWNED_LINKS
 from magw.drivers.netlink.linktable import LinkTable
-from magw.drivers.netlink.neighdump import AF_BRIDGE, NDA_DST, NDA_LLADDR, NDMSG, NUD_PERMANENT
+from magw.drivers.netlink.neighdump import AF_BRIDGE, BE16, NDA_DST, NDA_LLADDR, NDA_PORT, NDMSG, NUD_PERMANENT
 from magw.drivers.netlink.nlattr import attr, message
 from magw.drivers.netlink.rawsock import RawNetlink
 from magw.reconcile.changeset import Op
@@ -59,12 +62,25 @@ def pack_neighbor(neigh: Neighbor, ifindex: int, *, delete: bool) -> bytes:
     return message(RTM_NEWNEIGH, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
+def bad_port(fdb: Fdb) -> str | None:
+    """Why ``fdb``'s port cannot be sent (NDA_PORT is a u16), or None when it can."""
+    if fdb.port is None or 0 <= fdb.port <= 0xFFFF:
+        return None
+    return f"port {fdb.port} is not 0-65535"
+
+
 def pack_fdb(fdb: Fdb, ifindex: int, *, delete: bool) -> bytes:
+    """The request for ``fdb``: a delete names no destination (the whole entry goes), a write carries the
+    port only when the entry has one. ValueError for a port that is not a u16 (``bad_port``)."""
     head = NDMSG.pack(AF_BRIDGE, 0, 0, ifindex, 0 if delete else NUD_PERMANENT, NTF_SELF, 0)
     body = head + attr(NDA_LLADDR, _mac_bytes(fdb.mac))
     if delete:
         return message(RTM_DELNEIGH, NLM_F_REQUEST | NLM_F_ACK, body)
     body += attr(NDA_DST, fdb.dst.packed)
+    if fdb.port is not None:
+        if (why := bad_port(fdb)) is not None:
+            raise ValueError(f"fdb {fdb.mac} dev {fdb.dev}: {why}")
+        body += attr(NDA_PORT, BE16.pack(fdb.port))
     return message(RTM_NEWNEIGH, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
@@ -73,7 +89,8 @@ def describe(op: Op) -> str:
     if isinstance(obj, Neighbor):
         return f"neighbor {obj.ip} lladdr {obj.mac} dev {obj.dev}"
     if isinstance(obj, Fdb):
-        return f"fdb {obj.mac} dst {obj.dst} dev {obj.dev}"
+        port = "" if obj.port is None else f" port {obj.port}"
+        return f"fdb {obj.mac} dst {obj.dst}{port} dev {obj.dev}"
     return f"{type(obj).__name__} {obj.key}"
 
 
@@ -108,6 +125,9 @@ class NeighFdbIO:
                 continue
             index = self._links.index(dev)
             obj = op.obj
+            if isinstance(obj, Fdb) and not delete and (why := bad_port(obj)) is not None:
+                failures[i] = _failure(op, errno.EINVAL, why)
+                continue
             msgs.append(
                 pack_neighbor(obj, index, delete=delete)
                 if isinstance(obj, Neighbor)

@@ -59,7 +59,7 @@ CONFIG_KEYS: tuple[str, ...] = (
 HEALTH_KEYS: tuple[str, ...] = ("down", "reach")
 
 # Fields only the broker and the daemons read; they are stripped before the snapshot is parsed.
-NODE_EXTRA_KEYS: tuple[str, ...] = ("public_ip",)
+NODE_EXTRA_KEYS: tuple[str, ...] = ("public_ip", "public_port")
 
 _IDENTITY: dict[str, tuple[str, ...]] = {
     "Cluster": ("id",),
@@ -135,6 +135,9 @@ def _check_keys(kind: str, raw: Mapping[str, Any], allowed: tuple[str, ...], whe
 
 
 def _check_node_extras(raw: Mapping[str, Any], where: str) -> None:
+    port = raw.get("public_port")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535):
+        raise DocumentError(f"{where}: public_port: {port!r} is not a port (1..65535)")
     public_ip = raw.get("public_ip")
     if public_ip is None:
         return

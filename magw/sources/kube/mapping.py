@@ -24,6 +24,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import yaml
 
+from magw.model.cable import PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD
 from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, GLOBAL_INGRESS_IP, ObjectRef
 from magw.sources.file.documents import Document, DocumentError, to_document
 from magw.sources.file.globalnet_store import status_file
@@ -236,11 +237,12 @@ def endpoint_docs(obj: Obj) -> tuple[Document, ...]:
             raw[key] = spec[key]
     if spec.get("backend") == "wireguard":  # other backends (Submariner's libreswan, ours vxlan): the VXLAN cable
         raw["backend"] = "wireguard"
-    public_key = (
-        (spec.get("backend_config") or {}).get("publicKey") if isinstance(spec.get("backend_config"), dict) else None
-    )
-    if public_key:
-        raw["backend_config"] = {"publicKey": public_key}
+    raw_config = spec.get("backend_config")
+    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
+    # ours of Submariner's backend_config keys: the WireGuard key and the load balancer's port (docs/load-balancer.md)
+    kept = {k: config[k] for k in (PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD) if config.get(k)}
+    if kept:
+        raw["backend_config"] = kept
     return (_doc(raw, origin("Endpoint", obj)),)
 
 

@@ -132,3 +132,13 @@ def test_the_mapped_documents_assemble_into_a_wireguard_snapshot() -> None:
     assert (snap.config.cable, snap.config.wireguard_port) == (Cable.WIREGUARD, 443)
     (w_gw1,) = snap.endpoints
     assert (w_gw1.backend, w_gw1.public_key) == (Cable.WIREGUARD, W_GW1_PUB)
+
+
+def test_an_endpoint_behind_a_load_balancer_keeps_its_public_port() -> None:
+    """``backend_config.publicPort`` (docs/load-balancer.md) is kept beside the key, for either backend."""
+    (doc,) = mapping.endpoint_docs(endpoint_obj("wireguard", {"publicKey": W_GW1_PUB, "publicPort": "30004"}))
+    assert doc.fields["backend_config"] == {"publicKey": W_GW1_PUB, "publicPort": "30004"}
+    (doc,) = mapping.endpoint_docs(endpoint_obj("vxlan", {"publicPort": "30004", "natt-discovery-port": "4490"}))
+    assert doc.fields["backend_config"] == {"publicPort": "30004"}
+    spec = mapping.endpoint_spec(dict(doc.fields))
+    assert spec["backend_config"] == {"publicPort": "30004"}

@@ -104,6 +104,20 @@ def check_fdb_mac(fdb: Fdb) -> None:
         raise KernelError("ENOTSUP", f"Operation not supported (fdb {fdb.mac} dev {fdb.dev}: not a unicast MAC)")
 
 
+def check_fdb_port(fdb: Fdb) -> None:
+    """EINVAL for a port that is not a u16: NDA_PORT cannot carry it (the netlink driver refuses it unsent)."""
+    if fdb.port is not None and not 0 <= fdb.port <= 0xFFFF:
+        raise KernelError("EINVAL", f"invalid fdb destination port {fdb.port} (fdb {fdb.mac} dev {fdb.dev})")
+
+
+def fdb_as_reported(fdb: Fdb, link: AnyLink) -> Fdb:
+    """``fdb`` as a dump reports it: the kernel sends NDA_PORT only when it is neither 0 nor the port of the
+    VXLAN device (vxlan_fdb_info, 6.18), so an entry written with either reads back with port None."""
+    if fdb.port is not None and (fdb.port == 0 or (isinstance(link, Link) and fdb.port == link.port)):
+        return attrs.evolve(fdb, port=None)
+    return fdb
+
+
 def check_link(link: Link, links: Iterable[AnyLink]) -> None:
     """A VXLAN link's attributes, and its (vni, port) against every other VXLAN link of the namespace."""
     if link.mtu < MTU_MIN:

@@ -14,7 +14,9 @@ namespace):
   the single-path inline routes through it; FDB entries and addresses stay, a
   multipath route stays (its path is marked dead);
 - deleting a link's last address flushes its neighbors (permanent ones too) and the
-  single-path inline routes through it; nexthop objects and FDB entries stay.
+  single-path inline routes through it; nexthop objects and FDB entries stay;
+- an FDB entry whose port is 0 or the VXLAN device's own port reads back with port None
+  (the kernel reports NDA_PORT only otherwise).
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from magw.drivers.netlink.fake.checks import (
     AnyNexthop,
     ForeignLink,
     check_fdb_mac,
+    check_fdb_port,
     check_group,
     check_link,
     check_lladdr,
     check_nexthop,
     check_route,
+    fdb_as_reported,
     find_dev,
 )
 
@@ -91,9 +95,10 @@ class NetlinkTables:
             check_lladdr(obj.mac)
             self._neighbors[obj.key] = obj
         elif isinstance(obj, Fdb):
-            find_dev(obj.dev, self._links)
+            dev = find_dev(obj.dev, self._links)
+            check_fdb_port(obj)  # before the MAC: the netlink driver refuses a bad port without sending it
             check_fdb_mac(obj)
-            self._fdb[obj.key] = obj
+            self._fdb[obj.key] = fdb_as_reported(obj, dev)
         elif isinstance(obj, Nexthop):
             check_nexthop(obj, self._links, self._addresses.values())
             self._ids[obj.id] = obj

@@ -27,6 +27,11 @@ def link_line(link: AnyLink) -> str:
     )
 
 
+def fdb_line(fdb: Fdb) -> str:
+    port = "" if fdb.port is None else f" port {fdb.port}"  # as `bridge fdb show` prints it: only when set
+    return f"fdb {fdb.mac} dev {fdb.dev} dst {fdb.dst}{port} self permanent"
+
+
 def id_line(obj: AnyNexthop) -> str:
     if isinstance(obj, Nexthop):
         return f"nexthop id {obj.id} via {obj.via} dev {obj.dev}"
@@ -75,7 +80,7 @@ def dump_lines(
         *(link_line(lk) for lk in sorted(links, key=lambda lk: lk.name)),
         *(f"addr {a.address} dev {a.dev}" for a in sorted(addresses, key=lambda a: a.key)),
         *(f"neigh {n.ip} dev {n.dev} lladdr {n.mac} nud permanent" for n in sorted(neighbors, key=lambda n: n.key)),
-        *(f"fdb {f.mac} dev {f.dev} dst {f.dst} self permanent" for f in sorted(fdb, key=lambda f: f.key)),
+        *(fdb_line(f) for f in sorted(fdb, key=lambda f: f.key)),
         *(id_line(n) for n in by_id if isinstance(n, Nexthop)),
         *(id_line(g) for g in by_id if isinstance(g, NexthopGroup)),
         *(route_line(r, proto) for r, proto in sorted(routes, key=lambda rp: rp[0].key)),
