@@ -50,25 +50,25 @@ def non_negative_seconds(text: str) -> float:
     return value
 
 
-def _port(text: str) -> int:
+def _port_number(text: str, *, off: bool) -> int:
+    """A port 1..65535, or 0 as well when ``off`` (a flag whose 0 switches something off)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 (off) or a port 1-65535, got {value}")
+    if not (0 if off else 1) <= value <= 65535:
+        what = "0 (off) or a port 1-65535" if off else "a port 1-65535"
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return value
+
+
+def _port(text: str) -> int:
+    return _port_number(text, off=True)
 
 
 def udp_port(text: str) -> int:
     """A port 1..65535 (no 0: nothing to switch off)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port 1-65535, got {value}")
-    return value
+    return _port_number(text, off=False)
 
 
 def host_port(text: str) -> str:
