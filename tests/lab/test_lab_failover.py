@@ -198,8 +198,9 @@ def test_flows_that_never_crossed_the_dead_gateway_lose_nothing(
     layout_, st = lab
     client, server = layout_.cluster("east").pods_of("east-w1")[0], layout_.cluster("west").pods_of("west-w1")[0]
     try:
+        # 6 s: room to read the paths and cut the power on a loaded machine (as tests/lab/test_lab_globalnet.py)
         result = measure_failover(layout_, st, victim="east-gw2", client=client, server=server, flows=32,
-                                  rate=200, duration=4.0, fail_at=1.5)  # fmt: skip
+                                  rate=200, duration=6.0, fail_at=1.5)  # fmt: skip
         _assert_clean_failover(result)
         recovered = measure_recovery(layout_, st, victim="east-gw2", client=client, server=server, flows=32,
                                      rate=200, duration=6.0, recover_at=1.0)  # fmt: skip
