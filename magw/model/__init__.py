@@ -126,6 +126,12 @@ class Endpoint:
         """The address other clusters tunnel to."""
         return self.public_ip if self.public_ip is not None else self.private_ip
 
+    @property
+    def underlay_port(self) -> int | None:
+        """The port other clusters send the cable to at ``underlay_ip``: ``public_port``, which only a public IP
+        has; None: the cable's own port."""
+        return self.public_port if self.public_ip is not None else None
+
 
 @attrs.frozen(kw_only=True)
 class ResilientParams:

@@ -30,7 +30,7 @@ def plan_wireguard(snapshot: Snapshot, role: NodeRole) -> WgDevice | None:
             owner=f"{e.cluster}/{e.hostname}",
             endpoint=e.underlay_ip,
             # a load balancer's port for this gateway on its public IP (docs/load-balancer.md), else the cable's
-            port=e.public_port if e.public_port is not None and e.public_ip is not None else config.wireguard_port,
+            port=e.underlay_port if e.underlay_port is not None else config.wireguard_port,
             allowed_ips=(wg_allowed(e.private_ip),),
         )
         for cluster in snapshot.remote_clusters

@@ -129,7 +129,9 @@ def _svc_return_fallback(role: NodeRole) -> NftRule:
 
 
 def _forward(role: NodeRole, *, client_ip: bool) -> list[NftRule]:
-    rules = [*((clientip.forward_clear(),) if client_ip else ()),
+    # first: the gateways' accept rules below end the chain before a later rule could clear the mark
+    rules = [clientip.forward_clear()] if client_ip else []
+    rules += [
         x.rule(
             "forward",
             x.tcp_flags("syn", ("syn", "rst")),

@@ -33,12 +33,12 @@ VXLAN packet it builds, whose own route lookup would otherwise follow the rule i
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Network
 
 from magw.desired.nft import expr as x
 from magw.desired.nft.values import NftChain, NftRule
+from magw.desired.node.ids import hashed_slots
 from magw.desired.node.roles import NodeRole
 from magw.desired.state import Route, RouteNexthop, Rule
 from magw.model import Cni, Snapshot
@@ -65,18 +65,10 @@ CLIENT_IP_RULE_PRIORITIES: frozenset[int] = frozenset(
 
 def gateway_indexes(names: Iterable[str]) -> dict[str, int]:
     """A distinct index in 1..14 per gateway name: crc32, linear probing in name order; {} for more than 14."""
-    unique = sorted(set(names))
+    unique = set(names)
     if len(unique) > MAX_GATEWAYS:
         return {}
-    taken: set[int] = set()
-    out: dict[str, int] = {}
-    for name in unique:
-        slot = zlib.crc32(name.encode()) % MAX_GATEWAYS
-        while slot + 1 in taken:
-            slot = (slot + 1) % MAX_GATEWAYS
-        taken.add(slot + 1)
-        out[name] = slot + 1
-    return out
+    return {name: slot + 1 for name, slot in hashed_slots(unique, count=MAX_GATEWAYS).items()}
 
 
 def local_gateways(snapshot: Snapshot) -> dict[str, int]:

@@ -52,15 +52,21 @@ def hashed_ids(keys: Iterable[str], *, mask: int) -> dict[str, int]:
     Probing runs in sorted key order, so the result depends only on the set of keys.
     ``mask`` (2**n - 1) must leave room for every key.
     """
+    return hashed_slots(keys, count=mask + 1)  # for a mask 2**n - 1, ``& mask`` is ``% (mask + 1)``
+
+
+def hashed_slots(keys: Iterable[str], *, count: int) -> dict[str, int]:
+    """A distinct slot in ``0..count-1`` per key: ``crc32(key) % count``, linear probing on collision, in sorted
+    key order (the result depends only on the set of keys). ValueError when the keys do not fit."""
     unique = sorted(set(keys))
-    if len(unique) > mask + 1:
-        raise ValueError(f"{len(unique)} keys do not fit in ids masked by {mask:#x}")
+    if len(unique) > count:
+        raise ValueError(f"{len(unique)} keys do not fit in {count} slots")
     taken: set[int] = set()
     out: dict[str, int] = {}
     for key in unique:
-        low = zlib.crc32(key.encode()) & mask
-        while low in taken:
-            low = (low + 1) & mask
-        taken.add(low)
-        out[key] = low
+        slot = zlib.crc32(key.encode()) % count
+        while slot in taken:
+            slot = (slot + 1) % count
+        taken.add(slot)
+        out[key] = slot
     return out

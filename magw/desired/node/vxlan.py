@@ -116,7 +116,7 @@ def inter_peers(snapshot: Snapshot, role: NodeRole) -> tuple[Peer, ...]:
             vtep=vtep_ip(e.private_ip, inter_cluster=True),
             underlay=wg_inner_ip(e.private_ip) if wireguard else e.underlay_ip,
             # the device's own port reads back as none from the kernel: plan it so, or every sync replaces it
-            port=None if wireguard or e.public_ip is None or e.public_port == INTER_PORT else e.public_port,
+            port=None if wireguard or e.underlay_port == INTER_PORT else e.underlay_port,
         )
         for cluster in snapshot.remote_clusters
         for e in snapshot.endpoints_of(cluster.id)
