@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from magw.lab.build import procs
+from magw.lab.build import netns, procs
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.observe import flowwatch
@@ -32,6 +32,7 @@ from magw.lab.spec.layout import LabLayout, PodLayout
 REFLECT_PORT = 9000
 BASE_PORT = 41000
 REFLECTORS = 2
+REFLECTOR_START_TIMEOUT = 20.0
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +45,12 @@ class FlowOutcome:
     lost: int
     lost_tail: int  # lost at the very end: > 0 when the flow never came back
     window_ms: float  # the longest loss window, 0 when nothing was lost
+    window_start_s: float = 0.0  # when that window began, seconds after the flow's sender started
+
+    def loss_line(self) -> str:
+        """One line for a failure message: what the flow lost, and when."""
+        return (f"{self.sport}: lost {self.lost} (tail {self.lost_tail}), longest window {self.window_ms:.0f} ms "
+                f"from {self.window_start_s:.2f} s, sent {self.sent}/{self.scheduled}")  # fmt: skip
 
     def crossed(self, victim: str) -> bool:
         """True when the flow went through ``victim`` before the failure, in either direction."""
@@ -69,6 +76,11 @@ class FailoverResult:
     @property
     def untouched(self) -> tuple[FlowOutcome, ...]:
         return tuple(f for f in self.flows if not f.crossed(self.victim))
+
+    def loss_report(self, flows: tuple[FlowOutcome, ...]) -> str:
+        """``flows`` that lost anything, one line each, for an assertion's message."""
+        lines = [f.loss_line() for f in flows if f.lost]
+        return "\n".join(lines) or "no loss"
 
     @property
     def windows_ms(self) -> list[float]:
@@ -99,10 +111,20 @@ def _python_in(namespace: str, *args: str) -> list[str]:
     return ["ip", "netns", "exec", namespace, sys.executable, "-m", "magw.lab.payload.losswatch", *args]
 
 
+def _bound_udp(namespace: str, port: int) -> int:
+    """How many UDP sockets in ``namespace`` are bound to ``port`` (its /proc/net/udp, read from inside)."""
+    text = netns.ns_exec(namespace, "cat", "/proc/net/udp")
+    suffix = f":{port:04X}"
+    return sum(1 for line in text.splitlines()[1:] if line.split()[1:2] and line.split()[1].endswith(suffix))
+
+
 def _start_reflectors(st: LabState, server: PodLayout, count: int) -> list[procs.ProcRecord]:
+    """Start ``count`` reflectors in ``server``'s pod and wait until they listen: a stream that starts before
+    them loses its first datagrams to port-unreachable (a loaded CI machine took over 0.3 s to start Python)."""
     argv = [sys.executable, "-m", "magw.lab.payload.losswatch", "reflect", "--port", str(REFLECT_PORT),
             "--max-seconds", "600"]
-    return [
+    already = _bound_udp(server.namespace, REFLECT_PORT)
+    started = [
         procs.start(
             kind="losswatch",
             owner=server.name,
@@ -112,13 +134,21 @@ def _start_reflectors(st: LabState, server: PodLayout, count: int) -> list[procs
         )
         for _ in range(count)
     ]
+    deadline = time.monotonic() + REFLECTOR_START_TIMEOUT
+    while _bound_udp(server.namespace, REFLECT_PORT) < already + count:
+        if time.monotonic() > deadline:
+            procs.stop(started, grace=1.0)
+            raise LabError(f"reflectors in {server.name}: not listening on UDP {REFLECT_PORT} after "
+                           f"{REFLECTOR_START_TIMEOUT:g} s")  # fmt: skip
+        time.sleep(0.05)
+    return started
 
 
 def _stream(
     client: PodLayout, target: IPv4Address, *, flows: int, rate: int, duration: float, base: int
 ) -> subprocess.Popen[str]:
     args = ["stream", "--target", f"{target}:{REFLECT_PORT}", "--flows", str(flows), "--rate", str(rate),
-            "--duration", f"{duration:g}", "--base-port", str(base), "--drain", "1"]  # fmt: skip
+            "--duration", f"{duration:g}", "--base-port", str(base), "--drain", "2"]  # fmt: skip
     argv = _python_in(client.namespace, *args)
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -228,8 +258,8 @@ def measure_event(
 
 
 def _outcome(before: FlowPath, after: FlowPath, report: dict[str, object]) -> FlowOutcome:
-    windows = report["windows_ms"]
-    assert isinstance(windows, list)
+    windows, starts = report["windows_ms"], report.get("window_starts_s", [])
+    assert isinstance(windows, list) and isinstance(starts, list)
     return FlowOutcome(
         sport=before.sport,
         before=before,
@@ -239,6 +269,7 @@ def _outcome(before: FlowPath, after: FlowPath, report: dict[str, object]) -> Fl
         lost=int(str(report["lost"])),
         lost_tail=int(str(report["lost_tail"])),
         window_ms=float(windows[0]) if windows else 0.0,
+        window_start_s=float(starts[0]) if starts else 0.0,
     )
 
 
