@@ -163,7 +163,7 @@ def test_a_dead_gateway_fails_over_by_probes(lab: tuple[LabLayout, LabState]) ->
     layout_, st = lab
     client, server = layout_.cluster("east").pods_of("east-w1")[0], layout_.cluster("west").pods_of("west-w1")[0]
     result = measure_failover(layout_, st, victim="east-gw1", client=client, server=server, flows=32, rate=200,
-                              duration=4.0, fail_at=1.5)  # fmt: skip
+                              duration=6.0, fail_at=1.5)  # fmt: skip
     untouched = result.untouched
     assert len(result.crossed) > 0 and len(untouched) > 0
     assert not [f for f in untouched if f.lost], result.loss_report(untouched)
