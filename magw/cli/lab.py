@@ -19,6 +19,7 @@ from magw.lab.build.state import CNIS, CONTROL_PLANES
 from magw.lab.errors import LabError, LabInputError
 from magw.lab.observe.status import status_doc, status_text
 from magw.lab.spec import naming
+from magw.lab.spec.cloud import LoadBalancerSpec
 from magw.lab.spec.topology import Topology, default_topology, load_topology
 from magw.model.cable import Cable
 from magw.util.logsetup import FORMATS, configure_logging
@@ -127,11 +128,25 @@ def _topology(p: argparse.ArgumentParser) -> None:
         help="between gateways: vxlan (plain), or wireguard (VXLAN through one WireGuard device per gateway, "
         "wireguard-go here; docs/cables.md). Default: the topology's cable, else vxlan",
     )
+    p.add_argument(
+        "--load-balancer",
+        action="store_true",
+        help="put each cluster's gateways behind an emulated cloud: one public IP per cluster with a UDP listener "
+        "per gateway (port 45000+k), a NAT that rewrites source ports, and the cloud's own health check (every 5 s, "
+        "out after 2 failures); the topology's load_balancer: key sets these (docs/load-balancer.md)",
+    )
 
 
 def _with_cable(args: argparse.Namespace, topo: Topology) -> Topology:
-    """``topo`` with ``--cable`` applied (the flag wins over the topology file's ``cable``)."""
-    return topo if args.cable is None else attrs.evolve(topo, cable=Cable(args.cable))
+    """``topo`` with ``--cable`` (it wins over the topology file's ``cable``) and ``--load-balancer`` (the file's
+    ``load_balancer`` settings, if any, stay) applied."""
+    topo = topo if args.cable is None else attrs.evolve(topo, cable=Cable(args.cable))
+    if getattr(args, "load_balancer", False) and topo.load_balancer is None:
+        if topo.wan_rate is not None:
+            raise LabInputError("--load-balancer: the topology's wan_rate shapes gateways' own WAN links, which "
+                                "gateways behind a load balancer have not")  # fmt: skip
+        topo = attrs.evolve(topo, load_balancer=LoadBalancerSpec())
+    return topo
 
 
 def _control_plane(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,7 @@ import attrs
 import structlog
 
 from magw.lab.build import builds, kept, netns, ownership, procs, services, state, wiring
+from magw.lab.build import cloud as lab_cloud
 from magw.lab.build.pool import parallel
 from magw.lab.build.ready import wait_local
 from magw.lab.build.state import LabState
@@ -102,6 +103,8 @@ def up(
         )
     if cni == "ovn":
         lab_ovn.check_supported(lab, control_plane)
+        if topology.load_balancer is not None:
+            raise LabInputError("load_balancer: not with --cni ovn yet (docs/load-balancer.md)")
     if daemons_from:
         daemons_from = builds.check_tree(daemons_from)
     check_free(name)
@@ -133,6 +136,10 @@ def up(
             st = lab_daemons.start_all(lab, st, step, daemons_from)
             state.write(st)
             lab_daemons.wait_ready(lab, st, step, timeout=wait_timeout, remote=remote_wait)
+            if topology.load_balancer is not None:  # once the gateways answer: a cloud checks registered targets
+                st = attrs.evolve(st, processes=lab_cloud.start_checkers(lab, st, lab_daemons.GATEWAY_METRICS_PORT))
+                state.write(st)
+                step(f"cloud: health checks every {topology.load_balancer.health_interval:g} s")
         else:
             wait_local(lab, step, timeout=wait_timeout)
         st = attrs.evolve(st, phase="up")
@@ -182,6 +189,9 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str, ovn: bool = Fa
         netns.ip_batch(ns, wiring.bridge_commands(mtu))
     nodes = ((n.namespace, wiring.node_commands(lab, c, n, ovn=ovn)) for c in lab.clusters for n in c.nodes)
     parallel(netns.ip_batch, nodes)
+    for c in lab.clusters:
+        if c.cloud is not None:
+            netns.ip_batch(c.cloud.namespace, lab_cloud.link_commands(lab, c, c.cloud))
     netns.ip_batch(lab.wan_ns, wiring.port_commands(wiring.wan_ports(lab)))
     for c in lab.clusters:
         netns.ip_batch(c.underlay_ns, wiring.port_commands(wiring.underlay_ports(c, ovn=ovn)))
@@ -197,6 +207,11 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str, ovn: bool = Fa
     if not ovn:
         parallel(netns.nft_load, ((n.namespace, services.node_script(c)) for c in lab.clusters for n in c.nodes))
         step("nft: lab-kube (ClusterIP DNAT) and lab-cni (masquerade) on every node")
+    for c in lab.clusters:
+        if c.cloud is not None:
+            netns.nft_load(c.cloud.namespace, lab_cloud.nft_script(lab, c, c.cloud))
+    if any(c.cloud is not None for c in lab.clusters):
+        step("cloud: a load balancer (a port per gateway) and a port-rewriting NAT in front of each cluster")
     if lab.topology.wan_rate is not None:
         for gw in lab.gateways:
             netns.run(wiring.tbf_argv(gw.namespace, lab.topology.wan_rate))
@@ -206,7 +221,8 @@ def build_network(lab: LabLayout, step: Progress, *, marker: str, ovn: bool = Fa
 def _make_namespace(ns: str, lab: LabLayout, marker: str) -> None:
     netns.add_namespace(ns, lo_alias=marker)
     node = next((n for n in lab.nodes if n.namespace == ns), None)
-    netns.sysctl(ns, wiring.NODE_SYSCTLS if node is not None else wiring.BASE_SYSCTLS)
+    cloud = any(c.cloud is not None and c.cloud.namespace == ns for c in lab.clusters)
+    netns.sysctl(ns, wiring.NODE_SYSCTLS if node is not None or cloud else wiring.BASE_SYSCTLS)
 
 
 def start_echo_servers(lab: LabLayout, st: LabState) -> tuple[procs.ProcRecord, ...]:

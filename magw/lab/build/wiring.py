@@ -75,13 +75,15 @@ def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout, *, o
             cmds.append(f"link set {pod.host_if} master {naming.CNI_BRIDGE}")
             cmds.append(f"link set {pod.host_if} type bridge_slave hairpin on")
         cmds.append(f"link set {pod.host_if} up")
-    if node.public_ip is not None:
+    if node.wan_ip is not None:
         wan_port = naming.wan_port(node.cluster, node.short)
         cmds += [
             f"link add {naming.WAN_IF} mtu {mtu} type veth peer name {wan_port} mtu {mtu} netns {lab.wan_ns}",
-            f"addr add {node.public_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
+            f"addr add {node.wan_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
             f"link set {naming.WAN_IF} up",
         ]
+    elif node.gateway and cluster.cloud is not None:  # behind the cloud: the WAN is reached through it
+        cmds.append(f"route add {lab.wan_subnet} via {cluster.cloud.underlay_ip} dev {naming.UNDERLAY_IF}")
     if ovn:  # the node's routes into the pod network go through ovn-k8s-mp0 (magw.lab.planes.ovn_nodes)
         return cmds
     for other in cluster.nodes:
@@ -103,11 +105,14 @@ def port_commands(ports: Sequence[str]) -> list[str]:
 
 def underlay_ports(cluster: ClusterLayout, *, ovn: bool = False) -> list[str]:
     ports = [naming.underlay_port(n.short) for n in cluster.nodes]
+    if cluster.cloud is not None:
+        ports.append(naming.underlay_port(naming.CLOUD_SHORT))
     return ports + [naming.encap_port(n.short) for n in cluster.nodes] if ovn else ports
 
 
 def wan_ports(lab: LabLayout) -> list[str]:
-    return [naming.wan_port(n.cluster, n.short) for n in lab.gateways]
+    ports = [naming.wan_port(n.cluster, n.short) for n in lab.gateways if n.wan_ip is not None]
+    return ports + [naming.wan_port(c.id, naming.CLOUD_SHORT) for c in lab.clusters if c.cloud is not None]
 
 
 def pod_commands(pod: PodLayout, node: NodeLayout) -> list[str]:

@@ -117,6 +117,8 @@ def _node_doc(node: NodeLayout, cni: str = "generic", *, client_ip: bool = False
     }
     if node.public_ip is not None:
         doc["public_ip"] = str(node.public_ip)
+    if node.public_port is not None:
+        doc["public_port"] = node.public_port
     if client_ip:
         doc["pod_cidrs"] = [str(node.pod_subnet)]
     return doc
@@ -219,6 +221,8 @@ def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:
         argv += gateway_restart_flags(build)
     if node.public_ip is not None:
         argv += ["--public-ip", str(node.public_ip)]
+    if node.public_port is not None:  # behind the lab's cloud: its listener, and metrics it can health-check
+        argv += ["--public-port", str(node.public_port), "--metrics-address", "0.0.0.0"]
     if st.kube:
         argv += kube.gateway_flags(st, node, agent_status_path(st, node))
     return argv

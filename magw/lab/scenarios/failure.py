@@ -66,7 +66,7 @@ def ports(lab: LabLayout, node: NodeLayout, *, ovn: bool = False) -> tuple[Port,
     out = [Port(namespace=underlay_ns, name=naming.underlay_port(node.short), what="underlay")]
     if ovn:
         out.append(Port(namespace=underlay_ns, name=naming.encap_port(node.short), what="encap"))
-    if node.public_ip is not None:
+    if node.wan_ip is not None:
         out.append(Port(namespace=lab.wan_ns, name=naming.wan_port(node.cluster, node.short), what="wan"))
     return tuple(out)
 
@@ -159,7 +159,8 @@ def fail(name: str, node_name: str, *, wan_only: bool = False, on_cut: CutListen
     node = node_of(lab, node_name, "fail")
     cut = [p for p in ports(lab, node, ovn=st.ovn) if p.what == "wan" or not wan_only]
     if wan_only and not cut:
-        raise LabInputError(f"fail: NODE: {node_name!r} is a worker: it has no WAN link")
+        why = "is a worker" if not node.gateway else "is behind its cluster's cloud (--load-balancer)"
+        raise LabInputError(f"fail: NODE: {node_name!r} {why}: it has no WAN link")
     _cut(cut, on_cut)
     done = [f"{p.what} link down" for p in cut]
     if not wan_only:

@@ -6,7 +6,9 @@ Pure and deterministic. Cluster ``i`` (0-based, in topology order):
   in their low 24 bits inside a cluster (240/8 VTEPs) and gateways differ across clusters (241/8 VTEPs).
 - node ``j`` (gateways first, then workers, from 0) owns the ``(j+1)``-th /24 of the pod CIDR; its ``cni0``
   has ``.1`` (the node's CNI IP), its pods ``.2``, ``.3``, ...
-- gateway ``k`` has the public (WAN) IP ``198.18.0.(10*(i+1)+k)/24``.
+- gateway ``k`` has the public (WAN) IP ``198.18.0.(10*(i+1)+k)/24``; with ``load_balancer`` it has no WAN link:
+  the cluster's ``cloud`` namespace holds the public IP ``198.18.0.(200+i)`` and gateway ``k`` is its port
+  ``45000+k`` there (``magw.lab.spec.cloud``).
 - service ``s`` has the ClusterIP ``<service network> + 10 + s``; a headless service has none (``cluster_ip`` is
   None) but keeps its slot in ``ip``, so the ClusterIPs of the services after it do not move.
 - a node's extra pods (topology ``pods:``) come after its ``pods_per_node`` pods: the next index, so the next
@@ -22,6 +24,7 @@ from typing import Literal
 import attrs
 
 from magw.lab.spec import naming
+from magw.lab.spec.cloud import CloudLayout, cloud_layout, public_port
 from magw.lab.spec.cluster import DEFAULT_NAMESPACE, ClusterSpec, GlobalEgressSpec, Labels, PodSpec, ServiceSpec
 from magw.lab.spec.topology import Topology
 
@@ -41,7 +44,9 @@ class NodeLayout:
     node_ip: IPv4Address
     cni_ip: IPv4Address
     pod_subnet: IPv4Network
-    public_ip: IPv4Address | None
+    public_ip: IPv4Address | None  # what the gateway publishes: its WAN IP, or its cluster's cloud's
+    wan_ip: IPv4Address | None = None  # its own link on the WAN bridge (None behind a cloud, and on workers)
+    public_port: int | None = None  # its listener on the cloud's public IP (load_balancer only)
 
     @property
     def gateway(self) -> bool:
@@ -105,6 +110,7 @@ class ClusterLayout:
     global_cidr: IPv4Network | None = None
     cluster_egress_ips: int = 8
     global_egress_ips: tuple[GlobalEgressSpec, ...] = ()
+    cloud: CloudLayout | None = None  # the cloud in front of the gateways (topology ``load_balancer``)
 
     @property
     def gateways(self) -> tuple[NodeLayout, ...]:
@@ -138,6 +144,7 @@ class LabLayout:
     def namespaces(self) -> tuple[str, ...]:
         """Every namespace of the lab, infrastructure first, in creation order."""
         infra = (self.wan_ns, *(c.underlay_ns for c in self.clusters))
+        infra += tuple(c.cloud.namespace for c in self.clusters if c.cloud is not None)
         if self.topology.egressgw is not None:
             infra = (*infra, naming.outside_ns(self.name))
         return (*infra, *(n.namespace for n in self.nodes), *(p.namespace for p in self.pods))
@@ -158,12 +165,14 @@ class LabLayout:
 def layout(name: str, topology: Topology) -> LabLayout:
     """The complete addressing plan of lab ``name``."""
     naming.check_lab_name(name)
-    clusters = tuple(_cluster(name, i, spec) for i, spec in enumerate(topology.clusters))
+    behind_cloud = topology.load_balancer is not None
+    clusters = tuple(_cluster(name, i, spec, behind_cloud) for i, spec in enumerate(topology.clusters))
     return LabLayout(name=name, topology=topology, clusters=clusters, wan_ns=naming.wan_ns(name))
 
 
-def _cluster(lab: str, index: int, spec: ClusterSpec) -> ClusterLayout:
+def _cluster(lab: str, index: int, spec: ClusterSpec, behind_cloud: bool) -> ClusterLayout:
     underlay = IPv4Network(f"172.{17 + index}.0.0/24")
+    cloud = cloud_layout(naming.cloud_ns(lab, spec.id), index, WAN_SUBNET, underlay) if behind_cloud else None
     shorts: list[tuple[str, Role, int]] = [(f"gw{k}", "gateway", k) for k in range(1, spec.gateways + 1)]
     shorts += [(f"w{k}", "worker", k) for k in range(1, spec.workers + 1)]
     subnets = spec.pod_cidr.subnets(new_prefix=24)
@@ -173,6 +182,7 @@ def _cluster(lab: str, index: int, spec: ClusterSpec) -> ClusterLayout:
     for short, role, k in shorts:
         subnet = next(subnets)
         host = 10 + k if role == "gateway" else 100 + k
+        wan_ip = WAN_SUBNET.network_address + 10 * (index + 1) + k if role == "gateway" and cloud is None else None
         node = NodeLayout(
             name=naming.node_name(spec.id, short),
             short=short,
@@ -182,7 +192,9 @@ def _cluster(lab: str, index: int, spec: ClusterSpec) -> ClusterLayout:
             node_ip=underlay.network_address + host,
             cni_ip=subnet.network_address + 1,
             pod_subnet=subnet,
-            public_ip=WAN_SUBNET.network_address + 10 * (index + 1) + k if role == "gateway" else None,
+            public_ip=cloud.public_ip if cloud is not None and role == "gateway" else wan_ip,
+            wan_ip=wan_ip,
+            public_port=public_port(k) if cloud is not None and role == "gateway" else None,
         )
         nodes.append(node)
         pods += [_pod(lab, spec.id, node, p) for p in range(1, spec.pods_per_node + 1)]
@@ -201,6 +213,7 @@ def _cluster(lab: str, index: int, spec: ClusterSpec) -> ClusterLayout:
         global_cidr=spec.global_cidr,
         cluster_egress_ips=spec.cluster_egress_ips,
         global_egress_ips=spec.global_egress_ips,
+        cloud=cloud,
     )
 
 

@@ -95,6 +95,14 @@ def underlay_ns(lab: str, cluster: str) -> str:
     return f"{lab}-{cluster}-ul"
 
 
+CLOUD_SHORT = "lb"  # the cloud's port names: "lb" on the underlay bridge, "<cluster>-lb" on the WAN bridge
+
+
+def cloud_ns(lab: str, cluster: str) -> str:
+    """The namespace emulating the cloud load balancer and NAT gateway in front of a cluster's gateways."""
+    return f"{lab}-{cluster}-cloud"
+
+
 def outside_ns(lab: str) -> str:
     """The egress gateway lab's world outside the cluster (``magw.lab.planes.egressgw``)."""
     return f"{lab}-outside"

@@ -19,6 +19,7 @@ import yaml
 from magw.lab.errors import LabInputError
 from magw.lab.spec import egressgw as eg
 from magw.lab.spec import globalnet as gn
+from magw.lab.spec.cloud import LoadBalancerSpec, parse_load_balancer
 from magw.lab.spec.cluster import (
     DEFAULT_CLUSTER_EGRESS_IPS,
     DEFAULT_NAMESPACE,
@@ -42,7 +43,8 @@ MAX_PODS_PER_NODE = 16
 # The keys each level of a topology accepts: what the parser reads, and what an unknown key's error lists (all
 # of them, in every lab: a plain lab's error names ``globalnet``, ``egress`` and ``pods`` too).
 TOP_KEYS = frozenset(
-    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", "probe", "keep_client_ip"}
+    {"clusters", "multi_active", "strategy", "underlay_mtu", "wan_rate", "cable", "probe", "keep_client_ip",
+     "load_balancer"}
     | gn.TOP_KEYS
     | eg.TOP_KEYS
 )
@@ -77,6 +79,8 @@ class Topology:
     # Config.keep_client_ip: a remote client's service connection keeps its address (docs/client-ip.md). On in
     # the lab; ``false`` for daemons of a build that does not know it (magw lab up --daemons-from an old tree).
     keep_client_ip: bool = True
+    # A cloud load balancer and NAT gateway in front of each cluster's gateways (magw.lab.spec.cloud)
+    load_balancer: LoadBalancerSpec | None = None
 
     def to_doc(self) -> dict[str, Any]:
         """The topology as a YAML/JSON document that ``parse_topology`` reads back to an equal value."""
@@ -108,6 +112,8 @@ class Topology:
             doc["probe"] = self.probe.to_doc()
         if not self.keep_client_ip:
             doc["keep_client_ip"] = False
+        if self.load_balancer is not None:
+            doc["load_balancer"] = self.load_balancer.to_doc()
         if self.globalnet:
             doc["globalnet"] = True
         if self.egressgw is not None:
@@ -162,7 +168,10 @@ def parse_topology(doc: object, *, source: str = "<topology>") -> Topology:
         egressgw=eg.parse_egressgw(p, top["egress"], clusters) if top.get("egress") is not None else None,
         probe=parse_probe(p, top["probe"]) if top.get("probe") is not None else None,
         keep_client_ip=p.boolean(top.get("keep_client_ip", True), "keep_client_ip"),
+        load_balancer=parse_load_balancer(p, top.get("load_balancer")),
     )
+    if topo.load_balancer is not None and topo.wan_rate is not None:
+        raise p.fail("wan_rate", "shapes each gateway's own WAN link, which gateways behind load_balancer have not")
     _check_clusterset(p, topo)
     return topo
 

@@ -60,8 +60,8 @@ def test_topology_document_round_trips() -> None:
         ("just text", "t.yaml: must be a mapping, got str"),
         ({}, "t.yaml: clusters: is required"),
         ({"clusters": [], "x": 1},
-         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, keep_client_ip, multi_active, "
-         "probe, strategy, underlay_mtu, wan_rate)"),
+         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, keep_client_ip, load_balancer, "
+         "multi_active, probe, strategy, underlay_mtu, wan_rate)"),
         ({"clusters": [{"id": "e"}], "probe": {"interval": 0}},
          "t.yaml: probe.interval: must be seconds above 0 and at most 10, got 0"),
         ({"clusters": [{"id": "e"}], "probe": {"down_after": 0}},

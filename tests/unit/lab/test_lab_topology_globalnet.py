@@ -211,8 +211,8 @@ E = {"id": "e", **SAME}
          "t.yaml: clusters[0].gw: unknown key (expected one of: cluster_egress_ips, gateways, global_cidr, "
          "global_egress_ips, id, pod_cidr, pods, pods_per_node, service_cidr, services, workers)"),
         (gn(E, x=1),
-         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, keep_client_ip, multi_active, "
-         "probe, strategy, underlay_mtu, wan_rate)"),
+         "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, keep_client_ip, load_balancer, "
+         "multi_active, probe, strategy, underlay_mtu, wan_rate)"),
     ],
 )  # fmt: skip
 def test_bad_globalnet_topology_is_one_line_naming_the_field(doc: object, message: str) -> None:

@@ -1,0 +1,115 @@
+"""Gateways behind a cloud load balancer and a port-rewriting NAT (docs/load-balancer.md, the lab's
+``load_balancer``): one public address per cluster with a listener per gateway, every gateway still active, and
+magw's probes moving a dead gateway's flows long before the cloud's own health check notices."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from magw.lab.build.state import LabState
+from magw.lab.errors import LabInputError
+from magw.lab.observe import cloud
+from magw.lab.planes.daemons import daemons_installed
+from magw.lab.scenarios import failure
+from magw.lab.scenarios.cloud_demo import fail_behind_cloud
+from magw.lab.spec.cloud import NAT_PORTS
+from magw.lab.spec.layout import ECHO_PORT, LabLayout
+from magw.lab.spec.topology import load_topology
+from magw.lab.verify.connectivity import TrafficTarget, probe
+from magw.model.vtep import INTER_PORT, vtep_ip, vtep_mac
+from tests.support import netns as checker
+from tests.support.labkit import poll, running_lab
+from tests.support.paths import EXAMPLES
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.skipif(not daemons_installed(), reason="magw-route-agent / magw-gateway are not installed (pip -e .)"),
+]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[tuple[LabLayout, LabState]]:
+    with running_lab(load_topology(EXAMPLES / "lab-load-balancer.yaml"), daemons=True) as built:
+        yield built
+
+
+def test_every_gateway_is_reached_at_its_own_port_of_its_clusters_one_address(
+    lab: tuple[LabLayout, LabState],
+) -> None:
+    """No gateway has a WAN link; each remote gateway's FDB sends gateway k's VTEP to (the cloud's IP, 45000+k)."""
+    layout_, _st = lab
+    for c in layout_.clusters:
+        assert c.cloud is not None
+        for gw in c.gateways:
+            links = {link["ifname"] for link in checker.ip_json(gw.namespace, "link", "show")}
+            assert "wan0" not in links, gw.name
+        others = [g for o in layout_.clusters if o.id != c.id for g in o.gateways]
+        want = sorted(
+            (vtep_mac(vtep_ip(g.node_ip, inter_cluster=True)), str(c.cloud.public_ip), g.public_port)
+            for g in c.gateways
+        )
+        for remote in others:
+            fdb = checker.bridge_json(remote.namespace, "fdb", "show", "dev", "vxlan-tunnel")
+            got = sorted((e["mac"], e.get("dst"), e.get("port")) for e in fdb if e.get("dst"))
+            assert got == want, remote.name
+
+
+def test_the_far_side_sees_the_nats_address_and_rewritten_ports(lab: tuple[LabLayout, LabState]) -> None:
+    """The east cloud rewrote its gateways' cable packets' source ports into its NAT range; a west gateway's own
+    conntrack table sees the cable arrive from the east cloud's address and such ports (and admits it)."""
+    layout_, _st = lab
+    east, west = layout_.clusters
+    assert east.cloud is not None and west.cloud is not None
+    low, high = NAT_PORTS
+    out = [t for t in cloud.translations(east.cloud.namespace) if t.orig_src in {g.node_ip for g in east.gateways}]
+    assert out, "no cable packet left east's gateways"
+    assert all(t.out_src == east.cloud.public_ip and low <= t.out_sport <= high for t in out)
+    assert any(t.out_sport != t.orig_sport for t in out)
+    seen = cloud.parse_conntrack(
+        checker.run(west.gateways[0].namespace, "conntrack", "-L", "-p", "udp", "--dport", str(INTER_PORT)).stdout
+    )
+    from_east = [t for t in seen if t.orig_src == east.cloud.public_ip]
+    assert from_east and all(low <= t.orig_sport <= high for t in from_east)
+
+
+def test_magw_moves_a_dead_gateways_flows_before_the_cloud_notices(lab: tuple[LabLayout, LabState]) -> None:
+    """east-gw1 loses power under 32 paced UDP flows: the flows that crossed it run again within a second, the
+    others lose nothing, and only then (seconds later) does east's cloud take it out of its listener. Back on
+    power, the cloud puts it back and it carries traffic again."""
+    layout_, st = lab
+    spec = layout_.topology.load_balancer
+    assert spec is not None
+    victim = layout_.node("east-gw1")
+    cf = fail_behind_cloud(layout_, st, victim=victim.name, wait=spec.health_interval * 4 + 10)
+    result = cf.result
+    untouched = result.untouched
+    assert len(result.crossed) > 0 and len(untouched) > 0
+    assert not [f for f in untouched if f.lost], result.loss_report(untouched)
+    assert not [f for f in result.crossed if f.lost_tail], result.loss_report(result.crossed)
+    window = max(f.window_ms for f in result.crossed) / 1000
+    assert window < 1.0, result.loss_report(result.crossed)
+    assert cf.cloud_down_after is not None, "east's cloud never took east-gw1 out"
+    assert window < cf.cloud_down_after
+    # The cloud needs unhealthy_threshold failed checks, a check interval apart.
+    assert cf.cloud_down_after >= spec.health_interval * (spec.unhealthy_threshold - 1)
+    print(f"magw: crossed flows' longest window {window * 1000:.0f} ms; the cloud: {cf.cloud_down_after:.1f} s")
+
+    def back() -> bool:
+        events = cloud.health_events(st, "east")
+        return any(e.kind == "up" and e.backend == victim.node_ip and e.t > result.failed_at for e in events)
+
+    poll("east's cloud took east-gw1 back", back, limit=spec.health_interval * (spec.healthy_threshold + 2) + 30)
+    # With it back (in the cloud's listener and in magw's groups), every east pod answers west again.
+    client = layout_.cluster("west").pods_of("west-w1")[0]
+    targets = [TrafficTarget(proto="udp", ip=p.ip, port=ECHO_PORT) for p in layout_.cluster("east").pods]
+    assert all(r.ok for r in probe(client.namespace, targets))
+
+
+def test_cutting_only_the_wan_of_a_gateway_behind_a_cloud_is_refused(lab: tuple[LabLayout, LabState]) -> None:
+    _layout, st = lab
+    why = re.escape("'east-gw2' is behind its cluster's cloud (--load-balancer): it has no WAN link")
+    with pytest.raises(LabInputError, match=why):
+        failure.fail(st.name, "east-gw2", wan_only=True)
