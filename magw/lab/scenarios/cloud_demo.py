@@ -51,7 +51,9 @@ class CloudFailover:
     cloud_down_after: float | None  # seconds from the power cut to the cloud's health check taking it out
 
 
-def fail_behind_cloud(lab: LabLayout, st: LabState, *, victim: str, wait: float) -> CloudFailover:
+def fail_behind_cloud(
+    lab: LabLayout, st: LabState, *, victim: str, wait: float, flows: int = FLOWS, rate: int = RATE
+) -> CloudFailover:
     """Stream from the victim's cluster to the next one, cut the victim's power, wait (at most ``wait`` s) for its
     cloud to take it out; the victim is recovered before returning."""
     node = lab.node(victim)
@@ -60,7 +62,7 @@ def fail_behind_cloud(lab: LabLayout, st: LabState, *, victim: str, wait: float)
     client = next(p for p in here.pods if not lab.node(p.node).gateway)
     server = next(p for p in there.pods if not lab.node(p.node).gateway)
     try:
-        result = measure_failover(lab, st, victim=victim, client=client, server=server, flows=FLOWS, rate=RATE,
+        result = measure_failover(lab, st, victim=victim, client=client, server=server, flows=flows, rate=rate,
                                   duration=6.0, fail_at=1.5)  # fmt: skip
         deadline = time.monotonic() + wait
         down = None
