@@ -77,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument(
         "target",
         metavar="NODE",
-        help="a node (east-gw1), a pod (east-w1-p1), 'wan', '<cluster>-ul' or (egress labs) 'outside'",
+        help="a node (east-gw1), a pod (east-w1-p1), 'wan', '<cluster>-ul', (egress labs) 'outside' or "
+        "(--load-balancer) '<cluster>-cloud'",
     )
     _name(ex)
     # REMAINDER keeps CMD's own options; "--name" may still come between NODE and "--" (see _split_exec).
@@ -298,7 +299,8 @@ def _exec(args: argparse.Namespace) -> int:
     ns = args.target if args.target in st.namespaces else f"{name}-{args.target}"
     if ns not in st.namespaces:
         raise LabInputError(
-            f"exec: NODE: {args.target!r} is not a node, pod, 'wan', '<cluster>-ul' or 'outside' of lab {name}"
+            f"exec: NODE: {args.target!r} is not a node, pod, 'wan', '<cluster>-ul', 'outside' or '<cluster>-cloud' of "
+            f"lab {name}"
         )
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], check=False).returncode
 

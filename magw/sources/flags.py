@@ -52,7 +52,7 @@ def check_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             parser.error("--broker-dir: required with --source file")
         if not os.path.isdir(args.broker_dir):
             parser.error(f"--broker-dir: no such directory: {args.broker_dir}")
-        for flag in ("kubeconfig", "broker_kubeconfig"):
+        for flag in ("kubeconfig", "broker_kubeconfig", "public_service"):
             if getattr(args, flag, None):
                 parser.error(f"--{flag.replace('_', '-')}: only with --source kube")
         return

@@ -48,8 +48,10 @@ def test_the_gateway_writes_endpoints_gateways_and_leases_and_nothing_of_pods() 
     assert {g.verb for g in found if g.resource == "gateways"} == {"get", "create"}
     assert {g.verb for g in found if g.resource == "gateways/status"} == {"patch"}
     assert {g.verb for g in found if g.resource == "leases"} == {"get", "create", "update"}
-    workloads = {"pods", "services", "namespaces", "endpointslices", "serviceexports", "globalingressips"}
+    workloads = {"pods", "namespaces", "endpointslices", "serviceexports", "globalingressips"}
     assert not [g for g in found if g.resource in workloads]
+    # --public-service: the LoadBalancer Service in front of it, read by name in magw's namespace
+    assert {(g.verb, g.namespace) for g in found if g.resource == "services"} == {("get", NAMESPACE)}
 
 
 def test_globalnet_writes_its_statuses_ingress_ips_cluster_egress_ips_and_its_lease() -> None:

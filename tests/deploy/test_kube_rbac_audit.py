@@ -64,12 +64,16 @@ async def test_the_route_agents_requests_are_allowed() -> None:
 
 async def test_the_gateways_requests_are_allowed_here_and_at_the_broker() -> None:
     async with running_emulator() as env, running_emulator(BROKER_NAMESPACE, name="broker") as broker:
+        lb = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "magw-gw-e-gw1", "namespace": NS},
+              "spec": {"type": "LoadBalancer", "ports": [{"protocol": "UDP", "port": 45001}]},
+              "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}  # fmt: skip
         env.emulator.load(
-            [o for o in ko.east() if o["kind"] != "Endpoint"] + [ko.endpoint("east", "e-gw2", "172.18.0.8")]
+            [o for o in ko.east() if o["kind"] != "Endpoint"] + [ko.endpoint("east", "e-gw2", "172.18.0.8"), lb]
         )
         broker.emulator.load([ko.endpoint("west", "w-gw1", "172.19.0.4", ns=BROKER_NAMESPACE)])
         args = ("--node", "e-gw1", "--cluster", "east", "--lease-duration", "2", "--tidy-grace", "0.5")
         args += ("--broker-kubeconfig", str(broker.kubeconfig), "--broker-namespace", BROKER_NAMESPACE)
+        args += ("--public-service", "magw-gw-e-gw1")
         async with daemon(env, "magw.daemons.gateway.main", *args) as proc:
             local = _objects(env, "submariner.io", "v1", "endpoints")
             await until(lambda: (NS, "east-e-gw1") in local and (NS, "west-w-gw1") in local, what="publish + sync")
@@ -78,7 +82,8 @@ async def test_the_gateways_requests_are_allowed_here_and_at_the_broker() -> Non
             await until(lambda: (gateways.get((NS, "e-gw1")) or {}).get("status"), what="the Gateway status")
             proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(proc.wait(), 10)
-        least = {"create endpoints", "delete endpoints", "create leases", "patch gateways/status", "get leases"}
+        least = {"create endpoints", "delete endpoints", "create leases", "patch gateways/status", "get leases",
+                 "get services"}  # fmt: skip
         _check(env.emulator, "magw-gateway", least=least)
         broker_rules = rules_of("magw-broker-client", BROKER_NAMESPACE)
         denied = sorted({str(r) for r in _requests(broker.emulator) if not allowed(broker_rules, r)})

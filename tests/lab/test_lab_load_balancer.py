@@ -158,3 +158,22 @@ def test_the_wireguard_cable_behind_the_cloud_fails_over_as_fast() -> None:
     window = max(f.window_ms for f in result.crossed) / 1000
     assert window < 1.0 and not [f for f in result.crossed if f.lost_tail], result.loss_report(result.crossed)
     assert cf.cloud_down_after is not None and window < cf.cloud_down_after
+
+
+def test_on_kubernetes_each_gateway_publishes_what_its_load_balancer_service_says(magw_cli: MagwCli) -> None:
+    """--control-plane kube: a LoadBalancer Service per gateway (its status the cloud's address, its port the
+    gateway's listener), and each gateway runs with --public-service instead of --public-ip/--public-port: the
+    Endpoints every cluster sees carry the Services' address and ports, and the cable works through them."""
+    topo = load_topology(EXAMPLES / "lab-load-balancer.yaml")
+    with running_lab(topo, daemons=True, control_plane="kube") as (layout_, st):
+        gw = next(p for p in st.processes if p.kind == "gateway" and p.owner == "east-gw1")
+        assert "--public-service" in gw.argv and "--public-ip" not in gw.argv and "--public-port" not in gw.argv
+        fields = "{.spec.hostname} {.spec.public_ip} {.spec.backend_config.publicPort}"
+        jsonpath = "jsonpath={range .items[*]}" + fields + "{'\\n'}{end}"
+        proc = magw_cli("lab", "kubectl", "west", "--name", st.name, "--", "get", "endpoints.submariner.io", "-A",
+                        "-o", jsonpath)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(proc.stdout.split("\n")[:-1]) == [
+            f"{g.name} {layout_.cluster(g.cluster).cloud.public_ip} {g.public_port}"  # type: ignore[union-attr]
+            for g in layout_.gateways
+        ]

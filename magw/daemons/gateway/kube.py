@@ -15,6 +15,10 @@
 - **Gateway status** through the status subresource: HA state (``active`` while the lease is held), the local
   Endpoint, each remote gateway's connection state and probe RTT from the route agent's status file
   (``--health-status-file``: the route agent's ``--status-file`` on this node), written only when it changes.
+- **Public address from a Service** (``--public-service NAME``): the ``LoadBalancer`` Service's
+  ``status.loadBalancer.ingress`` and this gateway's port on it (``magw.sources.kube.lbservice``), read at start and
+  every ``SERVICE_EVERY`` s; ``--public-ip``/``--public-port`` still win. Until the Service has an address the
+  gateway publishes nothing (it waits, and says why).
 - **SIGTERM** releases the lease at once (not left to expire); the Endpoint stays, so a restart moves no flow,
   unless ``--withdraw-on-exit``.
 """
@@ -31,7 +35,7 @@ from typing import Any
 
 import attrs
 import structlog
-from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
+from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 
@@ -40,6 +44,7 @@ from magw.daemons.common.flags import EXIT_FAILURE
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.gateway.app import desired_endpoint
 from magw.snapshot.load import endpoint_doc
+from magw.sources.kube import lbservice
 from magw.sources.kube.brokersync import BrokerSync
 from magw.sources.kube.client import KubeConfigError, api_client
 from magw.sources.kube.crd import Crd
@@ -56,6 +61,7 @@ TICK = 0.1  # seconds between looks at the Endpoint (and on every source change)
 TIDY_EVERY = 2.0
 STATUS_EVERY = 1.0
 REWRITE_AFTER = 2.0  # an Endpoint written this recently is not written again while the watch catches up
+SERVICE_EVERY = 5.0  # seconds between reads of the --public-service Service (a cloud takes longer to change it)
 
 
 @attrs.define
@@ -69,6 +75,7 @@ class KubeGateway:
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
     public_port: int | None = None
+    public_service: str | None = None  # the LoadBalancer Service fronting this gateway (--public-service)
     cable_keys: CableKeys | None = None  # this node's WireGuard key pair (used with cable: wireguard)
     broker_sync: BrokerSync | None = None
     health_status_file: str | None = None
@@ -81,6 +88,7 @@ class KubeGateway:
     _lease_task: asyncio.Task[None] | None = attrs.field(init=False, default=None)
     _lease_stop: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
     _written: tuple[dict[str, Any], float] | None = attrs.field(init=False, default=None)
+    _fronted: lbservice.Fronted | str | None = attrs.field(init=False, default=None)  # the Service's, or why not
     _wake: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
     _failing: str | None = attrs.field(init=False, default=None)
     _status: GatewayStatusWriter = attrs.field(init=False)
@@ -138,11 +146,45 @@ class KubeGateway:
             log.info("gateway.waiting", node=self.node, reason=reason)
         self.waiting = reason
 
+    async def read_service(self) -> None:
+        """Read the --public-service Service; log when what it says changes."""
+        if self.public_service is None:
+            return
+        try:
+            obj = await CoreV1Api(self.api).read_namespaced_service(self.public_service, self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            found: lbservice.Fronted | str = f"Service {self.public_service} not found in {self.namespace}"
+        else:
+            service = self.api.sanitize_for_serialization(obj)
+            where = lbservice.ingress(service)
+            named = isinstance(where, tuple) and where[0] == "hostname"
+            resolved = await lbservice.resolve(where[1]) if named and isinstance(where, tuple) else None
+            found = lbservice.fronted(service, self.node, resolved)
+        if found != self._fronted:
+            if isinstance(found, str):
+                log.warning("gateway.public_service_unusable", node=self.node, reason=found)
+            else:
+                log.info("gateway.public_from_service", node=self.node, service=self.public_service,
+                         public_ip=str(found.ip), public_port=found.port)  # fmt: skip
+            self._fronted = found
+            self._wake.set()
+
+    def _want(self) -> Any:
+        """The Endpoint this gateway should publish, or why it cannot yet (a string)."""
+        public_ip, public_port = self.public_ip, self.public_port
+        if self.public_service is not None:
+            fronted = self._fronted
+            if not isinstance(fronted, lbservice.Fronted):
+                return fronted or f"Service {self.public_service}: not read yet"
+            public_ip = public_ip or fronted.ip
+            public_port = public_port or fronted.port
+        return desired_endpoint(self.source, self.node, self.private_ip, public_ip, self.cable_keys, public_port)
+
     async def ensure(self) -> None:
         """Publish our Endpoint if we hold the lease and it is missing or differs."""
-        want = desired_endpoint(
-            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port
-        )
+        want = self._want()
         if isinstance(want, str):
             self._wait(want)
             return
@@ -207,9 +249,7 @@ class KubeGateway:
 
     def submit_status(self) -> None:
         snapshot = self.source.snapshot
-        want = desired_endpoint(
-            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port
-        )
+        want = self._want()
         if snapshot is None or isinstance(want, str):
             return
         self._status.submit(
@@ -238,10 +278,13 @@ class KubeGateway:
             self.broker_sync.enabled = False
             tasks.append(asyncio.create_task(self.broker_sync.run(), name="brokersync"))
         loop = asyncio.get_running_loop()
-        next_tidy = next_status = loop.time()
+        next_tidy = next_status = next_service = loop.time()
         try:
             while not stop.is_set():
                 try:
+                    if loop.time() >= next_service:
+                        next_service = loop.time() + SERVICE_EVERY
+                        await self.read_service()
                     await self._follow_mode()
                     await self.ensure()
                     if loop.time() >= next_tidy:
@@ -310,6 +353,7 @@ async def run_kube(args: argparse.Namespace) -> int:
             private_ip=args.private_ip,
             public_ip=args.public_ip,
             public_port=args.public_port,
+            public_service=args.public_service,
             broker_sync=broker_sync,
             health_status_file=args.health_status_file,
             tidy_grace=args.tidy_grace,

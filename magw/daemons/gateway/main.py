@@ -85,6 +85,13 @@ def build_parser() -> OneLineParser:
         help="the route agent's --status-file on this node: connection states and RTTs for the Gateway status",
     )
     k.add_argument(
+        "--public-service",
+        metavar="NAME",
+        help="the LoadBalancer Service in --namespace that fronts this gateway: its status.loadBalancer.ingress "
+        "address and its port named magw-<node> (or its only port) are published, re-read every 5 s; "
+        "--public-ip/--public-port win; nothing is published until it has an address (docs/load-balancer.md)",
+    )
+    k.add_argument(
         "--identity",
         default=f"{socket.gethostname()}-{os.getpid()}",
         help="this process's name in the Lease (default HOSTNAME-PID)",

@@ -36,7 +36,7 @@ from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.observe import kube_view
 from magw.lab.observe.globalview import ClusterView, Reader
-from magw.lab.planes import egressgw_daemons, kube, ovn_nodes
+from magw.lab.planes import egressgw_daemons, kube, kube_objects, ovn_nodes
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes.egressgw import egressgw_documents
 from magw.lab.planes.globalnet_docs import globalnet_documents
@@ -219,10 +219,13 @@ def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:
     argv = [str(script(GATEWAY)), *_common_flags(st, node, GATEWAY_METRICS_PORT), "--private-ip", str(node.node_ip)]
     if not st.kube:  # the file broker's Endpoint hold (--source kube has Leases)
         argv += gateway_restart_flags(build)
-    if node.public_ip is not None:
+    if node.public_port is not None and st.kube:  # behind the cloud, the Kubernetes way: the Service's status
+        argv += ["--public-service", kube_objects.public_service_name(node), "--metrics-address", "0.0.0.0"]
+    elif node.public_port is not None:  # behind the cloud: its address and listener, metrics the cloud can check
+        argv += ["--public-ip", str(node.public_ip), "--public-port", str(node.public_port)]
+        argv += ["--metrics-address", "0.0.0.0"]
+    elif node.public_ip is not None:
         argv += ["--public-ip", str(node.public_ip)]
-    if node.public_port is not None:  # behind the lab's cloud: its listener, and metrics it can health-check
-        argv += ["--public-port", str(node.public_port), "--metrics-address", "0.0.0.0"]
     if st.kube:
         argv += kube.gateway_flags(st, node, agent_status_path(st, node))
     return argv

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from magw.lab.build.cloud import cable_port
 from magw.lab.planes.globalnet_docs import CLUSTER_EGRESS_TEMPLATE
 from magw.lab.spec.cluster import DEFAULT_NAMESPACE, GlobalEgressSpec
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout, ServiceLayout
@@ -139,9 +140,32 @@ def globalnet_objects(c: ClusterLayout) -> list[Obj]:
     return out
 
 
+def public_service_name(node: NodeLayout) -> str:
+    """The LoadBalancer Service in front of a gateway behind the lab's cloud (its ``--public-service``)."""
+    return f"magw-gw-{node.name}"
+
+
+def load_balancer_services(c: ClusterLayout, cable_port: int) -> list[Obj]:
+    """With ``load_balancer``: a ``LoadBalancer`` Service per gateway, as a cloud controller leaves it: one UDP
+    port (the gateway's listener on the cloud) and ``status.loadBalancer.ingress`` the cloud's one address, shared
+    by every gateway's Service (as MetalLB's ``allow-shared-ip`` or a cloud's port-per-listener does). Its
+    clusterIP is a free one of the service range (services + 250 + k); it has no selector (the lab's gateways are
+    nodes, not pods)."""
+    if c.cloud is None:
+        return []
+    out = []
+    for k, gw in enumerate(c.gateways, start=1):
+        ports = [{"name": "cable", "protocol": "UDP", "port": gw.public_port, "targetPort": cable_port}]
+        spec = {"type": "LoadBalancer", "clusterIP": str(c.service_cidr.network_address + 250 + k), "ports": ports}
+        status = {"loadBalancer": {"ingress": [{"ip": str(c.cloud.public_ip)}]}}
+        out.append(_obj("Service", "v1", public_service_name(gw), NAMESPACE, spec=spec, status=status))
+    return out
+
+
 def cluster_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
     """Everything ``up`` writes into cluster ``c``'s emulator, in creation order."""
     out = [*config_objects(lab, c), cluster_object(c), *(node_object(n) for n in c.nodes)]
+    out += load_balancer_services(c, cable_port(lab))
     if lab.topology.globalnet:
         out += globalnet_objects(c)
     return out
