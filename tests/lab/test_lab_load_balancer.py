@@ -4,6 +4,7 @@ magw's probes moving a dead gateway's flows long before the cloud's own health c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -59,6 +60,26 @@ def test_every_gateway_is_reached_at_its_own_port_of_its_clusters_one_address(
             fdb = checker.bridge_json(remote.namespace, "fdb", "show", "dev", "vxlan-tunnel")
             got = sorted((e["mac"], e.get("dst"), e.get("port")) for e in fdb if e.get("dst"))
             assert got == want, remote.name
+
+
+def test_show_connections_says_where_each_cable_goes(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
+    """``magw show connections``' via: each remote gateway at its cloud's address and its own port; a worker's
+    paths to its own gateways at their node IPs."""
+    layout_, st = lab
+    out = magw_cli("show", "connections", "--lab", st.name, "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["connections"]
+    want = {
+        (g.name, r.name): f"public {layout_.cluster(r.cluster).cloud.public_ip}:{r.public_port}"  # type: ignore[union-attr]
+        for g in layout_.gateways
+        for r in layout_.gateways
+        if r.cluster != g.cluster
+    }
+    assert {(row["node"], row["remote"]): row["via"] for row in rows} == want
+    out = magw_cli("show", "connections", "--lab", st.name, "--node", "east-w1", "--json")
+    rows = json.loads(out.stdout)["connections"]
+    east = layout_.cluster("east").gateways
+    assert {row["remote"]: row["via"] for row in rows} == {g.name: f"local {g.node_ip}" for g in east}
 
 
 def test_the_far_side_sees_the_nats_address_and_rewritten_ports(lab: tuple[LabLayout, LabState]) -> None:

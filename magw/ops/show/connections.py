@@ -11,6 +11,11 @@ not at hand (Kubernetes without a lab) falls back to what its gateway daemon wro
 
 A gateway's paths go to the remote clusters' gateways over the cable (``vxlan`` or ``wireguard``); a worker's
 paths go to its own cluster's gateways over ``vx-submariner`` (cable ``local``).
+
+``via``: where the cable sends to, from the remote gateway's Endpoint in the node's cluster's snapshot: ``public
+IP[:PORT]`` (a port when a load balancer gives the gateway one, docs/load-balancer.md) or ``private IP``;
+``local IP`` for a path inside the cluster (the gateway's node IP on ``vx-submariner``); None when the snapshot
+does not have the Endpoint.
 """
 
 from __future__ import annotations
@@ -38,6 +43,21 @@ def _cable(inputs: Inputs, cluster: str | None) -> str:
     return snap.config.cable.value if snap is not None else "vxlan"
 
 
+def via(inputs: Inputs, cluster: str | None, remote: str, remote_cluster: str) -> str | None:
+    """Where ``cluster``'s cable reaches gateway ``remote`` (see the module's docstring)."""
+    snap = inputs.snapshots.get(cluster or "")
+    if snap is None:
+        return None
+    e = next((e for e in snap.endpoints if e.hostname == remote and e.cluster == remote_cluster), None)
+    if e is None:
+        return None
+    if remote_cluster == cluster:
+        return f"local {e.private_ip}"
+    if e.public_ip is None:
+        return f"private {e.private_ip}"
+    return f"public {e.public_ip}" + ("" if e.underlay_port is None else f":{e.underlay_port}")
+
+
 def _rtt(raw: Any) -> dict[str, float] | None:
     if not isinstance(raw, Mapping):
         return None
@@ -63,6 +83,7 @@ def _probe_rows(inputs: Inputs, node: str, cluster: str | None, status: Doc) -> 
                 "remote_cluster": remote_cluster,
                 "address": address,
                 "cable": LOCAL_CABLE if remote_cluster == cluster else _cable(inputs, cluster),
+                "via": via(inputs, cluster, str(peer.get("hostname")), remote_cluster),
                 "state": str(peer.get("state", "unknown")),
                 "rtt": _rtt(peer.get("rtt")),
                 "since": peer.get("since"),
@@ -102,6 +123,7 @@ def _cr_rows(inputs: Inputs, node: str, cluster: str | None, gw_status: Doc) -> 
                 "remote_cluster": ep.get("cluster_id"),
                 "address": ep.get("private_ip"),
                 "cable": _cable(inputs, cluster),
+                "via": via(inputs, cluster, str(ep.get("hostname")), str(ep.get("cluster_id"))),
                 "state": _CR_STATE.get(str(conn.get("status")), str(conn.get("status"))),
                 "rtt": None if any(v is None for v in seconds.values()) else seconds,
                 "since": None,

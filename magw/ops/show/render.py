@@ -81,6 +81,7 @@ def connections_text(rows: Sequence[Row], now: datetime) -> list[str]:
             ("REMOTE", lambda r: dash(r["remote"])),
             ("REMOTE CLUSTER", lambda r: dash(r["remote_cluster"])),
             ("CABLE", lambda r: dash(r["cable"])),
+            ("VIA", lambda r: dash(r.get("via"))),
             ("STATE", lambda r: dash(r["state"])),
             ("RTT LAST/AVG/MAX ms", lambda r: rtt_text(r["rtt"])),
             ("SINCE", lambda r: since_text(r["since"], now)),
@@ -91,13 +92,20 @@ def connections_text(rows: Sequence[Row], now: datetime) -> list[str]:
     )
 
 
+def public_text(r: Row) -> str:
+    """An Endpoint's public IP, with its port when a load balancer gives it one (``ip:port``)."""
+    if not r["public_ip"]:
+        return "-"
+    return str(r["public_ip"]) + (f":{r['public_port']}" if r.get("public_port") else "")
+
+
 def endpoints_text(rows: Sequence[Row]) -> list[str]:
     return table(
         [
             ("CLUSTER", lambda r: dash(r["cluster"])),
             ("HOSTNAME", lambda r: dash(r["hostname"])),
             ("PRIVATE IP", lambda r: dash(r["private_ip"])),
-            ("PUBLIC IP", lambda r: dash(r["public_ip"])),
+            ("PUBLIC IP", public_text),
             ("CABLE", lambda r: dash(r["cable"])),
             ("PUBLIC KEY", lambda r: dash(r["public_key"] and f"{r['public_key'][:10]}...")),
             ("GLOBAL IPS", lambda r: str(len(r["global_ips"])) if r["global_ips"] else "-"),

@@ -37,6 +37,7 @@ def endpoints(inputs: Inputs) -> list[dict[str, Any]]:
             "hostname": e.hostname,
             "private_ip": str(e.private_ip),
             "public_ip": None if e.public_ip is None else str(e.public_ip),
+            "public_port": e.underlay_port,
             "cable": e.backend.value,
             "public_key": e.public_key,
             "subnets": [str(s) for s in e.subnets],

@@ -4,11 +4,16 @@ its kernel's nexthop buckets; the Gateway status fallback; the last failover of 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
-from magw.ops.show import render
-from magw.ops.show.connections import connection_rows, duration_seconds, last_failover
+import attrs
+
+from magw.ops.show import render, topics
+from magw.ops.show.broker_source import read_broker
+from magw.ops.show.connections import connection_rows, duration_seconds, last_failover, via
 from magw.ops.show.inputs import Inputs, NodeKernel
 from magw.ops.show.kernel import group_shares, path_share
+from tests.support import filebroker_world
 from tests.unit.ops.show_fixtures import BUCKETS, GW_STATUS, NEXTHOPS, WORKER_STATUS
 
 
@@ -107,8 +112,31 @@ def test_connections_table() -> None:
                     kernels={"east-gw1": NodeKernel(nexthops=tuple(NEXTHOPS), buckets=tuple(BUCKETS))})  # fmt: skip
     now = datetime(2026, 11, 28, 20, 1, 10, tzinfo=UTC)
     lines = render.connections_text(connection_rows(inputs), now)
-    assert lines[0].split() == ["NODE", "CLUSTER", "REMOTE", "REMOTE", "CLUSTER", "CABLE", "STATE", "RTT",
+    assert lines[0].split() == ["NODE", "CLUSTER", "REMOTE", "REMOTE", "CLUSTER", "CABLE", "VIA", "STATE", "RTT",
                                 "LAST/AVG/MAX", "ms", "SINCE", "SHARE", "FLOWS"]  # fmt: skip
-    assert lines[1].split() == ["east-gw1", "east", "west-gw1", "west", "vxlan", "up", "0.30/0.25/1.30",
+    assert lines[1].split() == ["east-gw1", "east", "west-gw1", "west", "vxlan", "-", "up", "0.30/0.25/1.30",
                                 "19:58:00", "(3m10s", "ago)", "75%", "-"]  # fmt: skip
     assert lines[2].split()[-5:] == ["20:00:05", "(1m05s", "ago)", "25%", "-"]
+
+
+def test_via_is_where_the_cable_sends_to(tmp_path: Path) -> None:
+    """From the node's cluster's snapshot: a remote gateway's public IP (with the port a load balancer gives it),
+    its private IP when it publishes no public one, and a local gateway's node IP for a worker's path."""
+    d = tmp_path / "broker"
+    d.mkdir()
+    filebroker_world.populate(d)
+    inputs = read_broker(str(d), endpoint_ttl=None)
+    assert via(inputs, "west", "e-gw1", "east") == "public 198.18.0.6"
+    assert via(inputs, "east", "w-gw1", "west") == "private 172.19.0.4"
+    assert via(inputs, "east", "e-gw1", "east") == "local 172.18.0.6"
+    assert via(inputs, "east", "nobody", "west") is None and via(inputs, "mars", "e-gw1", "east") is None
+    snaps = {
+        cid: attrs.evolve(snap, endpoints=tuple(
+            attrs.evolve(e, public_port=45001) if e.hostname == "e-gw1" else e for e in snap.endpoints
+        ))
+        for cid, snap in inputs.snapshots.items()
+    }  # fmt: skip
+    lb = attrs.evolve(inputs, snapshots=snaps)
+    assert via(lb, "west", "e-gw1", "east") == "public 198.18.0.6:45001"
+    rows = topics.endpoints(lb)
+    assert [render.public_text(r) for r in rows if r["hostname"] == "e-gw1"] == ["198.18.0.6:45001"]
