@@ -3,7 +3,6 @@ the translations their NAT made, read from the health check's log and the cloud 
 
 from __future__ import annotations
 
-import json
 import re
 from ipaddress import IPv4Address
 
@@ -12,6 +11,7 @@ import attrs
 from magw.lab.build import cloud as lab_cloud
 from magw.lab.build import netns
 from magw.lab.build.state import LabState
+from magw.lab.observe.jsonlog import json_events
 
 _PAIR = re.compile(r"\b(src|dst|sport|dport)=(\S+)")
 
@@ -26,17 +26,9 @@ class HealthEvent:
 
 def health_events(st: LabState, cluster: str) -> list[HealthEvent]:
     """The backend changes the cluster's cloud made, oldest first ([] before its health check started)."""
-    try:
-        text = lab_cloud.log_path(st, cluster).read_text(errors="replace")
-    except FileNotFoundError:
-        return []
     out = []
-    for line in text.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        event = doc.get("event") if isinstance(doc, dict) else None
+    for doc in json_events(lab_cloud.log_path(st, cluster)):
+        event = doc.get("event")
         if event in ("cloudlb.backend_down", "cloudlb.backend_up"):
             kind = "down" if event.endswith("down") else "up"
             out.append(HealthEvent(kind=kind, port=int(doc["port"]), backend=IPv4Address(doc["backend"]), t=doc["t"]))

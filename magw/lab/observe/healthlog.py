@@ -9,11 +9,11 @@ most ``limit`` lines, the latest ones.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from magw.lab.build.state import LabState
+from magw.lab.observe.jsonlog import json_events
 
 EVENTS = ("health.state_changed", "filebroker.endpoint_expired", "filebroker.endpoint_renewed")
 
@@ -26,21 +26,7 @@ def _line(node: str, event: dict[str, Any]) -> str:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return []
-    for raw in text.splitlines():
-        if not raw.startswith("{"):
-            continue
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") in EVENTS:
-            out.append(event)
-    return out
+    return [e for e in json_events(path) if e.get("event") in EVENTS]
 
 
 def health_history(st: LabState, limit: int = 200) -> list[str]:
