@@ -62,6 +62,21 @@ def test_every_gateway_is_reached_at_its_own_port_of_its_clusters_one_address(
             assert got == want, remote.name
 
 
+def test_lab_status_shows_the_cloud_and_each_gateways_port(
+    lab: tuple[LabLayout, LabState], magw_cli: MagwCli
+) -> None:
+    _layout, st = lab
+    lines = magw_cli("lab", "status", "--name", st.name, check=True).stdout.splitlines()
+    assert [line for line in lines if line.startswith("cluster east:") and "behind cloud 198.18.0.200" in line]
+    assert [line for line in lines if "east-gw2" in line and line.endswith("public 198.18.0.200:45002")]
+    doc = json.loads(magw_cli("lab", "status", "--name", st.name, "--json", check=True).stdout)
+    assert doc["load_balancer"] == {"health_interval": 2.0, "unhealthy_threshold": 2, "healthy_threshold": 2}
+    west = next(c for c in doc["clusters"] if c["id"] == "west")
+    assert west["cloud"]["public_ip"] == "198.18.0.201"
+    ports = [(g["public_ip"], g["public_port"]) for g in west["gateways"]]
+    assert ports == [("198.18.0.201", 45001), ("198.18.0.201", 45002)]
+
+
 def test_show_connections_says_where_each_cable_goes(lab: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
     """``magw show connections``' via: each remote gateway at its cloud's address and its own port; a worker's
     paths to its own gateways at their node IPs."""

@@ -37,7 +37,7 @@ from magw.lab.spec.layout import ClusterLayout, LabLayout, layout
 
 
 def _cluster_doc(c: ClusterLayout, view: ClusterView | None) -> dict[str, Any]:
-    doc = {
+    doc: dict[str, Any] = {
         "id": c.id,
         "pod_cidr": str(c.pod_cidr),
         "service_cidr": str(c.service_cidr),
@@ -58,10 +58,13 @@ def _cluster_doc(c: ClusterLayout, view: ClusterView | None) -> dict[str, Any]:
             for s in c.services
         ],
         "gateways": [
-            {"name": g.name, "namespace": g.namespace, "private_ip": str(g.node_ip), "public_ip": str(g.public_ip)}
+            {"name": g.name, "namespace": g.namespace, "private_ip": str(g.node_ip), "public_ip": str(g.public_ip),
+             "public_port": g.public_port}
             for g in c.gateways
         ],
-    }
+    }  # fmt: skip
+    if c.cloud is not None:
+        doc["cloud"] = {"namespace": c.cloud.namespace, "public_ip": str(c.cloud.public_ip)}
     if view is not None:
         _add_globalnet(doc, c, view)
     return doc
@@ -186,6 +189,7 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "strategy": st.topology.strategy.value,
         "cable": st.topology.cable.value,
         "wan_rate": st.topology.wan_rate,
+        "load_balancer": None if st.topology.load_balancer is None else st.topology.load_balancer.to_doc(),
         "state_dir": str(st.dir),
         "globalnet": st.topology.globalnet,
         "clusters": [_cluster_doc(c, _view(st, c, views)) for c in lab.clusters],
@@ -234,12 +238,15 @@ def status_text(doc: dict[str, Any]) -> str:
     ]
     for c in doc["clusters"]:
         gcidr = f", global {c['global_cidr']}" if "global_cidr" in c else ""
+        cloud = f", behind cloud {c['cloud']['public_ip']}" if "cloud" in c else ""
         lines.append(
             f"cluster {c['id']}: pods {c['pod_cidr']}, services {c['service_cidr']}{gcidr}, underlay {c['underlay']}"
+            f"{cloud}"
         )
         for n in c["nodes"]:
-            public = next((g["public_ip"] for g in c["gateways"] if g["name"] == n["name"]), None)
-            wan = f"  wan {public}" if public else ""
+            gw = next((g for g in c["gateways"] if g["name"] == n["name"]), None)
+            port = f":{gw['public_port']}" if gw is not None and gw.get("public_port") else ""
+            wan = f"  {'public' if port else 'wan'} {gw['public_ip']}{port}" if gw is not None else ""
             lines.append(f"  {n['role']:<7} {n['name']:<14} node {n['node_ip']:<14} cni {n['cni_ip']:<12}{wan}")
         for s in c["services"]:
             name = s["name"] if s.get("namespace", "default") == "default" else f"{s['namespace']}/{s['name']}"
