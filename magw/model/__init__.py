@@ -114,6 +114,9 @@ class Endpoint:
     # The port other clusters reach this gateway's cable at on ``public_ip`` (``backend_config.publicPort``): a
     # cloud load balancer with one port per gateway (docs/load-balancer.md, design B). None: the cable's own port.
     public_port: int | None = None
+    # Planning only, never published: this node's NAT discovery found the gateway reachable at its private address
+    # (docs/load-balancer.md), so the cable goes there, not through the public address and its load balancer.
+    private_path: bool = False
 
     def cable_ready(self, cable: Cable) -> bool:
         """True when this gateway runs ``cable``: always for VXLAN, with its public key for WireGuard."""
@@ -123,14 +126,19 @@ class Endpoint:
 
     @property
     def underlay_ip(self) -> IPv4Address:
-        """The address other clusters tunnel to."""
+        """The address other clusters tunnel to: the public one unless a private path was found."""
+        return self.public_ip if self.public_ip is not None and not self.private_path else self.private_ip
+
+    @property
+    def published_underlay_ip(self) -> IPv4Address:
+        """The address the gateway publishes for others to tunnel to (whatever this node's NAT discovery found)."""
         return self.public_ip if self.public_ip is not None else self.private_ip
 
     @property
     def underlay_port(self) -> int | None:
-        """The port other clusters send the cable to at ``underlay_ip``: ``public_port``, which only a public IP
-        has; None: the cable's own port."""
-        return self.public_port if self.public_ip is not None else None
+        """The port other clusters send the cable to at ``underlay_ip``: ``public_port``, which only the public
+        path has; None: the cable's own port."""
+        return self.public_port if self.public_ip is not None and not self.private_path else None
 
 
 @attrs.frozen(kw_only=True)

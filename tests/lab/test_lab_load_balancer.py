@@ -15,11 +15,11 @@ from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabInputError
 from magw.lab.observe import cloud
-from magw.lab.planes.daemons import daemons_installed
+from magw.lab.planes.daemons import agent_status, daemons_installed
 from magw.lab.scenarios import failure
 from magw.lab.scenarios.cloud_demo import fail_behind_cloud
 from magw.lab.spec.cloud import NAT_PORTS
-from magw.lab.spec.layout import ECHO_PORT, LabLayout
+from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout
 from magw.lab.spec.topology import load_topology
 from magw.lab.verify.connectivity import TrafficTarget, probe
 from magw.model.cable import Cable
@@ -213,3 +213,51 @@ def test_on_kubernetes_each_gateway_publishes_what_its_load_balancer_service_say
             f"{g.name} {layout_.cluster(g.cluster).cloud.public_ip} {g.public_port}"  # type: ignore[union-attr]
             for g in layout_.gateways
         ]
+
+
+def _discovered(st: LabState, node: NodeLayout) -> dict[str, str]:
+    """Remote gateway -> the path its NAT discovery found (route agent's status file)."""
+    doc = agent_status(st, node) or {}
+    peers = (doc.get("nat_discovery") or {}).get("peers") or {}
+    return {host: str(p.get("path")) for host, p in peers.items()}
+
+
+def test_without_peered_networks_nat_discovery_keeps_the_public_path(lab: tuple[LabLayout, LabState]) -> None:
+    """No route to another cluster's private addresses: every gateway's discovery ends on the public path."""
+    layout_, st = lab
+    for gw in layout_.gateways:
+        remotes = {r.name for r in layout_.gateways if r.cluster != gw.cluster}
+        want = dict.fromkeys(remotes, "public")
+        poll(f"{gw.name}'s NAT discovery done", lambda: _discovered(st, gw) == want)  # noqa: B023  # polled at once
+
+
+def test_peered_networks_are_found_and_the_cable_goes_private(magw_cli: MagwCli) -> None:
+    """``peered``: the clouds route each other's underlays without NAT. Each gateway's discovery finds every remote
+    gateway at its private address; the FDB entries name those addresses and the cable's own port; ``show
+    connections`` says so; pods still reach each other, and the cable's packets cross the clouds untranslated."""
+    topo = load_topology(EXAMPLES / "lab-load-balancer.yaml")
+    assert topo.load_balancer is not None
+    topo = attrs.evolve(topo, load_balancer=attrs.evolve(topo.load_balancer, peered=True))
+    with running_lab(topo, daemons=True) as (layout_, st):
+        for gw in layout_.gateways:
+            remotes = {r.name for r in layout_.gateways if r.cluster != gw.cluster}
+            want = dict.fromkeys(remotes, "private")
+            poll(f"{gw.name} found every remote gateway's private path", lambda: _discovered(st, gw) == want)  # noqa: B023
+        east, west = layout_.clusters
+        private = sorted((vtep_mac(vtep_ip(g.node_ip, inter_cluster=True)), str(g.node_ip), None) for g in east.gateways)
+
+        def fdb() -> list[tuple[str, str | None, int | None]]:
+            found = checker.bridge_json(west.gateways[0].namespace, "fdb", "show", "dev", "vxlan-tunnel")
+            return sorted((e["mac"], e.get("dst"), e.get("port")) for e in found if e.get("dst"))
+
+        poll("west-gw1's FDB on east's private addresses", lambda: fdb() == private)
+        out = magw_cli("show", "connections", "--lab", st.name, "--json", check=True)
+        vias = {(r["node"], r["remote"]): r["via"] for r in json.loads(out.stdout)["connections"]}
+        assert vias[("east-gw1", "west-gw2")] == f"private {west.gateways[1].node_ip} (discovered)"
+        client = layout_.cluster("east").pods_of("east-w1")[0]
+        targets = [TrafficTarget(proto="udp", ip=p.ip, port=ECHO_PORT) for p in west.pods]
+        assert all(r.ok for r in probe(client.namespace, targets))
+        assert east.cloud is not None
+        cable = [t for t in cloud.translations(east.cloud.namespace)
+                 if t.orig_dport == INTER_PORT and t.orig_dst in {g.node_ip for g in west.gateways}]  # fmt: skip
+        assert cable and all((t.out_src, t.out_sport) == (t.orig_src, t.orig_sport) for t in cable)

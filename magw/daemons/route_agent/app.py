@@ -34,6 +34,7 @@ from magw.desired.node.memo import PlanMemo
 from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.health.monitor import HealthMonitor
+from magw.health.natdisc import NatDiscovery
 from magw.metrics.route_agent import RouteAgentMetrics
 from magw.model import Cni, Strategy
 from magw.reconcile.driver import Driver
@@ -61,6 +62,7 @@ class RouteAgent:
     registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
     status_file: str | None = None
     health: HealthMonitor | None = None
+    natdisc: NatDiscovery | None = None  # NAT discovery on gateway nodes (--nat-discovery-port; off with --fake)
     ovn: OvnSyncer | None = None  # the OVN syncer this agent hosts (--ovn-nb), run beside the reconciler
     ovn_mgmt_nexthop: IPv4Address | None = None  # --ovn-mgmt-nexthop (cni ovn: table 150's next hop)
     cni: Cni = Cni.GENERIC  # the CNI of the last plan (the OVN node driver prepares the bridge only for ovn)
@@ -95,9 +97,13 @@ class RouteAgent:
         )
         if self.health is not None:  # a health change replans at once: a partial sync, no round trip through the source
             # urgent: flows through a dead gateway are lost until the kernel follows (no 10 ms settle)
-            self.health.on_change = lambda _health: self.reconciler.mark_dirty("health", urgent=True)
+            self.health.on_change = self._health_changed
             self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
             self.source.subscribe(self.health.update)
+        if self.natdisc is not None:  # a path found or lost replans; checked against every new snapshot
+            self.natdisc.on_change = lambda: self.reconciler.mark_dirty("natdisc")
+            self.natdisc.on_status = lambda: self._on_sync(None)
+            self.source.subscribe(self.natdisc.update)
         self.source.subscribe(lambda _snapshot: self.reconciler.mark_dirty("broker"))
         self.metrics = RouteAgentMetrics(
             self.registry,
@@ -107,6 +113,11 @@ class RouteAgent:
             transfers=lambda: self.cable.transfers if self.cable is not None else {},
             conntrack=self.conntrack or (lambda: None),
         )
+
+    def _health_changed(self, _health: object) -> None:
+        self.reconciler.mark_dirty("health", urgent=True)
+        if self.natdisc is not None:  # a private path that died (or came back) is found again within one check
+            self.natdisc.recheck()
 
     def _strategy(self, requested: Strategy) -> Strategy:
         if requested not in self._strategies:  # pick once per requested strategy: the fallback is logged once
@@ -130,6 +141,8 @@ class RouteAgent:
         self.not_ready = None
         if self.health is not None:
             snapshot = self.health.planning_snapshot(snapshot)
+        if self.natdisc is not None:
+            snapshot = self.natdisc.planning_snapshot(snapshot)
         strategy = self._strategy(snapshot.config.strategy)
         if strategy is not snapshot.config.strategy:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
@@ -164,6 +177,8 @@ class RouteAgent:
             status["health"] = self.health.status_json()
         if self.cable is not None:
             status["cable"] = self.cable.status_json()
+        if self.natdisc is not None and self.natdisc.gateway:
+            status["nat_discovery"] = self.natdisc.status_json()
         status["updated_at"] = datetime.now(UTC).isoformat()
         if last is not None:
             status["last_sync"] = {
@@ -217,6 +232,8 @@ class RouteAgent:
             tasks.add(asyncio.create_task(self.health.run(health_stop), name="health"))
         if self.ovn is not None:
             tasks.add(asyncio.create_task(self.ovn.run(health_stop), name="ovn-syncer"))
+        if self.natdisc is not None:
+            tasks.add(asyncio.create_task(self.natdisc.run(health_stop), name="natdisc"))
         stopper = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
         code = EXIT_OK

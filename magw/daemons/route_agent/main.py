@@ -28,6 +28,8 @@ from magw.daemons.route_agent.node_driver import LazyDriver, fake_driver, real_n
 from magw.daemons.route_agent.ovn_host import add_ovn_arguments, check_ovn_arguments, hosted_syncer
 from magw.daemons.route_agent.ovn_node import add_ovn_node_arguments, check_ovn_node_arguments, ovn_node_driver
 from magw.drivers.netns import current_netns_refusal
+from magw.health import natdisc
+from magw.health.natdisc import NatDiscovery
 from magw.metrics.route_agent import read_conntrack
 from magw.model import Cni
 from magw.reconcile.driver import Driver
@@ -66,6 +68,15 @@ def build_parser() -> OneLineParser:
         action="store_true",
         help="--source kube: also read the egress gateway's EgressVIP/EgressConfig objects and the workloads, and "
         "plan its datapath (needs their CRDs; the file broker reads them whenever they are there)",
+    )
+    p.add_argument(
+        "--nat-discovery-port",
+        type=_port_or_zero,
+        default=natdisc.PORT,
+        metavar="PORT",
+        help=f"on a gateway: ask each remote gateway on its private address, on this UDP port, whether the cable can "
+        f"go there instead of its public address, and answer theirs (default {natdisc.PORT}; 0: off; off with "
+        f"--fake; docs/load-balancer.md)",
     )
     add_health_arguments(p)
     add_state_dir_argument(p)
@@ -141,6 +152,7 @@ def _agent(
         pick_strategy=picker,
         status_file=args.status_file,
         health=build_monitor(args.node, health, allow_initial=args.allow_init_netns),
+        natdisc=_natdisc(args),
         registry=REGISTRY,
         ovn_mgmt_nexthop=args.ovn_mgmt_nexthop,
         conntrack=None if args.fake else read_conntrack,  # the node's own namespace (main refuses the host's)
@@ -148,6 +160,21 @@ def _agent(
     made.append(agent)
     agent.ovn = hosted_syncer(args, source, agent.health, args.resync_period)
     return agent
+
+
+def _natdisc(args: argparse.Namespace) -> NatDiscovery | None:
+    """NAT discovery, unless off (port 0) or --fake (no kernel: the agent may run in the host's namespace)."""
+    return None if args.fake or not args.nat_discovery_port else NatDiscovery(args.node, port=args.nat_discovery_port)
+
+
+def _port_or_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 (off) to 65535, got {text}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -186,11 +186,14 @@ def _wireguard_input(config: Config) -> list[NftRule]:
 
 
 def _wg_peers(snapshot: Snapshot) -> NftSet:
+    """Where each remote WireGuard gateway's packets come from: its published address, and its private one when
+    this node's NAT discovery found that path (either side may use it first)."""
     peers = {
-        e.underlay_ip
+        ip
         for c in snapshot.remote_clusters
         for e in snapshot.endpoints_of(c.id)
         if e.cable_ready(Cable.WIREGUARD)
+        for ip in (e.underlay_ip, e.published_underlay_ip)
     }
     return NftSet(name=WG_PEERS_SET, type="ipv4_addr", flags=(), elements=tuple(str(ip) for ip in sorted(peers)))
 
@@ -210,7 +213,7 @@ def _vxlan_peers(snapshot: Snapshot) -> NftSet:
             ip
             for c in snapshot.remote_clusters
             for e in snapshot.endpoints_of(c.id)
-            for ip in (e.private_ip, e.underlay_ip, *e.allocated_ips)
+            for ip in (e.private_ip, e.published_underlay_ip, *e.allocated_ips)
         ),
     )
 

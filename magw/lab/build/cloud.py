@@ -17,6 +17,7 @@ The health check (``magw.lab.payload.cloudlb``) runs in the namespace and edits 
 from __future__ import annotations
 
 import sys
+from ipaddress import IPv4Address
 from pathlib import Path
 
 from magw.lab.build import procs
@@ -52,7 +53,17 @@ def link_commands(lab: LabLayout, cluster: ClusterLayout, cloud: CloudLayout) ->
         f"link add {naming.WAN_IF} mtu {mtu} type veth peer name {wan_port} mtu {mtu} netns {lab.wan_ns}",
         f"addr add {cloud.public_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
         f"link set {naming.WAN_IF} up",
+        *(f"route add {o.underlay} via {ip} dev {naming.WAN_IF}" for o, ip in peers(lab, cluster)),
     ]
+
+
+def peers(lab: LabLayout, cluster: ClusterLayout) -> list[tuple[ClusterLayout, IPv4Address]]:
+    """The other clusters whose underlays this cluster's cloud routes to without NAT (``peered``), each with its
+    cloud's address on the WAN."""
+    spec = lab.topology.load_balancer
+    if spec is None or not spec.peered:
+        return []
+    return [(c, c.cloud.public_ip) for c in lab.clusters if c.id != cluster.id and c.cloud is not None]
 
 
 def nft_script(lab: LabLayout, cluster: ClusterLayout, cloud: CloudLayout) -> str:
@@ -62,6 +73,10 @@ def nft_script(lab: LabLayout, cluster: ClusterLayout, cloud: CloudLayout) -> st
     live = ", ".join(str(g.public_port) for g in gws)
     listeners = ", ".join(f"{g.public_port} : {g.node_ip} . {port}" for g in gws)
     wan, lo, hi = naming.WAN_IF, *NAT_PORTS
+    peered = ", ".join(str(c.underlay) for c, _ip in peers(lab, cluster))
+    # Peered networks: to and from the other clouds' underlays nothing is translated or dropped (VPC peering).
+    no_nat = f'    oifname "{wan}" ip daddr {{ {peered} }} accept;\n' if peered else ""
+    from_peers = f'    iifname "{wan}" ip saddr {{ {peered} }} ip daddr {cluster.underlay} accept;\n' if peered else ""
     return f"""table ip {TABLE} {{
   set {LIVE} {{ type inet_service; elements = {{ {live} }}; }}
   map {LISTENERS} {{ type inet_service : ipv4_addr . inet_service; elements = {{ {listeners} }}; }}
@@ -72,11 +87,11 @@ def nft_script(lab: LabLayout, cluster: ClusterLayout, cloud: CloudLayout) -> st
     iifname "{wan}" ip daddr {cloud.public_ip} dnat ip to udp dport map @{LISTENERS};
   }}
   chain nat-out {{ type nat hook postrouting priority srcnat; policy accept;
-    oifname "{wan}" meta l4proto {{ tcp, udp }} snat ip to {cloud.public_ip}:{lo}-{hi} random;
+{no_nat}    oifname "{wan}" meta l4proto {{ tcp, udp }} snat ip to {cloud.public_ip}:{lo}-{hi} random;
     oifname "{wan}" snat ip to {cloud.public_ip};
   }}
   chain forward {{ type filter hook forward priority filter; policy accept;
-    iifname "{wan}" ct status dnat accept;
+{from_peers}    iifname "{wan}" ct status dnat accept;
     iifname "{wan}" ct state established,related accept;
     iifname "{wan}" drop;
   }}

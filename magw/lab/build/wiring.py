@@ -82,8 +82,12 @@ def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout, *, o
             f"addr add {node.wan_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
             f"link set {naming.WAN_IF} up",
         ]
-    elif node.gateway and cluster.cloud is not None:  # behind the cloud: the WAN is reached through it
+    elif node.gateway and cluster.cloud is not None:  # behind the cloud: the WAN (and peered underlays) through it
         cmds.append(f"route add {lab.wan_subnet} via {cluster.cloud.underlay_ip} dev {naming.UNDERLAY_IF}")
+        spec = lab.topology.load_balancer
+        if spec is not None and spec.peered:
+            others = [c.underlay for c in lab.clusters if c.id != cluster.id]
+            cmds += [f"route add {u} via {cluster.cloud.underlay_ip} dev {naming.UNDERLAY_IF}" for u in others]
     if ovn:  # the node's routes into the pod network go through ovn-k8s-mp0 (magw.lab.planes.ovn_nodes)
         return cmds
     for other in cluster.nodes:

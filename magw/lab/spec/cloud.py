@@ -1,6 +1,6 @@
 """The topology's ``load_balancer:`` section: the lab emulates a cloud in front of each cluster's gateways.
 
-``load_balancer: {health_interval: 5, unhealthy_threshold: 2, healthy_threshold: 2}`` (each key optional;
+``load_balancer: {health_interval: 5, unhealthy_threshold: 2, healthy_threshold: 2, peered: false}`` (each key optional;
 ``load_balancer: true`` takes every default; ``magw lab up --load-balancer`` the same). Each cluster then gets a
 ``cloud`` namespace on its underlay and on the WAN which does what a cloud load balancer and NAT gateway do
 (docs/load-balancer.md, design B: one public IP per cluster, one port per gateway):
@@ -28,7 +28,7 @@ import attrs
 
 from magw.lab.spec.parser import Parser
 
-LB_KEYS = frozenset({"health_interval", "unhealthy_threshold", "healthy_threshold"})
+LB_KEYS = frozenset({"health_interval", "unhealthy_threshold", "healthy_threshold", "peered"})
 PUBLIC_HOST_BASE = 200  # cluster i's public address: the WAN's .(200 + i) (gateways' own WAN IPs stay below .100)
 CLOUD_UNDERLAY_HOST = 254  # the cloud's address on the cluster's underlay (the gateways' route to the WAN)
 PUBLIC_PORT_BASE = 45000  # gateway k's listener: public port 45000 + k
@@ -44,6 +44,10 @@ class LoadBalancerSpec:
     health_interval: float = DEFAULT_INTERVAL
     unhealthy_threshold: int = 2
     healthy_threshold: int = 2
+    # The clouds' networks are peered (one VPC, or peered VPCs): each routes the others' underlays over the WAN
+    # without NAT, so gateways of different clusters reach each other at their private addresses too, and NAT
+    # discovery (magw.health.natdisc) finds that path.
+    peered: bool = False
 
     def to_doc(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -63,6 +67,7 @@ def parse_load_balancer(p: Parser, value: object, path: str = "load_balancer") -
         health_interval=float(interval),
         unhealthy_threshold=p.integer(doc.get("unhealthy_threshold", 2), f"{path}.unhealthy_threshold", 1, 10),
         healthy_threshold=p.integer(doc.get("healthy_threshold", 2), f"{path}.healthy_threshold", 1, 10),
+        peered=p.boolean(doc.get("peered", False), f"{path}.peered"),
     )
 
 

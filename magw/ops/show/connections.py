@@ -15,7 +15,8 @@ paths go to its own cluster's gateways over ``vx-submariner`` (cable ``local``).
 ``via``: where the cable sends to, from the remote gateway's Endpoint in the node's cluster's snapshot: ``public
 IP[:PORT]`` (a port when a load balancer gives the gateway one, docs/load-balancer.md) or ``private IP``;
 ``local IP`` for a path inside the cluster (the gateway's node IP on ``vx-submariner``); None when the snapshot
-does not have the Endpoint.
+does not have the Endpoint. When the node's NAT discovery found the remote gateway at its private address (its
+status's ``nat_discovery``), ``private IP (discovered)``: the cable goes there instead.
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ def via(inputs: Inputs, cluster: str | None, remote: str, remote_cluster: str) -
     return f"public {e.public_ip}" + ("" if e.underlay_port is None else f":{e.underlay_port}")
 
 
+def _discovered(status: Doc, remote: str) -> str | None:
+    """``private IP (discovered)`` when the node's NAT discovery found ``remote`` on its private address."""
+    found = ((status.get("nat_discovery") or {}).get("peers") or {}).get(remote)
+    if isinstance(found, Mapping) and found.get("path") == "private":
+        return f"private {found.get('private_ip')} (discovered)"
+    return None
+
+
 def _rtt(raw: Any) -> dict[str, float] | None:
     if not isinstance(raw, Mapping):
         return None
@@ -83,7 +92,8 @@ def _probe_rows(inputs: Inputs, node: str, cluster: str | None, status: Doc) -> 
                 "remote_cluster": remote_cluster,
                 "address": address,
                 "cable": LOCAL_CABLE if remote_cluster == cluster else _cable(inputs, cluster),
-                "via": via(inputs, cluster, str(peer.get("hostname")), remote_cluster),
+                "via": _discovered(status, str(peer.get("hostname")))
+                or via(inputs, cluster, str(peer.get("hostname")), remote_cluster),
                 "state": str(peer.get("state", "unknown")),
                 "rtt": _rtt(peer.get("rtt")),
                 "since": peer.get("since"),

@@ -123,3 +123,32 @@ def test_a_node_documents_bad_public_port_is_refused(bad: object) -> None:
            "public_port": bad}  # fmt: skip
     with pytest.raises(DocumentError, match="public_port"):
         to_document(raw, file="node-e-gw1.yaml", index=0)
+
+
+def _nft_set(state: Any, name: str) -> set[str]:
+    (found,) = [s for s in state.nft.sets if s.name == name]
+    return set(found.elements)
+
+
+def test_a_private_path_found_by_nat_discovery_takes_the_cable_there_and_keeps_both_addresses_admitted() -> None:
+    """``Endpoint.private_path`` (this node's NAT discovery, magw.health.natdisc): the FDB entry names the private
+    address and the cable's own port; the VXLAN guard still admits the public address (the remote side may not
+    have found the path yet)."""
+    found = _with_ports(SEED, {"w-gw1": 30001}, private_path=True)
+    assert _tunnel_fdb(found)["02:53:f1:12:00:04"] == ("172.18.0.4", None)
+    peers = _nft_set(plan(found, "e-gw1"), "vxlan_peers")
+    assert {"172.18.0.4", "198.51.100.4"} <= peers
+
+
+def test_wireguard_peers_on_a_private_path_admit_both_addresses() -> None:
+    key = "A" * 42 + "A="
+    endpoints = tuple(
+        attrs.evolve(e, backend=Cable.WIREGUARD, public_key=key[:-3] + chr(ord("A") + i) + "A=",
+                     private_path=e.hostname == "w-gw1")
+        for i, e in enumerate(SEED.endpoints)
+    )  # fmt: skip
+    snapshot = attrs.evolve(SEED, endpoints=endpoints, config=attrs.evolve(SEED.config, cable=Cable.WIREGUARD))
+    state = plan(snapshot, "e-gw1")
+    assert state.cable is not None
+    assert {p.owner: (str(p.endpoint), p.port) for p in state.cable.peers}["west/w-gw1"] == ("172.18.0.4", 51820)
+    assert {"172.18.0.4", "198.51.100.4", "198.51.100.9"} == _nft_set(state, "wg_peers")
