@@ -244,7 +244,9 @@ def test_peered_networks_are_found_and_the_cable_goes_private(magw_cli: MagwCli)
             want = dict.fromkeys(remotes, "private")
             poll(f"{gw.name} found every remote gateway's private path", lambda: _discovered(st, gw) == want)  # noqa: B023
         east, west = layout_.clusters
-        private = sorted((vtep_mac(vtep_ip(g.node_ip, inter_cluster=True)), str(g.node_ip), None) for g in east.gateways)
+        private = sorted(
+            (vtep_mac(vtep_ip(g.node_ip, inter_cluster=True)), str(g.node_ip), None) for g in east.gateways
+        )
 
         def fdb() -> list[tuple[str, str | None, int | None]]:
             found = checker.bridge_json(west.gateways[0].namespace, "fdb", "show", "dev", "vxlan-tunnel")
