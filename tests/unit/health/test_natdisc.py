@@ -8,6 +8,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 import attrs
+import pytest
 
 from magw.health import natdisc
 from magw.health.natdisc import NatDiscovery
@@ -154,3 +155,16 @@ def test_anything_but_a_discovery_datagram_is_refused() -> None:
                       b"magw-nd1Q" + b"k" * 16 + b"{not json"]  # fmt: skip
     assert [natdisc.parse(b) for b in bad] == [None] * len(bad)
     assert natdisc.parse(b"magw-nd1A" + b"k" * 16 + b"[1]") == (natdisc.ANSWER, b"k" * 16, {})
+
+
+def test_the_route_agents_flag() -> None:
+    from magw.daemons.route_agent.main import build_parser
+
+    parser = build_parser()
+    base = ["--node", "e-gw1", "--cluster", "east"]
+    assert parser.parse_args(base).nat_discovery_port == natdisc.PORT
+    assert parser.parse_args([*base, "--nat-discovery-port", "0"]).nat_discovery_port == 0
+    for bad in ("65536", "-1", "x"):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args([*base, "--nat-discovery-port", bad])
+        assert exited.value.code == 2

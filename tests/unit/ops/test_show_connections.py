@@ -140,3 +140,15 @@ def test_via_is_where_the_cable_sends_to(tmp_path: Path) -> None:
     assert via(lb, "west", "e-gw1", "east") == "public 198.18.0.6:45001"
     rows = topics.endpoints(lb)
     assert [render.public_text(r) for r in rows if r["hostname"] == "e-gw1"] == ["198.18.0.6:45001"]
+
+
+def test_a_discovered_private_path_is_what_via_says() -> None:
+    status = {**GW_STATUS, "nat_discovery": {"port": 4490, "peers": {
+        "west-gw1": {"cluster": "west", "private_ip": "172.19.0.4", "path": "private"},
+        "west-gw2": {"cluster": "west", "private_ip": "172.19.0.9", "path": "public"},
+    }}}  # fmt: skip
+    rows = connection_rows(Inputs(source="t", statuses={"east-gw1": status}), ["east-gw1"])
+    assert [(r["remote"], r["via"]) for r in rows] == [
+        ("west-gw1", "private 172.19.0.4 (discovered)"),
+        ("west-gw2", None),  # public: what the snapshot says (none here)
+    ]
