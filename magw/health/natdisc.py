@@ -46,6 +46,7 @@ NONCE = 16
 MAX_DATAGRAM = 512
 RATE = 200  # answers per second at most
 TICK = 0.1
+BIND_RETRY = 5.0  # seconds between tries to bind a port that was taken
 
 
 def request_bytes(nonce: bytes, node: str) -> bytes:
@@ -110,6 +111,8 @@ class NatDiscovery:
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._answers: list[float] = []
+        self._bind_failed = False
+        self._bind_retry_at = 0.0
         self.answered = 0
 
     # ----- inputs and outputs ------------------------------------------------------------------------------------
@@ -170,14 +173,20 @@ class NatDiscovery:
     # ----- the socket ----------------------------------------------------------------------------------------------
 
     def _open(self) -> None:
+        now = self._clock()
+        if now < self._bind_retry_at:
+            return
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("0.0.0.0", self.port))
         except OSError as exc:
             sock.close()
-            log.error("natdisc.bind_failed", node=self.node, port=self.port, error=str(exc))
+            if not self._bind_failed:  # once, then a quiet retry every BIND_RETRY s (the port may come free)
+                log.error("natdisc.bind_failed", node=self.node, port=self.port, error=str(exc), retry=BIND_RETRY)
+            self._bind_failed, self._bind_retry_at = True, now + BIND_RETRY
             return
+        self._bind_failed = False
         sock.setblocking(False)
         self._sock = sock
         assert self._loop is not None
