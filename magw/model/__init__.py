@@ -114,6 +114,10 @@ class Endpoint:
     # The port other clusters reach this gateway's cable at on ``public_ip`` (``backend_config.publicPort``): a
     # cloud load balancer with one port per gateway (docs/load-balancer.md, design B). None: the cable's own port.
     public_port: int | None = None
+    # The source address this gateway's cable packets arrive from at other clusters when a NAT other than the one
+    # holding ``public_ip`` translates them (a cloud's NAT gateway beside its load balancer; ``backend_config.
+    # natSourceIP``, docs/load-balancer.md). Remote guards admit it; nothing is sent to it.
+    nat_source_ip: IPv4Address | None = None
     # Planning only, never published: this node's NAT discovery found the gateway reachable at its private address
     # (docs/load-balancer.md), so the cable goes there, not through the public address and its load balancer.
     private_path: bool = False

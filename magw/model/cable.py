@@ -31,6 +31,7 @@ WG_PREFIXLEN = 8
 WG_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard data header (16) + authentication tag (16)
 KEY_BYTES = 32
 PUBLIC_KEY_FIELD = "publicKey"  # the Endpoint's backend_config key, as Submariner names it
+NAT_SOURCE_FIELD = "natSourceIP"  # backend_config: the address a NAT other than public_ip's gives its cable packets
 PUBLIC_PORT_FIELD = "publicPort"  # backend_config: the port the cable is reached at on the public IP (a string)
 
 

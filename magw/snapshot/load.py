@@ -17,13 +17,14 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable
+from ipaddress import IPv4Address
 from typing import Protocol, TypeVar
 
 import attrs
 import yaml
 
 from magw.model import Cluster, Cni, Config, Endpoint, Health, Node, ResilientParams, Snapshot, Strategy
-from magw.model.cable import PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD, Cable, check_public_key
+from magw.model.cable import NAT_SOURCE_FIELD, PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD, Cable, check_public_key
 from magw.model.egressgw import EgressGateway
 from magw.model.globalnet import Globalnet
 from magw.snapshot.checks import (
@@ -253,6 +254,7 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
     backend = _enum(Cable, "backend", f.optional("backend"), f.at("backend")) if f.has("backend") else Cable.VXLAN
     public_key = _public_key(f, backend)
     public_port = _public_port(f)
+    nat_source_ip = _nat_source_ip(f)
     endpoint = Endpoint(
         cluster=cluster,
         hostname=hostname,
@@ -263,6 +265,7 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
         backend=backend,
         public_key=public_key,
         public_port=public_port,
+        nat_source_ip=nat_source_ip,
     )
     return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, "subnets"), path=path)
 
@@ -298,6 +301,16 @@ def _public_port(f: Fields) -> int | None:
     if isinstance(raw, str) and raw.isascii() and raw.isdigit() and not raw.startswith("0"):
         raw = int(raw)
     return integer(raw, path, low=1, high=65535)
+
+
+def _nat_source_ip(f: Fields) -> IPv4Address | None:
+    """``backend_config.natSourceIP``: the address another NAT gives this gateway's cable packets (an IPv4 string)."""
+    if not f.has("backend_config"):
+        return None
+    config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
+    if not config.has(NAT_SOURCE_FIELD):
+        return None
+    return ipv4(config.optional(NAT_SOURCE_FIELD), config.at(NAT_SOURCE_FIELD))
 
 
 def _enum(kind: type[_E], what: str, value: object, path: str) -> _E:
@@ -455,6 +468,8 @@ def endpoint_doc(endpoint: Endpoint) -> dict[str, object]:
         config[PUBLIC_KEY_FIELD] = endpoint.public_key
     if endpoint.public_port is not None:
         config[PUBLIC_PORT_FIELD] = str(endpoint.public_port)
+    if endpoint.nat_source_ip is not None:
+        config[NAT_SOURCE_FIELD] = str(endpoint.nat_source_ip)
     if config:
         doc["backend_config"] = config
     return doc

@@ -70,7 +70,8 @@ def test_lab_status_shows_the_cloud_and_each_gateways_port(
     assert [line for line in lines if line.startswith("cluster east:") and "behind cloud 198.18.0.200" in line]
     assert [line for line in lines if "east-gw2" in line and line.endswith("public 198.18.0.200:45002")]
     doc = json.loads(magw_cli("lab", "status", "--name", st.name, "--json", check=True).stdout)
-    assert doc["load_balancer"] == {"health_interval": 2.0, "unhealthy_threshold": 2, "healthy_threshold": 2}
+    spec = {"health_interval": 2.0, "unhealthy_threshold": 2, "healthy_threshold": 2, "peered": False}
+    assert doc["load_balancer"] == spec
     west = next(c for c in doc["clusters"] if c["id"] == "west")
     assert west["cloud"]["public_ip"] == "198.18.0.201"
     ports = [(g["public_ip"], g["public_port"]) for g in west["gateways"]]
@@ -98,20 +99,21 @@ def test_show_connections_says_where_each_cable_goes(lab: tuple[LabLayout, LabSt
 
 
 def test_the_far_side_sees_the_nats_address_and_rewritten_ports(lab: tuple[LabLayout, LabState]) -> None:
-    """The east cloud rewrote its gateways' cable packets' source ports into its NAT range; a west gateway's own
-    conntrack table sees the cable arrive from the east cloud's address and such ports (and admits it)."""
+    """The east cloud rewrote its gateways' cable packets' source to its NAT address (not the load balancer's) and
+    ports into its NAT range; a west gateway's own conntrack table sees the cable arrive from that address and such
+    ports, and admits it: east's gateways publish it as natSourceIP."""
     layout_, _st = lab
     east, west = layout_.clusters
     assert east.cloud is not None and west.cloud is not None
     low, high = NAT_PORTS
     out = [t for t in cloud.translations(east.cloud.namespace) if t.orig_src in {g.node_ip for g in east.gateways}]
     assert out, "no cable packet left east's gateways"
-    assert all(t.out_src == east.cloud.public_ip and low <= t.out_sport <= high for t in out)
+    assert all(t.out_src == east.cloud.nat_ip and low <= t.out_sport <= high for t in out)
     assert any(t.out_sport != t.orig_sport for t in out)
     seen = cloud.parse_conntrack(
         checker.run(west.gateways[0].namespace, "conntrack", "-L", "-p", "udp", "--dport", str(INTER_PORT)).stdout
     )
-    from_east = [t for t in seen if t.orig_src == east.cloud.public_ip]
+    from_east = [t for t in seen if t.orig_src == east.cloud.nat_ip]
     assert from_east and all(low <= t.orig_sport <= high for t in from_east)
 
 
@@ -168,7 +170,7 @@ def test_cli_demo_behind_the_cloud(magw_cli: MagwCli) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     listeners = ("east: public 198.18.0.200 (no gateway has an address of its own): east-gw1 at :45001, "
-                 "east-gw2 at :45002")
+                 "east-gw2 at :45002; leaving through NAT 198.18.0.210")
     assert listeners in lines
     assert [line for line in lines if line.startswith("east: ") and "outgoing UDP flows left with a rewritten" in line]
     took = re.compile(r"cloud: took east-gw1 out of its listener [\d.]+ s after the power cut")

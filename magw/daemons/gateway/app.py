@@ -58,6 +58,7 @@ def desired_endpoint(
     public_ip: IPv4Address | None,
     cable_keys: CableKeys | None = None,
     public_port: int | None = None,
+    nat_source_ip: IPv4Address | None = None,
 ) -> Endpoint | str:
     """The Endpoint ``node_name`` should publish, or why it should publish none yet (one line).
 
@@ -99,6 +100,7 @@ def desired_endpoint(
         backend=backend,
         public_key=key,
         public_port=port,
+        nat_source_ip=nat_source_ip,
     )
 
 
@@ -129,6 +131,7 @@ class Gateway:
     private_ip: IPv4Address | None = None
     public_ip: IPv4Address | None = None
     public_port: int | None = None
+    nat_source_ip: IPv4Address | None = None  # --nat-source-ip
     # Each instance its own registry unless given one (main() passes the global REGISTRY): a second instance
     # in one process must not collide with the first (prometheus refuses duplicate timeseries).
     registry: CollectorRegistry | None = attrs.field(factory=CollectorRegistry)
@@ -155,8 +158,9 @@ class Gateway:
     def desired(self) -> Endpoint | None:
         """The Endpoint we should publish, or None while our Node document does not make us a gateway."""
         want = desired_endpoint(
-            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port
-        )
+            self.source, self.node, self.private_ip, self.public_ip, self.cable_keys, self.public_port,
+            self.nat_source_ip,
+        )  # fmt: skip
         if isinstance(want, str):
             self._wait(want)
             return None

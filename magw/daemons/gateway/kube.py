@@ -76,6 +76,7 @@ class KubeGateway:
     public_ip: IPv4Address | None = None
     public_port: int | None = None
     public_service: str | None = None  # the LoadBalancer Service fronting this gateway (--public-service)
+    nat_source_ip: IPv4Address | None = None  # --nat-source-ip
     cable_keys: CableKeys | None = None  # this node's WireGuard key pair (used with cable: wireguard)
     broker_sync: BrokerSync | None = None
     health_status_file: str | None = None
@@ -180,7 +181,9 @@ class KubeGateway:
                 return fronted or f"Service {self.public_service}: not read yet"
             public_ip = public_ip or fronted.ip
             public_port = public_port or fronted.port
-        return desired_endpoint(self.source, self.node, self.private_ip, public_ip, self.cable_keys, public_port)
+        return desired_endpoint(
+            self.source, self.node, self.private_ip, public_ip, self.cable_keys, public_port, self.nat_source_ip
+        )
 
     async def ensure(self) -> None:
         """Publish our Endpoint if we hold the lease and it is missing or differs."""
@@ -354,6 +357,7 @@ async def run_kube(args: argparse.Namespace) -> int:
             public_ip=args.public_ip,
             public_port=args.public_port,
             public_service=args.public_service,
+            nat_source_ip=args.nat_source_ip,
             broker_sync=broker_sync,
             health_status_file=args.health_status_file,
             tidy_grace=args.tidy_grace,

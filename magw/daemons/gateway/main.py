@@ -48,6 +48,13 @@ def build_parser() -> OneLineParser:
         help="port other clusters send the cable to on the public IP, when a load balancer gives this gateway a "
         "port of its own (default: the Node document's public_port, else the cable's port; docs/load-balancer.md)",
     )
+    p.add_argument(
+        "--nat-source-ip",
+        type=ipv4,
+        help="the address this gateway's cable packets arrive from at other clusters when a NAT other than the one "
+        "holding the public IP translates them (a cloud NAT gateway beside the load balancer): published as "
+        "backend_config.natSourceIP so remote gateways admit it (default: none; docs/load-balancer.md)",
+    )
     add_heartbeat_argument(p)
     add_state_dir_argument(p)
     p.add_argument(
@@ -111,6 +118,7 @@ async def _run(args: argparse.Namespace) -> int:
         private_ip=args.private_ip,
         public_ip=args.public_ip,
         public_port=args.public_port,
+        nat_source_ip=args.nat_source_ip,
         heartbeat=args.heartbeat,
         withdraw_on_exit=args.withdraw_on_exit,
         exit_hold=args.exit_hold,

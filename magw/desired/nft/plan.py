@@ -45,7 +45,7 @@ from magw.desired.node import clientip
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.roles import NodeRole
 from magw.desired.ovn import node as ovnnode
-from magw.model import Cni, Config, Snapshot, dotted, net_key
+from magw.model import Cni, Config, Endpoint, Snapshot, dotted, net_key
 from magw.model.cable import WG_DEVICE, Cable
 from magw.model.vtep import INTER_PORT, INTRA_PORT, VX_SUBMARINER, VXLAN_TUNNEL
 
@@ -193,9 +193,14 @@ def _wg_peers(snapshot: Snapshot) -> NftSet:
         for c in snapshot.remote_clusters
         for e in snapshot.endpoints_of(c.id)
         if e.cable_ready(Cable.WIREGUARD)
-        for ip in (e.underlay_ip, e.published_underlay_ip)
+        for ip in (e.underlay_ip, e.published_underlay_ip, *_nat_source(e))
     }
     return NftSet(name=WG_PEERS_SET, type="ipv4_addr", flags=(), elements=tuple(str(ip) for ip in sorted(peers)))
+
+
+def _nat_source(e: Endpoint) -> tuple[IPv4Address, ...]:
+    """The address a NAT beside the gateway's load balancer gives its cable packets, if it publishes one."""
+    return () if e.nat_source_ip is None else (e.nat_source_ip,)
 
 
 def _address_set(name: str, addresses: Iterable[IPv4Address]) -> NftSet:
@@ -213,7 +218,7 @@ def _vxlan_peers(snapshot: Snapshot) -> NftSet:
             ip
             for c in snapshot.remote_clusters
             for e in snapshot.endpoints_of(c.id)
-            for ip in (e.private_ip, e.published_underlay_ip, *e.allocated_ips)
+            for ip in (e.private_ip, e.published_underlay_ip, *e.allocated_ips, *_nat_source(e))
         ),
     )
 

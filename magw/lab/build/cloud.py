@@ -7,8 +7,8 @@ the WAN bridge (port ``<cluster>-lb``, the cluster's public address). Its nft ta
   ``live`` is dropped, so no conntrack entry without NAT is left behind to outlive the backend's return;
 - ``dnat``: UDP to (public IP, listener port) goes to the backend's private address and the cable's port (map
   ``listeners``);
-- ``snat``: everything leaving on the WAN gets the public address, UDP and TCP with a random port from
-  20000-40000 (port-rewriting NAT, as cloud NAT gateways do);
+- ``nat-out``: everything leaving on the WAN gets the cloud's NAT address (not the load balancer's), UDP and TCP
+  with a random port from 20000-40000 (port-rewriting NAT, as cloud NAT gateways do);
 - ``forward``: from the WAN, only DNATed and established traffic passes.
 
 The health check (``magw.lab.payload.cloudlb``) runs in the namespace and edits ``live`` and ``listeners``.
@@ -52,6 +52,7 @@ def link_commands(lab: LabLayout, cluster: ClusterLayout, cloud: CloudLayout) ->
         f"link set {naming.UNDERLAY_IF} up",
         f"link add {naming.WAN_IF} mtu {mtu} type veth peer name {wan_port} mtu {mtu} netns {lab.wan_ns}",
         f"addr add {cloud.public_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
+        f"addr add {cloud.nat_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
         f"link set {naming.WAN_IF} up",
         *(f"route add {o.underlay} via {ip} dev {naming.WAN_IF}" for o, ip in peers(lab, cluster)),
     ]
@@ -87,8 +88,8 @@ def nft_script(lab: LabLayout, cluster: ClusterLayout, cloud: CloudLayout) -> st
     iifname "{wan}" ip daddr {cloud.public_ip} dnat ip to udp dport map @{LISTENERS};
   }}
   chain nat-out {{ type nat hook postrouting priority srcnat; policy accept;
-{no_nat}    oifname "{wan}" meta l4proto {{ tcp, udp }} snat ip to {cloud.public_ip}:{lo}-{hi} random;
-    oifname "{wan}" snat ip to {cloud.public_ip};
+{no_nat}    oifname "{wan}" meta l4proto {{ tcp, udp }} snat ip to {cloud.nat_ip}:{lo}-{hi} random;
+    oifname "{wan}" snat ip to {cloud.nat_ip};
   }}
   chain forward {{ type filter hook forward priority filter; policy accept;
 {from_peers}    iifname "{wan}" ct status dnat accept;

@@ -226,6 +226,8 @@ def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:
         argv += ["--metrics-address", "0.0.0.0"]
     elif node.public_ip is not None:
         argv += ["--public-ip", str(node.public_ip)]
+    if node.nat_source_ip is not None:  # the cloud's NAT, beside its load balancer
+        argv += ["--nat-source-ip", str(node.nat_source_ip)]
     if st.kube:
         argv += kube.gateway_flags(st, node, agent_status_path(st, node))
     return argv

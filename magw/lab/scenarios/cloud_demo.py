@@ -28,15 +28,16 @@ def listeners_text(lab: LabLayout) -> str:
         if c.cloud is None:
             continue
         ports = ", ".join(f"{g.name} at :{g.public_port}" for g in c.gateways)
-        lines.append(f"{c.id}: public {c.cloud.public_ip} (no gateway has an address of its own): {ports}")
+        lines.append(f"{c.id}: public {c.cloud.public_ip} (no gateway has an address of its own): {ports}; "
+                     f"leaving through NAT {c.cloud.nat_ip}")  # fmt: skip
     return "\n".join(lines)
 
 
 def nat_text(c: ClusterLayout) -> str:
     """What the cluster's NAT did to the gateways' outgoing cable packets: how many, and one example."""
     assert c.cloud is not None
-    public = c.cloud.public_ip
-    out = [t for t in cloud.translations(c.cloud.namespace) if t.out_src == public and t.orig_src != public]
+    nat = c.cloud.nat_ip
+    out = [t for t in cloud.translations(c.cloud.namespace) if t.out_src == nat and t.orig_src != nat]
     rewritten = [t for t in out if t.out_sport != t.orig_sport and NAT_PORTS[0] <= t.out_sport <= NAT_PORTS[1]]
     if not out:
         return f"{c.id}: no outgoing translation in the cloud's conntrack table"

@@ -9,8 +9,9 @@
   and no public address of their own, and reach the WAN through it;
 - a listener per gateway: UDP to (public IP, ``45000 + k``) is DNATed to gateway ``k``'s private (underlay)
   address and the cable's port, while the cloud's health check finds that gateway healthy;
-- everything leaving is SNATed to the public address, UDP and TCP with port rewriting (20000-40000, random), as
-  cloud NAT gateways do;
+- everything leaving is SNATed to the cloud's NAT address, ``198.18.0.(210 + cluster index)``, UDP and TCP with
+  port rewriting (20000-40000, random), as a cloud NAT gateway beside the load balancer does: another address than
+  the load balancer's, which the gateways publish as ``natSourceIP`` so remote gateways admit it;
 - a health check of its own (``magw.lab.payload.cloudlb``): a TCP connect to each gateway's metrics port every
   ``health_interval`` s; a backend leaves its listener after ``unhealthy_threshold`` failures in a row and comes
   back after ``healthy_threshold`` successes, as clouds' network load balancers do.
@@ -30,6 +31,7 @@ from magw.lab.spec.parser import Parser
 
 LB_KEYS = frozenset({"health_interval", "unhealthy_threshold", "healthy_threshold", "peered"})
 PUBLIC_HOST_BASE = 200  # cluster i's public address: the WAN's .(200 + i) (gateways' own WAN IPs stay below .100)
+NAT_HOST_BASE = 210  # cluster i's NAT address (what leaving packets carry): the WAN's .(210 + i)
 CLOUD_UNDERLAY_HOST = 254  # the cloud's address on the cluster's underlay (the gateways' route to the WAN)
 PUBLIC_PORT_BASE = 45000  # gateway k's listener: public port 45000 + k
 NAT_PORTS = (20000, 40000)  # the source ports the cloud's NAT rewrites to (below the listeners' 45001-45008)
@@ -76,7 +78,8 @@ class CloudLayout:
     """A cluster's cloud: its namespace, public address (on the WAN) and address on the cluster's underlay."""
 
     namespace: str
-    public_ip: IPv4Address
+    public_ip: IPv4Address  # the load balancer's
+    nat_ip: IPv4Address  # the NAT gateway's: the source of everything leaving
     underlay_ip: IPv4Address
 
 
@@ -84,6 +87,7 @@ def cloud_layout(namespace: str, index: int, wan: IPv4Network, underlay: IPv4Net
     return CloudLayout(
         namespace=namespace,
         public_ip=wan.network_address + PUBLIC_HOST_BASE + index,
+        nat_ip=wan.network_address + NAT_HOST_BASE + index,
         underlay_ip=underlay.network_address + CLOUD_UNDERLAY_HOST,
     )
 

@@ -47,6 +47,7 @@ class NodeLayout:
     public_ip: IPv4Address | None  # what the gateway publishes: its WAN IP, or its cluster's cloud's
     wan_ip: IPv4Address | None = None  # its own link on the WAN bridge (None behind a cloud, and on workers)
     public_port: int | None = None  # its listener on the cloud's public IP (load_balancer only)
+    nat_source_ip: IPv4Address | None = None  # the cloud's NAT address its packets leave with (load_balancer only)
 
     @property
     def gateway(self) -> bool:
@@ -195,6 +196,7 @@ def _cluster(lab: str, index: int, spec: ClusterSpec, behind_cloud: bool) -> Clu
             public_ip=cloud.public_ip if cloud is not None and role == "gateway" else wan_ip,
             wan_ip=wan_ip,
             public_port=public_port(k) if cloud is not None and role == "gateway" else None,
+            nat_source_ip=cloud.nat_ip if cloud is not None and role == "gateway" else None,
         )
         nodes.append(node)
         pods += [_pod(lab, spec.id, node, p) for p in range(1, spec.pods_per_node + 1)]

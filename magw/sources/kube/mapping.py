@@ -24,7 +24,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import yaml
 
-from magw.model.cable import PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD
+from magw.model.cable import NAT_SOURCE_FIELD, PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD
 from magw.model.globalnet import CLUSTER_GLOBAL_EGRESS_IP, GLOBAL_EGRESS_IP, GLOBAL_INGRESS_IP, ObjectRef
 from magw.sources.file.documents import Document, DocumentError, to_document
 from magw.sources.file.globalnet_store import status_file
@@ -239,8 +239,9 @@ def endpoint_docs(obj: Obj) -> tuple[Document, ...]:
         raw["backend"] = "wireguard"
     raw_config = spec.get("backend_config")
     config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
-    # ours of Submariner's backend_config keys: the WireGuard key and the load balancer's port (docs/load-balancer.md)
-    kept = {k: config[k] for k in (PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD) if config.get(k)}
+    # ours of Submariner's backend_config keys: the WireGuard key, the load balancer's port and the NAT's source
+    # address (docs/load-balancer.md)
+    kept = {k: config[k] for k in (PUBLIC_KEY_FIELD, PUBLIC_PORT_FIELD, NAT_SOURCE_FIELD) if config.get(k)}
     if kept:
         raw["backend_config"] = kept
     return (_doc(raw, origin("Endpoint", obj)),)

@@ -142,3 +142,11 @@ def test_an_endpoint_behind_a_load_balancer_keeps_its_public_port() -> None:
     assert doc.fields["backend_config"] == {"publicPort": "30004"}
     spec = mapping.endpoint_spec(dict(doc.fields))
     assert spec["backend_config"] == {"publicPort": "30004"}
+
+
+def test_an_endpoint_behind_a_separate_nat_keeps_its_nat_source() -> None:
+    """``backend_config.natSourceIP`` (docs/load-balancer.md) is kept with the port, and written back."""
+    config = {"publicPort": "30004", "natSourceIP": "203.0.113.50", "natt-discovery-port": "4490"}
+    (doc,) = mapping.endpoint_docs(endpoint_obj("vxlan", config))
+    assert doc.fields["backend_config"] == {"publicPort": "30004", "natSourceIP": "203.0.113.50"}
+    assert mapping.endpoint_spec(dict(doc.fields))["backend_config"] == doc.fields["backend_config"]

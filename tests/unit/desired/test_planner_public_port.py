@@ -152,3 +152,29 @@ def test_wireguard_peers_on_a_private_path_admit_both_addresses() -> None:
     assert state.cable is not None
     assert {p.owner: (str(p.endpoint), p.port) for p in state.cable.peers}["west/w-gw1"] == ("172.18.0.4", 51820)
     assert {"172.18.0.4", "198.51.100.4", "198.51.100.9"} == _nft_set(state, "wg_peers")
+
+
+def test_a_nat_source_address_is_published_loaded_and_admitted_by_both_guards() -> None:
+    """``backend_config.natSourceIP``: the address a NAT beside the load balancer gives a gateway's cable packets.
+    It round-trips through the snapshot, and the far side's VXLAN and WireGuard guards admit it (nothing is sent
+    to it: the FDB still names the public address)."""
+    nat = IPv4Address("203.0.113.50")
+    snapshot = _with_ports(SEED, {"w-gw1": 30001}, nat_source_ip=nat)
+    doc = snapshot_to_doc(snapshot)
+    (w_gw1,) = [e for e in doc["endpoints"] if e["hostname"] == "w-gw1"]  # type: ignore[union-attr]
+    assert w_gw1["backend_config"] == {"publicPort": "30001", "natSourceIP": "203.0.113.50"}
+    assert parse_snapshot(doc) == snapshot
+    state = plan(snapshot, "e-gw1")
+    assert "203.0.113.50" in _nft_set(state, "vxlan_peers")
+    assert _tunnel_fdb(snapshot)["02:53:f1:12:00:04"] == ("198.51.100.4", 30001)
+    assert "203.0.113.50" not in _nft_set(plan(SEED, "e-gw1"), "vxlan_peers")
+    w_gw1["backend_config"] = {"natSourceIP": "not-an-ip"}
+    with pytest.raises(SnapshotError, match=r"backend_config\.natSourceIP"):
+        parse_snapshot(doc)
+
+
+def test_the_gateway_publishes_its_nat_source_from_the_flag() -> None:
+    args = build_parser().parse_args(
+        ["--broker-dir", "/tmp", "--node", "e-gw1", "--cluster", "east", "--nat-source-ip", "203.0.113.50"]
+    )
+    assert args.nat_source_ip == IPv4Address("203.0.113.50")

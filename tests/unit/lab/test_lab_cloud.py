@@ -63,8 +63,8 @@ def test_one_public_address_per_cluster_and_a_port_per_gateway() -> None:
     assert east.cloud is not None and west.cloud is not None
     assert (east.cloud.public_ip, west.cloud.public_ip) == (IPv4Address("198.18.0.200"), IPv4Address("198.18.0.201"))
     assert (east.cloud.underlay_ip, east.cloud.namespace) == (IPv4Address("172.17.0.254"), "t-east-cloud")
-    assert [(g.public_ip, g.public_port, g.wan_ip) for g in west.gateways] == [
-        (west.cloud.public_ip, 45001 + k, None) for k in range(3)
+    assert [(g.public_ip, g.public_port, g.wan_ip, g.nat_source_ip) for g in west.gateways] == [
+        (west.cloud.public_ip, 45001 + k, None, IPv4Address("198.18.0.211")) for k in range(3)
     ]
     assert all(n.public_port is None and n.public_ip is None for n in lab.nodes if not n.gateway)
     assert {"t-east-cloud", "t-west-cloud"} <= set(lab.namespaces)
@@ -83,6 +83,7 @@ def test_gateways_reach_the_wan_through_the_cloud_only() -> None:
     assert wiring.underlay_ports(east)[-1] == "lb"
     links = lab_cloud.link_commands(lab, east, east.cloud)  # type: ignore[arg-type]
     assert "addr add 198.18.0.200/24 dev wan0" in links and "addr add 172.17.0.254/24 dev eth0" in links
+    assert "addr add 198.18.0.210/24 dev wan0" in links  # the NAT gateway's address
 
 
 def test_the_cloud_table_lists_every_gateway_and_the_cable_port() -> None:
@@ -92,7 +93,7 @@ def test_the_cloud_table_lists_every_gateway_and_the_cable_port() -> None:
     script = lab_cloud.nft_script(lab, west, west.cloud)  # type: ignore[arg-type]
     assert "elements = { 45001, 45002, 45003 }" in script
     assert "45001 : 172.18.0.11 . 4500, 45002 : 172.18.0.12 . 4500, 45003 : 172.18.0.13 . 4500" in script
-    assert "snat ip to 198.18.0.201:20000-40000 random" in script
+    assert "snat ip to 198.18.0.211:20000-40000 random" in script  # the NAT's address, not the load balancer's
     wg = layout("t", parse_topology({**topo.to_doc(), "cable": Cable.WIREGUARD.value}))
     assert "45001 : 172.18.0.11 . 51820" in lab_cloud.nft_script(wg, wg.clusters[1], wg.clusters[1].cloud)  # type: ignore[arg-type]
     argv = lab_cloud.checker_argv(lab, west, 9102)
