@@ -104,6 +104,7 @@ class NatDiscovery:
         self.timeout = timeout
         self.attempts = attempts
         self._clock = clock
+        # By hostname: gateway hostnames are unique in the clusterset, as everywhere in magw (``Health.down``).
         self.targets: dict[str, Target] = {}
         self.gateway = False
         self.on_change: Callable[[], None] = lambda: None  # a planned path changed: replan
@@ -154,7 +155,7 @@ class NatDiscovery:
 
         def mark(e: Endpoint) -> Endpoint:
             t = self.targets.get(e.hostname)
-            found = t is not None and t.path == "private" and t.private_ip == e.private_ip
+            found = t is not None and t.path == "private" and (t.cluster, t.private_ip) == (e.cluster, e.private_ip)
             return attrs.evolve(e, private_path=True) if found and e.cluster != snapshot.local_cluster else e
 
         return attrs.evolve(snapshot, endpoints=tuple(mark(e) for e in snapshot.endpoints))
