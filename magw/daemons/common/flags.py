@@ -66,6 +66,11 @@ def _port(text: str) -> int:
     return _port_number(text, off=True)
 
 
+def port_or_off(text: str) -> int:
+    """A port 1..65535, or 0: off."""
+    return _port_number(text, off=True)
+
+
 def udp_port(text: str) -> int:
     """A port 1..65535 (no 0: nothing to switch off)."""
     return _port_number(text, off=False)

@@ -18,6 +18,7 @@ from magw.daemons.common.flags import (
     common_parser,
     interface_name,
     parse,
+    port_or_off,
 )
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.route_agent.app import SWITCH_INTERVAL, RouteAgent, StrategyPicker
@@ -71,7 +72,7 @@ def build_parser() -> OneLineParser:
     )
     p.add_argument(
         "--nat-discovery-port",
-        type=_port_or_zero,
+        type=port_or_off,
         default=natdisc.PORT,
         metavar="PORT",
         help=f"on a gateway: ask each remote gateway on its private address, on this UDP port, whether the cable can "
@@ -165,16 +166,6 @@ def _agent(
 def _natdisc(args: argparse.Namespace) -> NatDiscovery | None:
     """NAT discovery, unless off (port 0) or --fake (no kernel: the agent may run in the host's namespace)."""
     return None if args.fake or not args.nat_discovery_port else NatDiscovery(args.node, port=args.nat_discovery_port)
-
-
-def _port_or_zero(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be from 0 (off) to 65535, got {text}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
