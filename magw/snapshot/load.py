@@ -252,9 +252,13 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
         ipv4(a, item_path(f.at("allocated_ips"), i)) for i, a in enumerate(sequence(allocated, f.at("allocated_ips")))
     ]
     backend = _enum(Cable, "backend", f.optional("backend"), f.at("backend")) if f.has("backend") else Cable.VXLAN
-    public_key = _public_key(f, backend)
-    public_port = _public_port(f)
-    nat_source_ip = _nat_source_ip(f)
+    # backend_config, opened once for its three keys of ours (None when absent)
+    config = None
+    if f.has("backend_config"):
+        config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
+    public_key = _public_key(config, backend, f.at("backend_config"))
+    public_port = _public_port(config)
+    nat_source_ip = _nat_source_ip(config)
     endpoint = Endpoint(
         cluster=cluster,
         hostname=hostname,
@@ -270,14 +274,13 @@ def _endpoint(value: object, path: str) -> ParsedEndpoint:
     return ParsedEndpoint(endpoint=endpoint, subnets=located(subnets, "subnets"), path=path)
 
 
-def _public_key(f: Fields, backend: Cable) -> str | None:
+def _public_key(config: Fields | None, backend: Cable, path: str) -> str | None:
     """``backend_config.publicKey``: required with ``backend: wireguard``, a WireGuard public key. Other keys of
     ``backend_config`` (Submariner puts NAT discovery ports there) are kept out of the model, not refused."""
-    if not f.has("backend_config"):
+    if config is None:
         if backend is Cable.WIREGUARD:
-            raise FieldError(f.at("backend_config"), f"backend wireguard needs backend_config.{PUBLIC_KEY_FIELD}")
+            raise FieldError(path, f"backend wireguard needs backend_config.{PUBLIC_KEY_FIELD}")
         return None
-    config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
     if not config.has(PUBLIC_KEY_FIELD):
         if backend is Cable.WIREGUARD:
             raise FieldError(config.at(PUBLIC_KEY_FIELD), "backend wireguard needs a WireGuard public key")
@@ -289,13 +292,10 @@ def _public_key(f: Fields, backend: Cable) -> str | None:
     return key
 
 
-def _public_port(f: Fields) -> int | None:
+def _public_port(config: Fields | None) -> int | None:
     """``backend_config.publicPort``: the port the cable is reached at on the public IP, 1..65535, given as a
     string (Submariner's backend_config is a map of strings) or an integer."""
-    if not f.has("backend_config"):
-        return None
-    config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
-    if not config.has(PUBLIC_PORT_FIELD):
+    if config is None or not config.has(PUBLIC_PORT_FIELD):
         return None
     raw, path = config.optional(PUBLIC_PORT_FIELD), config.at(PUBLIC_PORT_FIELD)
     if isinstance(raw, str) and raw.isascii() and raw.isdigit() and not raw.startswith("0"):
@@ -303,12 +303,9 @@ def _public_port(f: Fields) -> int | None:
     return integer(raw, path, low=1, high=65535)
 
 
-def _nat_source_ip(f: Fields) -> IPv4Address | None:
+def _nat_source_ip(config: Fields | None) -> IPv4Address | None:
     """``backend_config.natSourceIP``: the address another NAT gives this gateway's cable packets (an IPv4 string)."""
-    if not f.has("backend_config"):
-        return None
-    config = Fields(f.optional("backend_config"), f.at("backend_config"), allowed=None)
-    if not config.has(NAT_SOURCE_FIELD):
+    if config is None or not config.has(NAT_SOURCE_FIELD):
         return None
     return ipv4(config.optional(NAT_SOURCE_FIELD), config.at(NAT_SOURCE_FIELD))
 
