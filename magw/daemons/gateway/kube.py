@@ -43,6 +43,7 @@ from magw.daemons.common.cable import CableKeys
 from magw.daemons.common.flags import EXIT_FAILURE
 from magw.daemons.common.runner import run_until_signalled, start_metrics
 from magw.daemons.gateway.app import desired_endpoint
+from magw.model import Endpoint
 from magw.snapshot.load import endpoint_doc
 from magw.sources.kube import lbservice
 from magw.sources.kube.brokersync import BrokerSync
@@ -160,8 +161,9 @@ class KubeGateway:
         else:
             service = self.api.sanitize_for_serialization(obj)
             where = lbservice.ingress(service)
-            named = isinstance(where, tuple) and where[0] == "hostname"
-            resolved = await lbservice.resolve(where[1]) if named and isinstance(where, tuple) else None
+            resolved = None
+            if isinstance(where, tuple) and where[0] == "hostname":
+                resolved = await lbservice.resolve(where[1])
             found = lbservice.fronted(service, self.node, resolved)
         if found != self._fronted:
             if isinstance(found, str):
@@ -172,7 +174,7 @@ class KubeGateway:
             self._fronted = found
             self._wake.set()
 
-    def _want(self) -> Any:
+    def _want(self) -> Endpoint | str:
         """The Endpoint this gateway should publish, or why it cannot yet (a string)."""
         public_ip, public_port = self.public_ip, self.public_port
         if self.public_service is not None:

@@ -219,11 +219,12 @@ def gateway_argv(st: LabState, node: NodeLayout, build: str = "") -> list[str]:
     argv = [str(script(GATEWAY)), *_common_flags(st, node, GATEWAY_METRICS_PORT), "--private-ip", str(node.node_ip)]
     if not st.kube:  # the file broker's Endpoint hold (--source kube has Leases)
         argv += gateway_restart_flags(build)
-    if node.public_port is not None and st.kube:  # behind the cloud, the Kubernetes way: the Service's status
-        argv += ["--public-service", kube_objects.public_service_name(node), "--metrics-address", "0.0.0.0"]
-    elif node.public_port is not None:  # behind the cloud: its address and listener, metrics the cloud can check
-        argv += ["--public-ip", str(node.public_ip), "--public-port", str(node.public_port)]
+    if node.public_port is not None:  # behind the cloud: metrics its health check can reach
         argv += ["--metrics-address", "0.0.0.0"]
+    if node.public_port is not None and st.kube:  # the Kubernetes way: the Service's status
+        argv += ["--public-service", kube_objects.public_service_name(node)]
+    elif node.public_port is not None:  # its address and listener on the cloud
+        argv += ["--public-ip", str(node.public_ip), "--public-port", str(node.public_port)]
     elif node.public_ip is not None:
         argv += ["--public-ip", str(node.public_ip)]
     if node.nat_source_ip is not None:  # the cloud's NAT, beside its load balancer

@@ -115,7 +115,8 @@ def _bound_udp(namespace: str, port: int) -> int:
     """How many UDP sockets in ``namespace`` are bound to ``port`` (its /proc/net/udp, read from inside)."""
     text = netns.ns_exec(namespace, "cat", "/proc/net/udp")
     suffix = f":{port:04X}"
-    return sum(1 for line in text.splitlines()[1:] if line.split()[1:2] and line.split()[1].endswith(suffix))
+    locals_ = (line.split()[1:2] for line in text.splitlines()[1:])  # local_address, the second column
+    return sum(1 for local in locals_ if local and local[0].endswith(suffix))
 
 
 def _start_reflectors(st: LabState, server: PodLayout, count: int) -> list[procs.ProcRecord]:
