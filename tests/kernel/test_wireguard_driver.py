@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 
+import attrs
 import pytest
 
 from magw.desired.cable.values import WgDevice, WgPeer
@@ -57,6 +58,7 @@ def _plan(side: str, peer_key: str | None) -> WgDevice:
 class Pair:
     def __init__(self, veth: VethPair, tmp: Path) -> None:
         self.ns = {"a": veth.a, "b": veth.b}
+        self.veth_b = veth.b_dev
         run(veth.a, "ip", "addr", "add", f"{UNDERLAY['a']}/24", "dev", veth.a_dev)
         run(veth.b, "ip", "addr", "add", f"{UNDERLAY['b']}/24", "dev", veth.b_dev)
         self.dirs = {s: tmp / s for s in "ab"}
@@ -166,6 +168,38 @@ def test_a_restarted_driver_adopts_the_running_device(pair: Pair) -> None:
     assert result.changes == ()
     assert fresh._userspace.pid == pid
     assert carries(pair, "a", "b")
+
+
+def _peer_endpoint(pair: Pair, side: str) -> str | None:
+    observed = pair.on(side, pair.drivers[side].observe)
+    assert observed is not None
+    (peer,) = observed.peers
+    return peer.endpoint
+
+
+@pytest.mark.kernel
+@pytest.mark.wireguard_backend("userspace")
+def test_a_peer_that_roamed_stays_where_wireguard_followed_it(pair: Pair) -> None:
+    """a's plan names b at a second address of b's (as a load balancer's address stands for a gateway), but b
+    sends from its first: a's device follows b there (roaming). A replan with the same plan leaves it there; a
+    plan that moves b sets the new endpoint."""
+    run(pair.ns["b"], "ip", "addr", "add", "192.0.2.3/24", "dev", pair.veth_b)
+    run(pair.ns["b"], "ip", "addr", "add", "192.0.2.4/24", "dev", pair.veth_b)
+    key_b = pair.public("b")
+    planned = _plan("a", key_b)
+    at_3 = attrs.evolve(planned, peers=(attrs.evolve(planned.peers[0], endpoint=IPv4Address("192.0.2.3")),))
+    pair.ensure("a", at_3)
+    pair.ensure("b", _plan("b", pair.public("a")))
+    assert _peer_endpoint(pair, "a") == "192.0.2.3:51820"
+    assert carries(pair, "b", "a")  # b speaks first, from 192.0.2.2
+    assert _peer_endpoint(pair, "a") == "192.0.2.2:51820"
+    assert pair.ensure("a", at_3).changes == ()
+    assert _peer_endpoint(pair, "a") == "192.0.2.2:51820"
+    assert carries(pair, "a", "b")
+    at_4 = attrs.evolve(planned, peers=(attrs.evolve(planned.peers[0], endpoint=IPv4Address("192.0.2.4")),))
+    changes = pair.ensure("a", at_4).changes
+    assert changes == (f"peer c-b/gw {key_b} at 192.0.2.4:51820",)
+    assert _peer_endpoint(pair, "a") == "192.0.2.4:51820"
 
 
 @pytest.mark.kernel

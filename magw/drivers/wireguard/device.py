@@ -8,6 +8,7 @@ a device of ours. Every refusal and failure is a ``WgError`` of one line.
 
 from __future__ import annotations
 
+import time
 from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Protocol
@@ -15,7 +16,7 @@ from typing import Protocol
 import attrs
 import structlog
 
-from magw.desired.cable.values import WgDevice, WgObserved
+from magw.desired.cable.values import WgChanges, WgDevice, WgObserved
 from magw.drivers.wireguard import keys
 from magw.drivers.wireguard.kernel import KernelDevice, kernel_available, link_kind
 from magw.drivers.wireguard.tool import WgError, WgTool
@@ -91,6 +92,10 @@ class WireGuardDriver:
         self._kernel = KernelDevice(device)
         self._backend: Backend | None = None
         self._public: tuple[keys.KeyFile, str] | None = None  # the key file read and its public key
+        # Per peer's public key, the endpoint ("IP:PORT") we set or found as planned: a peer that roamed away from
+        # it is left where WireGuard followed it (magw.reconcile.cable.diff_wireguard).
+        self._placed: dict[str, str] = {}
+        self._roamed_logged: list[str] = []
 
     def _present(self) -> Backend | None:
         """The backend holding our device now, if any, chosen by the device's kind (refusing one we did not make):
@@ -148,8 +153,10 @@ class WireGuardDriver:
         self._backend = backend
         changes += _link_settings(self.device, plan.mtu, plan.address)
         tool = backend.tool()
-        diff = diff_wireguard(plan, tool.show(), public)
+        observed = tool.show()
+        diff = diff_wireguard(plan, observed, public, placed=self._placed, now=time.time())
         tool.apply(diff, str(key_file.path))
+        self._remember(plan, observed, diff)
         if diff.private_key:
             changes.append(f"private key of public key {public}")
         if diff.listen_port is not None:
@@ -159,6 +166,24 @@ class WireGuardDriver:
         if changes:
             log.info("wireguard.ensured", device=self.device, backend=backend.backend, changes=changes)
         return EnsureResult(tuple(changes), public, backend.backend)
+
+    def _remember(self, plan: WgDevice, observed: WgObserved, diff: WgChanges) -> None:
+        """After a ``wg set`` that succeeded: each peer's planned endpoint, when we set it, found it in place, or
+        had set it before it roamed; a roamed peer left alone is logged once per change."""
+        at = {p.public_key: p.endpoint for p in observed.peers}
+        upserted = {p.public_key for p in diff.upsert}
+        placed: dict[str, str] = {}
+        roamed: list[str] = []
+        for peer in plan.peers:
+            key, want = peer.public_key, f"{peer.endpoint}:{peer.port}"
+            if key in upserted or at.get(key) == want or self._placed.get(key) == want:
+                placed[key] = want
+            if key not in upserted and at.get(key) not in (None, want):
+                roamed.append(f"{peer.owner} at {at[key]} (planned {want})")
+        self._placed = placed
+        if roamed and roamed != self._roamed_logged:
+            log.info("wireguard.roamed_kept", device=self.device, peers=roamed)
+        self._roamed_logged = roamed
 
     def observe(self) -> WgObserved | None:
         """The device's peers and handshakes as ``wg show`` reports them (None without our device)."""

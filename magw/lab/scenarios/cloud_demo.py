@@ -53,10 +53,17 @@ class CloudFailover:
 
 
 def fail_behind_cloud(
-    lab: LabLayout, st: LabState, *, victim: str, wait: float, flows: int = FLOWS, rate: int = RATE
+    lab: LabLayout,
+    st: LabState,
+    *,
+    victim: str,
+    wait: float,
+    flows: int = FLOWS,
+    rate: int = RATE,
+    duration: float = 6.0,
 ) -> CloudFailover:
-    """Stream from the victim's cluster to the next one, cut the victim's power, wait (at most ``wait`` s) for its
-    cloud to take it out; the victim is recovered before returning."""
+    """Stream (``duration`` s) from the victim's cluster to the next one, cut the victim's power 1.5 s in, wait
+    (at most ``wait`` s) for its cloud to take it out; the victim is recovered before returning."""
     node = lab.node(victim)
     here = lab.cluster(node.cluster)
     there = next(c for c in lab.clusters if c.id != here.id)
@@ -64,7 +71,7 @@ def fail_behind_cloud(
     server = next(p for p in there.pods if not lab.node(p.node).gateway)
     try:
         result = measure_failover(lab, st, victim=victim, client=client, server=server, flows=flows, rate=rate,
-                                  duration=6.0, fail_at=1.5)  # fmt: skip
+                                  duration=duration, fail_at=1.5)  # fmt: skip
         deadline = time.monotonic() + wait
         down = None
         while down is None and time.monotonic() < deadline:

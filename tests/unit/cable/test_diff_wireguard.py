@@ -97,6 +97,43 @@ def test_a_peer_at_another_endpoint_is_corrected() -> None:
     assert diff(attrs.evolve(IN_SYNC, peers=(roamed, O2))).upsert == (P1,)
 
 
+NOW = 1700000100.0  # 100 s after the handshake of ``seen``
+ROAMED = seen(W_GW1_PUB, "198.51.100.77:40001", "242.19.0.4/32")  # P1's packets came from a NAT's address
+PLACED = {W_GW1_PUB: "203.0.113.4:51820", S_GW1_PUB: "192.0.2.9:51820"}
+
+
+def roam_diff(observed: WgObserved, placed: dict[str, str], now: float = NOW) -> WgChanges:
+    return diff_wireguard(PLAN, observed, E_GW1_PUB, placed=placed, now=now)
+
+
+def test_a_peer_that_roamed_from_the_endpoint_we_set_is_left_alone() -> None:
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(ROAMED, O2)), PLACED).empty
+
+
+def test_a_roamed_peer_whose_session_went_stale_is_set_back_to_the_plan() -> None:
+    stale = attrs.evolve(ROAMED, latest_handshake=1700000000)
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(stale, O2)), PLACED, now=1700000000 + 181).upsert == (P1,)
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(stale, O2)), PLACED, now=1700000000 + 180).empty
+    never = attrs.evolve(ROAMED, latest_handshake=0)
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(never, O2)), PLACED).upsert == (P1,)
+
+
+def test_a_roamed_peer_is_corrected_when_the_plan_moved_it() -> None:
+    """We had set another endpoint (the remote gateway's published address changed since): the plan wins."""
+    before = {**PLACED, W_GW1_PUB: "203.0.113.99:51820"}
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(ROAMED, O2)), before).upsert == (P1,)
+
+
+def test_a_roamed_peer_is_corrected_without_memory_of_what_we_set() -> None:
+    """After a restart the driver knows nothing it set: the planned endpoint is set again."""
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(ROAMED, O2)), {}).upsert == (P1,)
+
+
+def test_a_roamed_peer_with_other_allowed_ips_is_corrected() -> None:
+    wrong = attrs.evolve(ROAMED, allowed_ips=(N("242.19.0.5/32"),))
+    assert roam_diff(attrs.evolve(IN_SYNC, peers=(wrong, O2)), PLACED).upsert == (P1,)
+
+
 def test_a_peer_without_an_endpoint_is_corrected() -> None:
     silent = seen(W_GW1_PUB, None, "242.19.0.4/32")
     assert diff(attrs.evolve(IN_SYNC, peers=(silent, O2))).upsert == (P1,)
