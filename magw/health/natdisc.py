@@ -45,7 +45,8 @@ REQUEST, ANSWER = b"Q", b"A"
 NONCE = 16
 MAX_DATAGRAM = 512
 RATE = 200  # answers per second at most
-TICK = 0.1
+TICK = 0.1  # the shortest sleep of the loop
+IDLE = 5.0  # the longest: a worker, or a gateway with nothing in flight or due (a new snapshot or recheck wakes it)
 BIND_RETRY = 5.0  # seconds between tries to bind a port that was taken
 
 
@@ -114,6 +115,7 @@ class NatDiscovery:
         self._answers: list[float] = []
         self._bind_failed = False
         self._bind_retry_at = 0.0
+        self._wake: asyncio.Event | None = None
         self.answered = 0
 
     # ----- inputs and outputs ------------------------------------------------------------------------------------
@@ -140,6 +142,7 @@ class NatDiscovery:
                 self.targets[host] = Target(cluster=cluster, private_ip=ip, due=self._clock())
         if changed:
             self.on_change()
+        self._woken()
 
     def recheck(self) -> None:
         """Check every target again now (a path went down, or came back)."""
@@ -147,6 +150,11 @@ class NatDiscovery:
         for t in self.targets.values():
             if t.nonce is None:
                 t.due = min(t.due, now)
+        self._woken()
+
+    def _woken(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     def planning_snapshot(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with ``private_path`` set on the remote gateways found at their private address."""
@@ -275,12 +283,28 @@ class NatDiscovery:
         with contextlib.suppress(OSError):  # no route: the attempt times out
             self._sock.sendto(request_bytes(t.nonce, self.node), (str(t.private_ip), self.port))
 
+    def next_wait(self) -> float:
+        """Seconds until ``tick`` has something to do: a reply's timeout, a check that falls due, a bind to retry;
+        ``IDLE`` at most (a worker has nothing to do until a snapshot makes it a gateway, which wakes the loop)."""
+        if not self.gateway:
+            return IDLE if self._sock is None else 0.0
+        now = self._clock()
+        if self._sock is None:
+            return min(max(self._bind_retry_at - now, TICK), IDLE)
+        ends = [t.sent_at + self.timeout if t.nonce is not None else t.due for t in self.targets.values()]
+        return min(max(min(ends, default=now + IDLE) - now, TICK), IDLE)
+
     async def run(self, stop: asyncio.Event) -> None:
         self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        stopped = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
                 self.tick()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), TICK)
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({stopped, woken}, timeout=self.next_wait(), return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                self._wake.clear()
         finally:
+            stopped.cancel()
             self._close()

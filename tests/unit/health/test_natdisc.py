@@ -4,6 +4,7 @@ sockets across routed and unrouted private networks: tests/lab/test_lab_load_bal
 
 from __future__ import annotations
 
+import asyncio
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
@@ -168,3 +169,33 @@ def test_the_route_agents_flag() -> None:
         with pytest.raises(SystemExit) as exited:
             parser.parse_args([*base, "--nat-discovery-port", bad])
         assert exited.value.code == 2
+
+
+def test_the_loop_sleeps_until_something_is_due_and_a_worker_sleeps_long() -> None:
+    nd, clock, _sock, _changes = discovery()
+    nd._sock = None
+    assert nd.next_wait() == natdisc.IDLE  # a worker: nothing to do until a snapshot makes it a gateway
+    nd._sock = _sock  # type: ignore[assignment]
+    assert nd.next_wait() == 0.0  # a worker with the socket still open: close it now
+    nd.update(snapshot(EAST_GW, WEST_GW1))
+    assert nd.next_wait() == natdisc.TICK  # a check due now: at the shortest sleep
+    nd.tick()
+    clock.now += 0.2
+    assert round(nd.next_wait(), 3) == 0.3  # the reply's timeout (0.5 s after the request)
+    clock.now += 0.3
+    nd.tick()
+    nd.tick()
+    clock.now += 0.5
+    nd.tick()  # the second attempt timed out: the public path, next check in 60 s
+    assert nd.targets["w-gw1"].path == "public"
+    assert nd.next_wait() == natdisc.IDLE
+
+
+def test_a_new_snapshot_or_a_recheck_wakes_the_loop() -> None:
+    nd, _clock, _sock, _changes = discovery()
+    nd._wake = asyncio.Event()
+    nd.update(snapshot(EAST_GW, WEST_GW1))
+    assert nd._wake.is_set()
+    nd._wake.clear()
+    nd.recheck()
+    assert nd._wake.is_set()
