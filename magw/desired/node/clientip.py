@@ -11,8 +11,10 @@ send the replies through any gateway (its routes to remote clusters spread over 
    that node's VTEP. A backend whose node's pod CIDR is not known falls through to the main table and keeps
    the SNAT.
 2. The backend's node sees the packet come out of ``vx-submariner`` with the ingress gateway's VTEP MAC as its
-   Ethernet source (magw derives every VTEP MAC from the node's address). A new such connection gets that
-   gateway's index in its conntrack mark; each reply of it gets the index in its packet mark, and ip rule
+   Ethernet source (magw derives every VTEP MAC from the node's address). Every such request writes that
+   gateway's index into its connection's conntrack mark (the last gateway a request came through wins: a flow
+   moved by a failover, or by a gateway removed or back, keeps its entry here); each reply of it gets the index
+   in its packet mark, and ip rule
    ``84 + index`` sends it through table ``11000 + index``, whose default route is that gateway's VTEP. Only
    gateways that remote clusters may send through get a table: active ones that, by the node's health view,
    reach some remote cluster.
@@ -159,7 +161,10 @@ def nft_rules(snapshot: Snapshot, role: NodeRole, local_set: str) -> list[NftRul
                 CHAIN,
                 x.iifname(VX_SUBMARINER),
                 x.match(x.payload("ether", "saddr"), mac),
-                x.flags_in(x.ct("state"), "new"),
+                # Every request, not only a new connection's: a flow whose requests move to another gateway (a
+                # failover, a gateway removed or back) keeps its conntrack entry here, and its replies must follow
+                # the gateway that now holds its DNAT state, not the one that first did.
+                x.match(x.ct("direction"), "original"),
                 x.match(x.ip_daddr(), x.set_ref(local_set)),
                 _set(x.ct("mark"), mark),
                 comment=f"magw: a service connection steered here by gateway {name}",

@@ -3,6 +3,7 @@ every node, the narrowed SNAT and the ``client-ip`` chain, and nothing of it whe
 
 from __future__ import annotations
 
+import json
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
@@ -72,6 +73,18 @@ def test_a_worker_returns_replies_through_each_gateway_and_steers_nothing() -> N
     assert sum('"02:53:f0:12:00:06"' in r for r in rules) == 1
     assert sum('"02:53:f0:12:00:08"' in r for r in rules) == 1
     assert not any("vxlan-tunnel" in r for r in rules)
+
+
+def test_every_request_of_a_connection_notes_its_gateway_not_only_the_first() -> None:
+    """A flow whose requests move to another gateway keeps its conntrack entry on the backend's node: the mark must
+    follow the gateway the requests now come through (the soak's gateway-remove found flows left dark)."""
+    rules = [json.loads(r) for r in _chain_rules(plan(SNAPSHOT, "e-w1"), "client-ip")]
+    noting = [r for r in rules if any("mangle" in e and e["mangle"]["key"] == {"ct": {"key": "mark"}} for e in r)]
+    assert len(noting) == 2  # one per other gateway
+    for rule in noting:
+        matches = [e["match"] for e in rule if "match" in e]
+        assert {"op": "==", "left": {"ct": {"key": "direction"}}, "right": "original"} in matches, rule
+        assert not [m for m in matches if m["left"] == {"ct": {"key": "state"}}], rule
 
 
 def test_the_gateway_snat_stays_only_for_what_was_not_steered() -> None:
