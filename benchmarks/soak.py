@@ -222,8 +222,8 @@ HEADER = ("  # kind               target                             detected   
           "                                                                   (crossed, ms)   lost")  # fmt: skip
 
 
-def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bool = False,
-         cable: str = "", fresh_ports: bool = False) -> dict[str, Any]:  # fmt: skip
+def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bool = False, cable: str = "",
+         fresh_ports: bool = False, kinds: frozenset[str] = frozenset()) -> dict[str, Any]:  # fmt: skip
     rng = random.Random(seed)
     topo = load_topology(TOPOLOGY)
     if cable:
@@ -231,7 +231,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
     lab = layout(name, topo)
     started = time.monotonic()
     doc: dict[str, Any] = {"seed": seed, "minutes": minutes, "lab": name, "cable": topo.cable.value,
-                           "fresh_ports": fresh_ports, "bounds": {
+                           "fresh_ports": fresh_ports, "kinds": sorted(kinds) or "all", "bounds": {
         "failover_s": FAILOVER_BOUND, "converge_s": CONVERGE_BOUND, "rss_mib": RSS_BOUND_MIB, "fds": FD_BOUND}}
     try:
         if not existing:
@@ -249,7 +249,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         report(HEADER)
         end = started + minutes * 60
         rows: list[dict[str, Any]] = []
-        faults = soak_faults.schedule(lab, broker, rng, 10_000)
+        faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds)
         for fault in faults:
             if time.monotonic() + PRE + fault.hold + POST > end and rows:
                 break
@@ -299,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the gateways' cable (default: the topology's, wireguard)")
     p.add_argument("--fresh-ports", action="store_true",
                    help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones")
+    p.add_argument("--kinds", default="",
+                   help="comma list of fault kinds to draw from (default: every kind; see docs/robustness.md)")
     p.add_argument("--existing", action="store_true",
                    help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)
@@ -313,8 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"sk{uuid.uuid4().hex[:6]}"
     if args.existing and not args.name:
         p.error("--existing: needs --name")
+    kinds = frozenset(k.strip() for k in args.kinds.split(",") if k.strip())
+    if kinds - set(soak_faults.KINDS):
+        p.error(f"--kinds: {', '.join(sorted(kinds - set(soak_faults.KINDS)))} unknown; known: "
+                f"{', '.join(soak_faults.KINDS)}")  # fmt: skip
     doc = soak(args.minutes, seed, name, report=lambda s: print(s, flush=True), existing=args.existing,
-               cable=args.cable, fresh_ports=args.fresh_ports)  # fmt: skip
+               cable=args.cable, fresh_ports=args.fresh_ports,
+               kinds=kinds)  # fmt: skip
     lines = summary(doc)
     for line in lines:
         print(line)

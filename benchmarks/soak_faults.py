@@ -22,10 +22,15 @@ import attrs
 import yaml
 
 from magw.lab.build import netns, procs, state
+from magw.lab.planes.daemons import agent_status
 from magw.lab.scenarios import failure
-from magw.lab.spec.layout import LabLayout
+from magw.lab.spec.layout import LabLayout, NodeLayout, layout
+from magw.sources.file.broker import withdraw_endpoint
 
 Action = Callable[[], str]
+KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-blip", "kill-conntrackd", "kill-egress",
+         "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent", "power-loss",
+         "underlay-flap", "wan-flap")  # fmt: skip
 
 
 @attrs.frozen
@@ -136,6 +141,39 @@ def kill_child(lab: LabLayout, node: str, comm: str) -> tuple[Action, Action]:
     return inject, heal
 
 
+def gateway_remove(name: str, broker: Path, node: str, cluster: str) -> tuple[Action, Action]:
+    """The node stops being a gateway, as when an operator removes its gateway label: its gateway daemon ends and
+    its Endpoint is withdrawn (what ``magw-gateway --withdraw-on-exit`` does on SIGTERM); every route agent then
+    plans without it and its own route agent plans the node as a worker. Heal: the gateway daemon starts again
+    (same command line) and publishes: the node is a gateway again and takes its share of the flows back."""
+    kill, restart = kill_daemon(name, "gateway", node)
+
+    def inject() -> str:
+        killed = kill()
+        existed = withdraw_endpoint(broker, cluster, node)
+        started = time.monotonic()
+        still = _probing(name, node)
+        while still and time.monotonic() - started < 3.0:
+            time.sleep(0.1)
+            still = _probing(name, node)
+        gone = (f"out of every route agent's peers after {time.monotonic() - started:.1f} s" if not still
+                else f"still probed after 3 s by {', '.join(still)}")  # fmt: skip
+        return f"gateway daemon {killed}; Endpoint {'withdrawn' if existed else 'was already gone'}; {gone}"
+
+    return inject, restart
+
+
+def _probing(name: str, node: str) -> list[str]:
+    """The lab's route agents whose status still lists ``node`` among the peers they probe."""
+    st = state.read(name)
+    assert st is not None
+    lab = layout(name, st.topology)
+    def peers(n: NodeLayout) -> list[dict[str, object]]:
+        return list(((agent_status(st, n) or {}).get("health") or {}).get("peers", []))
+
+    return [n.name for n in lab.nodes if n.name != node and any(p.get("hostname") == node for p in peers(n))]
+
+
 def power(name: str, node: str, *, wan_only: bool = False) -> tuple[Action, Action]:
     return (lambda: "; ".join(failure.fail(name, node, wan_only=wan_only)),
             lambda: "; ".join(failure.recover(name, node)))  # fmt: skip
@@ -189,8 +227,10 @@ def globalnet_blip(broker: Path, cluster: str, rng: random.Random) -> tuple[Acti
     return inject, (lambda: "nothing to heal")
 
 
-def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> list[Fault]:
-    """``count`` faults drawn from ``rng``: every kind once (in a random order) before any kind repeats."""
+def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int,
+             only: frozenset[str] = frozenset()) -> list[Fault]:  # fmt: skip
+    """``count`` faults drawn from ``rng``: every kind once (in a random order) before any kind repeats; ``only``:
+    these kinds alone (ValueError for a kind there is none of)."""
     name = lab.name
     egress = lab.topology.egressgw
     assert egress is not None
@@ -240,6 +280,11 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> li
         touched = {cl(node)} | ({"egress"} if node in candidates else set())
         return Fault("power-loss", node, frozenset(touched), inject, heal, hold=6.0, outage=True)
 
+    def remove_gateway() -> Fault:
+        node = rng.choice(multi).name
+        inject, heal = gateway_remove(name, broker, node, cl(node))
+        return Fault("gateway-remove", node, frozenset({cl(node)}), inject, heal, hold=4.0, outage=True)
+
     def wan_flap() -> Fault:
         node = rng.choice(multi).name
         inject, heal = power(name, node, wan_only=True)
@@ -267,14 +312,20 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int) -> li
         return Fault("globalnet-blip", cid, frozenset(), inject, heal, hold=0.0, outage=False)
 
     add("power-loss", power_loss)
+    add("gateway-remove", remove_gateway)
     add("wan-flap", wan_flap)
     add("underlay-flap", cluster_flap)
     add("broker-truncate", broker_bad(False))
     add("broker-garbage", broker_bad(True))
     add("globalnet-blip", blip)
+    assert tuple(sorted(kinds)) == KINDS, sorted(kinds)
+    unknown = sorted(only - set(kinds))
+    if unknown:
+        raise ValueError(f"fault kinds: {', '.join(unknown)} unknown; known: {', '.join(KINDS)}")
+    drawn = sorted(only or kinds)
     out: list[Fault] = []
     while len(out) < count:
-        order = sorted(kinds)
+        order = list(drawn)
         rng.shuffle(order)
         out += [kinds[k]() for k in order[: count - len(out)]]
     return out
