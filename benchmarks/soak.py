@@ -320,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--kinds: {', '.join(sorted(kinds - set(soak_faults.KINDS)))} unknown; known: "
                 f"{', '.join(soak_faults.KINDS)}")  # fmt: skip
     doc = soak(args.minutes, seed, name, report=lambda s: print(s, flush=True), existing=args.existing,
-               cable=args.cable, fresh_ports=args.fresh_ports,
-               kinds=kinds)  # fmt: skip
+               cable=args.cable, fresh_ports=args.fresh_ports, kinds=kinds)  # fmt: skip
     lines = summary(doc)
     for line in lines:
         print(line)

@@ -152,10 +152,13 @@ def gateway_remove(name: str, broker: Path, node: str, cluster: str) -> tuple[Ac
         killed = kill()
         existed = withdraw_endpoint(broker, cluster, node)
         started = time.monotonic()
-        still = _probing(name, node)
+        st = state.read(name)
+        assert st is not None
+        lab = layout(name, st.topology)
+        still = _probing(st, lab, node)
         while still and time.monotonic() - started < 3.0:
             time.sleep(0.1)
-            still = _probing(name, node)
+            still = _probing(st, lab, node)
         gone = (f"out of every route agent's peers after {time.monotonic() - started:.1f} s" if not still
                 else f"still probed after 3 s by {', '.join(still)}")  # fmt: skip
         return f"gateway daemon {killed}; Endpoint {'withdrawn' if existed else 'was already gone'}; {gone}"
@@ -163,11 +166,9 @@ def gateway_remove(name: str, broker: Path, node: str, cluster: str) -> tuple[Ac
     return inject, restart
 
 
-def _probing(name: str, node: str) -> list[str]:
+def _probing(st: state.LabState, lab: LabLayout, node: str) -> list[str]:
     """The lab's route agents whose status still lists ``node`` among the peers they probe."""
-    st = state.read(name)
-    assert st is not None
-    lab = layout(name, st.topology)
+
     def peers(n: NodeLayout) -> list[dict[str, object]]:
         return list(((agent_status(st, n) or {}).get("health") or {}).get("peers", []))
 

@@ -146,6 +146,7 @@ def test_soak_a_gateway_removed_and_added_back(tmp_path: Path) -> None:
     assert rows and doc["kinds"] == ["gateway-remove"]
     for r in rows:
         assert r["kind"] == "gateway-remove" and "Endpoint withdrawn" in r["injected"], r
+        assert "out of every route agent's peers after" in r["injected"], r
         assert r["problems"] == [] and r["converged_s"] is not None, r
         assert any(g["crossed"] for g in r["groups"]), r
         for g in r["groups"]:
