@@ -8,6 +8,8 @@ import json
 import re
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import attrs
 import pytest
@@ -192,10 +194,17 @@ def _wireguard_views(lab: LabLayout, st: LabState) -> str:
         log = st.logs_dir / f"route-agent-{node.name}.log"
         lines = [line for line in log.read_text().splitlines() if '"wireguard.' in line] if log.exists() else []
         out += [f"== {node.name}", shown.stdout.strip() or shown.stderr.strip(), *lines[-6:]]
+    # Every node's health transitions and NAT discovery verdicts, with their times: which paths magw itself took
+    # down (a false failover) and when, beside the WireGuard state above.
+    marks = ('"health.state_changed"', '"health.first_miss"', '"natdisc.path"', '"route_agent.cable_')
+    for node in lab.nodes:
+        log = st.logs_dir / f"route-agent-{node.name}.log"
+        lines = [line for line in log.read_text().splitlines() if any(m in line for m in marks)] if log.exists() else []
+        out += [f"== {node.name} health", *lines[-30:]]
     return "\n".join(out)
 
 
-def test_the_wireguard_cable_behind_the_cloud_fails_over_before_the_cloud_notices() -> None:
+def test_the_wireguard_cable_behind_the_cloud_fails_over_before_the_cloud_notices(tmp_path: Path) -> None:
     """The same power cut with the WireGuard cable (its peers' endpoints are the cloud's address and each gateway's
     port; wireguard-go roams to the NAT's rewritten source, and the route agent leaves a roamed peer there): every
     flow runs again at the end, none through the dead gateway, and the crossed flows ran again before the cloud
@@ -207,7 +216,8 @@ def test_the_wireguard_cable_behind_the_cloud_fails_over_before_the_cloud_notice
     CI run every flow through the surviving east gateway lost about 1 s right after the cut, and in another every
     flow stopped 2-3 s after the cut until the (6 s) stream ended, before the route agent stopped resetting roamed
     peers (docs/load-balancer.md, "Known limits"); the VXLAN test above asserts it. A failure prints each gateway's
-    ``wg show`` and WireGuard log lines."""
+    ``wg show`` and WireGuard log lines, every node's health transitions and each flow's paths; they are also
+    written to ``views.txt`` in the test's temporary directory, pass or fail."""
     topo = attrs.evolve(load_topology(EXAMPLES / "lab-load-balancer.yaml"), cable=Cable.WIREGUARD)
     spec = topo.load_balancer
     assert spec is not None
@@ -216,6 +226,11 @@ def test_the_wireguard_cable_behind_the_cloud_fails_over_before_the_cloud_notice
                                duration=12.0)  # fmt: skip
         views = _wireguard_views(layout_, st)
     result = cf.result
+    cut = datetime.fromtimestamp(result.failed_at, tz=UTC).isoformat()
+    paths = [f"{f.sport}: before {sorted(f.before.forward)}/{sorted(f.before.back)} "
+             f"after {sorted(f.after.forward)}/{sorted(f.after.back)}" for f in result.flows]  # fmt: skip
+    views = "\n".join([f"power cut at {cut}", *paths, views])
+    (tmp_path / "views.txt").write_text(f"{result.loss_report(result.flows)}\n{views}\n")
     untouched = result.untouched
     print(f"untouched flows: {result.loss_report(untouched)}")
     assert len(result.crossed) > 0 and len(untouched) > 0
