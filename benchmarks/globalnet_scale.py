@@ -9,12 +9,14 @@ in namespace ``shop``, which a namespace GlobalEgressIP selects (each pod one el
    namespace, against ``nft -f`` of the same table as text (``magw.desired.nft.text``) in another fresh
    namespace; best of ``--repeat``; ratio ours / nft (target <= 1.5).
 3. **churn**: with that table in the kernel, ``--events`` (1,000) pod events, alternately a new pod and the
-   removal of an existing one. For each: plan, diff against what the kernel holds (the reconciler's known
-   state), apply. Printed: the commands per transaction (target: a few, O(changed)), whether any transaction
-   rewrote the table, and the event-to-kernel latency p50/p99 (from the new snapshot to the kernel; the
-   broker's parse of the event is not included), split into plan, diff and apply.
+   removal of an existing one. For each: plan (with the daemon's memo: the incremental Globalnet planner),
+   diff against what the kernel holds (the reconciler's known state), apply. Printed: the commands per
+   transaction (target: a few, O(changed)), whether any transaction rewrote the table, and the event-to-kernel
+   latency p50/p99 (from the new snapshot to the kernel; the source's assembly of the event is not included),
+   split into plan, diff and apply; beside it, every ``--full-every``-th event planned from scratch (the
+   baseline; both plans must be equal) and the ratio of the medians.
 
-Run as root: ``.venv/bin/python benchmarks/globalnet_scale.py [--pods 100000] [--events 1000]``.
+Run as root: ``.venv/bin/python benchmarks/globalnet_scale.py [--pods 100000] [--events 1000] [--full-every 20]``.
 Every namespace is deleted in ``finally``.
 """
 
@@ -38,6 +40,7 @@ import attrs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from magw.desired.nft.text import table_text  # after sys.path
+from magw.desired.node.memo import PlanMemo  # after sys.path
 from magw.desired.node.planner import plan  # after sys.path
 from magw.desired.state import DesiredState  # after sys.path
 from magw.drivers.nft import NftDriver  # after sys.path
@@ -99,31 +102,51 @@ def apply_rows(base: Snapshot, pods: int, repeat: int) -> None:
     print(f"apply  pods={pods:>7}  ours={o:.3f}s  nft -f={t:.3f}s  ratio={o / t:.2f}x  (best of {repeat})")
 
 
-def churn_rows(base: Snapshot, pods: int, events: int) -> None:
-    live = list(range(FIRST_POD, FIRST_POD + pods))
+def _pod(ip: int) -> Pod:
+    return Pod(namespace="shop", name=f"p{ip - FIRST_POD}", ip=IPv4Address(ip), node="e-w1")
+
+
+def _snapshot_of(base: Snapshot, pods: list[Pod]) -> Snapshot:
+    return attrs.evolve(base, globalnet=attrs.evolve(base.globalnet, pods=(*base.globalnet.pods, *pods)))
+
+
+def churn_rows(base: Snapshot, pods: int, events: int, full_every: int) -> None:
+    """Pod events through the daemon's path: ``plan`` with its memo (the incremental Globalnet planner), the diff
+    against what the kernel holds, the apply. Unchanged pods stay the very objects (as a source that maps only
+    what changed hands them over). Every ``full_every``-th event the same snapshot is also planned from scratch
+    (no memo), timed as the baseline, and both plans must be equal."""
+    live = [_pod(ip) for ip in range(FIRST_POD, FIRST_POD + pods)]
     next_ip = FIRST_POD + pods
-    snapshot = with_pods(base, live)
-    known = plan(snapshot, NODE)
-    plan_s, diff_s, apply_s, total_s, sizes = [], [], [], [], []
+    memo = PlanMemo()
+    snapshot = _snapshot_of(base, live)
+    start = time.perf_counter()
+    known = plan(snapshot, NODE, memo=memo)
+    first = time.perf_counter() - start
+    plan_s, full_s, diff_s, apply_s, total_s, sizes = [], [], [], [], [], []
     rewrites = 0
     with namespace() as ns, NftDriver(ns) as driver:
         assert known.nft is not None
         driver.apply([NftChange(family="ip", name="magw", table=known.nft)])
         for i in range(events):
             if i % 2 == 0:
-                live.append(next_ip)
+                live.append(_pod(next_ip))
                 next_ip += 1
             else:
                 live.pop(i % len(live))
-            snapshot = with_pods(base, live)  # what the broker would hand over (its parse is not timed here)
+            snapshot = _snapshot_of(base, live)  # what the source would hand over (its assembly is not timed here)
             t0 = time.perf_counter()
-            want: DesiredState = plan(snapshot, NODE)
+            want: DesiredState = plan(snapshot, NODE, memo=memo)
             t1 = time.perf_counter()
             changes = nft_changes(want.nft, known.nft)
             t2 = time.perf_counter()
             result = driver.apply(list(changes))
             t3 = time.perf_counter()
             assert result.ok, [f.describe() for f in result.failed]
+            if i % full_every == 0:
+                f0 = time.perf_counter()
+                full = plan(snapshot, NODE)
+                full_s.append(time.perf_counter() - f0)
+                assert full.nft == want.nft, f"event {i}: the incremental plan differs from the full one"
             commands = [c for ch in changes for c in transaction(ch)["nftables"]]  # type: ignore[union-attr]
             sizes.append(len(commands))
             rewrites += any("table" in next(iter(c.values())) for c in commands)
@@ -136,11 +159,14 @@ def churn_rows(base: Snapshot, pods: int, events: int) -> None:
     assert final == known.nft, "after the churn the kernel's table differs from the plan"
     print(
         f"churn  pods={pods:>7}  events={events}  commands/transaction: max={max(sizes)} "
-        f"median={statistics.median(sizes):g}  table rewrites={rewrites}"
+        f"median={statistics.median(sizes):g}  table rewrites={rewrites}  first plan {first * 1000:.0f} ms"
     )
-    for name, values in (("plan", plan_s), ("diff", diff_s), ("apply", apply_s), ("event->kernel", total_s)):
-        q = statistics.quantiles(values, n=100)
-        print(f"churn  {name:<14} p50={q[49] * 1000:8.1f} ms  p99={q[98] * 1000:8.1f} ms")
+    rows = (("plan", plan_s), ("diff", diff_s), ("apply", apply_s), ("event->kernel", total_s))
+    for name, values in (*rows, (f"full plan (1 in {full_every})", full_s)):
+        q = statistics.quantiles(values, n=100) if len(values) > 1 else [values[0]] * 99
+        print(f"churn  {name:<22} p50={q[49] * 1000:8.1f} ms  p99={q[98] * 1000:8.1f} ms  ({len(values)} events)")
+    ratio = statistics.median(full_s) / statistics.median(plan_s)
+    print(f"churn  incremental plan vs full plan: {ratio:.0f}x faster (medians)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=100_000)
     p.add_argument("--events", type=int, default=1_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--full-every", type=int, default=20, help="plan every Nth churn event from scratch too")
     p.add_argument("--skip", default="", help="comma list of parts to skip: rules, apply, churn")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -161,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if "apply" not in skip:
         apply_rows(base, args.pods, args.repeat)
     if "churn" not in skip:
-        churn_rows(base, args.pods, args.events)
+        churn_rows(base, args.pods, args.events, args.full_every)
     return 0
 
 

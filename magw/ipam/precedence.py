@@ -95,12 +95,12 @@ def resolve_egress(globalnet: Globalnet, ingress_ips: Iterable[GlobalIngressIP])
         ref = ObjectRef(POD, pod.namespace, pod.name)
         own = headless.get((pod.namespace, pod.name))
         if own is not None:
-            decision = _decide(pod, by_namespace.get(pod.namespace, ()), own)
+            decision = decide(pod, by_namespace.get(pod.namespace, ()), own)
         else:
             alike = (pod.namespace, pod.labels, pod.host_network)
             found = decided.get(alike)
             if found is None:
-                found = decided[alike] = _decide(pod, by_namespace.get(pod.namespace, ()), None)
+                found = decided[alike] = decide(pod, by_namespace.get(pod.namespace, ()), None)
             decision = found
         level, source, losers = decision
         egress.append(PodEgress(pod=ref, level=level, source=source))
@@ -117,7 +117,7 @@ def resolve_egress(globalnet: Globalnet, ingress_ips: Iterable[GlobalIngressIP])
 _Decision = tuple[Level, ObjectRef | None, list[tuple[ObjectRef, ObjectRef]]]
 
 
-def _decide(pod: Pod, candidates: Iterable[GlobalEgressIP], own_ingress: ObjectRef | None) -> _Decision:
+def decide(pod: Pod, candidates: Iterable[GlobalEgressIP], own_ingress: ObjectRef | None) -> _Decision:
     """The precedence for one pod; ``own_ingress``: its GlobalIngressIP when it backs an exported headless service."""
     if pod.host_network:
         return (Level.CLUSTER, None, [])

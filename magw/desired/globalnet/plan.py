@@ -23,6 +23,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 
+from magw.desired.nft.values import SortedPairs
 from magw.ipam.globalnet import gateway_egress_name
 from magw.ipam.precedence import Level, egress_ref, resolve_egress
 from magw.model import Cluster, Snapshot, dotted
@@ -53,17 +54,18 @@ def globalnet_mode(snapshot: Snapshot) -> bool:
 
 @attrs.frozen(kw_only=True)
 class GatewayTranslations:
-    """What one gateway translates; pairs are (from, to) as dotted strings, sorted, keys unique."""
+    """What one gateway translates; pairs are (from, to) as dotted strings, sorted, keys unique. ``egress`` is
+    sorted as strings, as ``NftMap`` keeps its elements (a ``SortedPairs``, so the map does not sort it again)."""
 
     cluster_egress: tuple[IPv4Address, ...] = ()
-    egress: tuple[tuple[str, str], ...] = ()
+    egress: tuple[tuple[str, str], ...] = SortedPairs()
     one_to_one: tuple[tuple[str, str], ...] = ()
     # The one-to-one local addresses whose own connections keep their global IP (null SNAT, then the stateless
     # rewrite): all but the headless pods a pod-selector GlobalEgressIP takes (level 1 beats level 2).
     static: tuple[str, ...] = ()
 
 
-def _gateway_block(status: GlobalIPStatus | None, node: str) -> tuple[IPv4Address, ...]:
+def gateway_block(status: GlobalIPStatus | None, node: str) -> tuple[IPv4Address, ...]:
     if status is None:
         return ()
     return next((block.ips for block in status.gateways if block.node == node), ())
@@ -72,7 +74,7 @@ def _gateway_block(status: GlobalIPStatus | None, node: str) -> tuple[IPv4Addres
 def cluster_egress_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
     """The addresses of ``node``'s own ClusterGlobalEgressIP, empty until the controller wrote them."""
     ref = ObjectRef(CLUSTER_GLOBAL_EGRESS_IP, "", gateway_egress_name(node))
-    return _gateway_block(globalnet.status_of(ref), node)
+    return gateway_block(globalnet.status_of(ref), node)
 
 
 def published_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
@@ -80,7 +82,7 @@ def published_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
     GlobalEgressIP. ``magw-gateway`` publishes them (``Endpoint.allocated_ips``); every other gateway routes
     each as a /32 back to it."""
     blocks = [cluster_egress_ips(globalnet, node)]
-    blocks += [_gateway_block(globalnet.status_of(egress_ref(obj)), node) for obj in globalnet.egress_ips]
+    blocks += [gateway_block(globalnet.status_of(egress_ref(obj)), node) for obj in globalnet.egress_ips]
     return tuple(sorted({ip for block in blocks for ip in block}))
 
 
@@ -104,13 +106,13 @@ def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, s
         key = (source.kind, source.namespace, source.name)  # a tuple hashes in C, an attrs ObjectRef does not
         ips = blocks.get(key)
         if ips is None:
-            ips = blocks[key] = tuple(str(ip) for ip in _gateway_block(globalnet.status_of(source), node))
+            ips = blocks[key] = tuple(str(ip) for ip in gateway_block(globalnet.status_of(source), node))
         if ips:
             pod_int = int(pod.ip)
             yield pod_int, dotted(pod_int), ips[pod_int % len(ips)]
 
 
-def _one_to_one(globalnet: Globalnet) -> tuple[tuple[str, str], ...]:
+def one_to_one_pairs(globalnet: Globalnet) -> tuple[tuple[str, str], ...]:
     """(local, global) for every GlobalIngressIP with an address and a target; each side used once.
 
     A clash (two objects naming one local address or one global IP: only possible with bad input, since
@@ -139,13 +141,13 @@ def routed_cidrs(cluster: Cluster, globalnet: bool) -> tuple[IPv4Network, ...]:
 def gateway_translations(snapshot: Snapshot, node: str) -> GatewayTranslations:
     """The translations of gateway ``node`` (empty without Globalnet objects)."""
     gn = snapshot.globalnet
-    one_to_one = _one_to_one(gn)
+    one_to_one = one_to_one_pairs(gn)
     # Levels 1 and 3 only: a headless pod (level 2) is yielded only when a pod selector (level 1) takes it.
-    egress = sorted(_egress_pairs(gn, node))
-    selected = {pod for _, pod, _ in egress}
+    egress = SortedPairs(sorted({(pod, gip) for _, pod, gip in _egress_pairs(gn, node)}))
+    selected = {pod for pod, _ in egress}
     return GatewayTranslations(
         cluster_egress=cluster_egress_ips(gn, node),
-        egress=tuple((pod, gip) for _, pod, gip in egress),
+        egress=egress,
         one_to_one=one_to_one,
         static=tuple(local for local, _ in one_to_one if local not in selected),
     )
