@@ -18,9 +18,10 @@ Errors are ``FieldError`` (path + reason), one line. Two rules are deliberate:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from ipaddress import IPv4Address
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from magw.model.globalnet import (
     CLUSTER_GLOBAL_EGRESS_DEFAULT_IPS,
@@ -325,13 +326,28 @@ def identity(key: str, item: Any) -> tuple[str, ...]:
     return (getattr(item, "namespace", ""), item.name)
 
 
-def parse_globalnet(raw: object, path: str = "globalnet") -> Globalnet:
-    """The snapshot's ``globalnet:`` section."""
+class ItemCache(Protocol):
+    """``magw.snapshot.load.ParseCache``'s ``item``: an earlier parse of an equal item of the same section."""
+
+    def item(self, section: str, value: object, path: str, parse: Callable[[object, str], _T]) -> _T: ...
+
+
+# Sections whose items a cache hands back as the very objects of the last parse when they did not change: the
+# pods, so that a Globalnet gateway's incremental planner finds the one pod that changed among 100k by identity
+# (magw.desired.globalnet.incremental; docs/performance.md, row 22b). Their items hold no path.
+CACHED_SECTIONS = ("pods",)
+
+
+def parse_globalnet(raw: object, path: str = "globalnet", *, cache: ItemCache | None = None) -> Globalnet:
+    """The snapshot's ``globalnet:`` section; with ``cache``, unchanged pods are the objects of its last parse."""
     f = Fields(raw, path, SECTION_KEYS)
     values: dict[str, list[Any]] = {}
     for key in SECTION_KEYS:
         items = sequence(f.optional(key), f.at(key)) if f.has(key) else []
-        parsed = [_PARSERS[key](item, item_path(f.at(key), i)) for i, item in enumerate(items)]
+        parse = _PARSERS[key]
+        if cache is not None and key in CACHED_SECTIONS:
+            parse = functools.partial(cache.item, f"globalnet.{key}", parse=parse)
+        parsed = [parse(item, item_path(f.at(key), i)) for i, item in enumerate(items)]
         seen: dict[tuple[str, ...], int] = {}
         for i, item in enumerate(parsed):
             ident = identity(key, item)

@@ -174,7 +174,11 @@ def _snapshot(doc: object, cache: ParseCache | None) -> Snapshot:
         )
     config = _config(top)
     health, refs = _health(top)
-    globalnet = parse_globalnet(top.optional("globalnet"), top.at("globalnet")) if top.has("globalnet") else Globalnet()
+    globalnet = (
+        parse_globalnet(top.optional("globalnet"), top.at("globalnet"), cache=cache)
+        if top.has("globalnet")
+        else Globalnet()
+    )
     egress = parse_egressgw(top.optional("egress"), top.at("egress")) if top.has("egress") else EgressGateway()
     check_relations(
         local_cluster=local,

@@ -200,3 +200,37 @@ def test_the_incremental_overlap_check_is_exercised(monkeypatch: pytest.MonkeyPa
         assert isinstance(expected, str)
         assert _outcome(parser, _as_broker_does(_doc(bad))) == expected
     assert full == [FILLER, FILLER, FILLER]  # the index found each overlap; the full check worded it
+
+
+def _globalnet_doc(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    clusters = [{**c, "global_cidrs": [f"242.{i}.0.0/16"]} for i, c in enumerate(_filler()[:2])]
+    return {**_doc(clusters), "globalnet": {"pods": pods}}
+
+
+def _pods(n: int) -> list[dict[str, Any]]:
+    return [{"namespace": "shop", "name": f"p{i}", "ip": f"10.1.0.{i + 1}", "labels": {"app": "web"}} for i in range(n)]
+
+
+def test_unchanged_globalnet_pods_are_the_same_objects_and_a_changed_one_is_new() -> None:
+    """What the incremental Globalnet planner needs from a source: the pods that did not change are the very
+    objects of the last snapshot."""
+    parser = SnapshotParser()
+    pods = _pods(5)
+    first = parser(_globalnet_doc([dict(p) for p in pods])).globalnet.pods
+    parser.collect()
+    changed = [dict(p) for p in pods]
+    changed[2] = {**changed[2], "labels": {"app": "db"}}
+    del changed[4]
+    second = parser(_globalnet_doc(changed)).globalnet.pods
+    assert [p.name for p in second] == ["p0", "p1", "p2", "p3"]
+    assert [a is b for a, b in zip(first, second, strict=False)] == [True, True, False, True]
+    assert second[2].labels == (("app", "db"),)
+    assert second == parse_snapshot(_globalnet_doc(changed)).globalnet.pods  # the oracle
+    parser.collect()
+    assert parser.cached_items == 2 + 4  # the two clusters and the four pods of the last parse: p4 and old p2 gone
+    bad = [dict(p) for p in pods]
+    bad[1] = {**bad[1], "host_network": 1}  # equal to True for ==, but not a boolean: not taken for p1
+    first_bad = {**bad[1], "host_network": True}
+    parser(_globalnet_doc([bad[0], first_bad]))
+    with pytest.raises(SnapshotError, match="host_network"):
+        parser(_globalnet_doc([bad[0], bad[1]]))
