@@ -5,8 +5,12 @@
     python -m magw.kubeemu --socket /run/magw/east.sock --listen 127.0.0.1:6443   # both (the lab: kubectl)
 
 ``--state FILE`` loads objects at start (YAML or JSON: documents that are objects, lists of objects, or
-``kind: List`` with ``items``), status included. The pidfile is written once the server listens (a caller can
-wait for it) and removed on exit. One line on stderr says where it serves.
+``kind: List`` with ``items``), status included. ``--persist FILE`` keeps the state in FILE across restarts
+(``magw.kubeemu.persist``; when FILE exists it is loaded instead of ``--state``). The pidfile is written once the
+server listens (a caller can wait for it) and removed on exit. One line on stderr says where it serves.
+
+Faults from outside (the lab's soak): SIGUSR1 compacts the history and drops every watch (each client's next
+watch from its last version gets 410 Expired: a "410 storm"); SIGUSR2 only drops every watch. Each prints a line.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import yaml
 
 from magw.kubeemu.errors import ApiError
+from magw.kubeemu.persist import Persister
 from magw.kubeemu.rbac import parse_token_file
 from magw.kubeemu.resources import CrdError
 from magw.kubeemu.server import Emulator
@@ -62,6 +67,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
     p.add_argument("--pidfile", help="write the PID here once serving; removed on exit")
     p.add_argument("--state", help="objects to load at start (YAML/JSON)")
+    p.add_argument("--persist", help="keep the state in this file across restarts (loaded at start if it exists)")
     p.add_argument("--token-auth-file", help="serve TokenReview for these tokens (token,user,uid,\"g1,g2\" lines) and "
                    "SubjectAccessReview over the stored RBAC objects")  # fmt: skip
     args = p.parse_args(argv)
@@ -83,12 +89,19 @@ async def serve(args: argparse.Namespace) -> None:
         for doc in _documents(path):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 emulator.add_crd(doc)
-    if args.state:
+    persister = Persister(emulator.store, Path(args.persist)) if args.persist else None
+    restored = persister.restore() if persister is not None else 0
+    if args.state and not (persister is not None and persister.path.exists()):
         emulator.load(_objects(args.state))
+    if persister is not None:
+        persister.start()
+        print(f"kubeemu: state kept in {persister.path} ({restored} objects restored)", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _storm, emulator)
+    loop.add_signal_handler(signal.SIGUSR2, _drop, emulator)
     await emulator.start()
     try:
         if args.pidfile:
@@ -101,6 +114,16 @@ async def serve(args: argparse.Namespace) -> None:
         if args.pidfile:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(args.pidfile)
+
+
+def _storm(emulator: Emulator) -> None:
+    rv = emulator.compact()
+    dropped = emulator.drop_watches()
+    print(f"kubeemu: SIGUSR1: history compacted at {rv}, {dropped} watches dropped", file=sys.stderr, flush=True)
+
+
+def _drop(emulator: Emulator) -> None:
+    print(f"kubeemu: SIGUSR2: {emulator.drop_watches()} watches dropped", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -146,7 +146,8 @@ class Store:
             raise already_exists(rt, name)
         if rt.status and not (keep_status or rt.keep_status_on_create):
             body.pop("status", None)
-        meta["uid"] = str(uuid.uuid4())
+        # A load (a restored etcd) keeps what identifies the object: its uid and creation time.
+        meta["uid"] = (keep_status and meta.get("uid")) or str(uuid.uuid4())
         meta["creationTimestamp"] = (keep_status and meta.get("creationTimestamp")) or _now()
         meta["generation"] = 1
         meta["resourceVersion"] = str(self._next_rv())
