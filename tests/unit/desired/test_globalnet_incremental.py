@@ -155,11 +155,12 @@ def _apply(gn: Globalnet, step: tuple[str, Any]) -> Globalnet:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps, min_size=1, max_size=25))
+@given(st.lists(steps, min_size=1, max_size=25), st.sampled_from((0, 2, 10**9)))
 def test_the_incremental_translations_equal_the_full_ones_after_every_step(
-    base: Snapshot, sequence: list[tuple[str, Any]]
+    base: Snapshot, sequence: list[tuple[str, Any]], bulk: int
 ) -> None:
-    inc = IncrementalTranslations(NODE)
+    """``bulk`` 0: the pairs sorted again as a whole after every change; 10**9: always one by one."""
+    inc = IncrementalTranslations(NODE, bulk=bulk)
     gn = base.globalnet
     for step in sequence:
         gn = _apply(gn, step)
