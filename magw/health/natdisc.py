@@ -10,7 +10,11 @@ entry or WireGuard peer names the private address and the cable's own port). No 
 published. The public path needs no discovery: the health probes run over it.
 
 Checked when a remote gateway appears or its addresses change, when ``recheck`` is called (the route agent does
-on every health change, so a private path that died is found again within a check), and every ``interval``.
+on every health change, so a private path that died is found again within a check), and every ``interval``. A
+check that got no answer is repeated sooner: after ``RETRY`` s, then twice as long each time, up to ``interval``.
+The remote route agent may simply not have been listening yet (its node publishes its Endpoint after it starts,
+later still on a loaded machine): a clean-clone CI run saw every remote gateway called public at a lab's start
+and, at 60 s between checks, not found at its private address 20 s later.
 Only gateways ask and answer (the socket is open while this node publishes an Endpoint). An answer counts only
 for the request in flight whose bytes it carries, from the address it was sent to. The responder answers at
 most ``RATE`` requests a second, with a datagram no larger than the request's allowance.
@@ -48,6 +52,7 @@ RATE = 200  # answers per second at most
 TICK = 0.1  # the shortest sleep of the loop
 IDLE = 5.0  # the longest: a worker, or a gateway with nothing in flight or due (a new snapshot or recheck wakes it)
 BIND_RETRY = 5.0  # seconds between tries to bind a port that was taken
+RETRY = 2.0  # seconds before a check that got no answer is repeated; doubled each time, up to the interval
 
 
 def request_bytes(nonce: bytes, node: str) -> bytes:
@@ -84,6 +89,7 @@ class Target:
     nonce: bytes | None = None  # the request in flight
     sent_at: float = 0.0
     attempt: int = 0
+    unanswered: int = 0  # checks in a row that got no answer (they are repeated sooner: ``RETRY``)
 
 
 class NatDiscovery:
@@ -250,7 +256,9 @@ class NatDiscovery:
         old = t.path
         t.path, t.seen, t.nonce, t.attempt = path, seen, None, 0
         t.checked_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        t.due = self._clock() + self.interval
+        t.unanswered = 0 if path == "private" else t.unanswered + 1
+        wait = self.interval if path == "private" else min(self.interval, RETRY * 2 ** (t.unanswered - 1))
+        t.due = self._clock() + wait
         if path != old:
             log.info("natdisc.path", node=self.node, peer=host, cluster=t.cluster, path=path, old=old, seen=seen)
             if "private" in (path, old):

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
 
 import attrs
 import pytest
@@ -18,16 +15,14 @@ from magw.lab.build import lifecycle as build
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabInputError
 from magw.lab.observe import cloud
-from magw.lab.planes.daemons import agent_status, daemons_installed, node_state_dir
+from magw.lab.planes.daemons import agent_status, daemons_installed
 from magw.lab.scenarios import failure
 from magw.lab.scenarios.cloud_demo import fail_behind_cloud
 from magw.lab.spec.cloud import NAT_PORTS
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout
 from magw.lab.spec.topology import load_topology
 from magw.lab.verify.connectivity import TrafficTarget, probe
-from magw.model.cable import Cable
 from magw.model.vtep import INTER_PORT, vtep_ip, vtep_mac
-from magw.ops.gather.node import wg_show_argv, wireguard_go_pid
 from tests.support import netns as checker
 from tests.support.cli import MagwCli
 from tests.support.labkit import poll, running_lab, unique_name
@@ -181,65 +176,6 @@ def test_cli_demo_behind_the_cloud(magw_cli: MagwCli) -> None:
     assert [line for line in lines if took.fullmatch(line)]
     assert "== result: all OK" in lines
     assert report.namespaces == ()
-
-
-def _wireguard_views(lab: LabLayout, st: LabState) -> str:
-    """Each gateway's ``wg show`` (endpoints, handshakes, transfer; keys public only) and its route agent's
-    WireGuard log lines: what a failure of the test below needs to be understood."""
-    out = []
-    for node in lab.gateways:
-        pid = wireguard_go_pid(node_state_dir(st, node))
-        shown = subprocess.run(wg_show_argv(node.namespace, pid), capture_output=True,
-                               text=True, timeout=10, check=False)  # fmt: skip
-        log = st.logs_dir / f"route-agent-{node.name}.log"
-        lines = [line for line in log.read_text().splitlines() if '"wireguard.' in line] if log.exists() else []
-        out += [f"== {node.name}", shown.stdout.strip() or shown.stderr.strip(), *lines[-6:]]
-    # Every node's health transitions and NAT discovery verdicts, with their times: which paths magw itself took
-    # down (a false failover) and when, beside the WireGuard state above.
-    marks = ('"health.state_changed"', '"health.first_miss"', '"natdisc.path"', '"route_agent.cable_')
-    for node in lab.nodes:
-        log = st.logs_dir / f"route-agent-{node.name}.log"
-        lines = [line for line in log.read_text().splitlines() if any(m in line for m in marks)] if log.exists() else []
-        out += [f"== {node.name} health", *lines[-30:]]
-    return "\n".join(out)
-
-
-def test_the_wireguard_cable_behind_the_cloud_fails_over_before_the_cloud_notices(tmp_path: Path) -> None:
-    """The same power cut with the WireGuard cable (its peers' endpoints are the cloud's address and each gateway's
-    port; wireguard-go roams to the NAT's rewritten source, and the route agent leaves a roamed peer there): every
-    flow runs again at the end, none through the dead gateway, and the crossed flows ran again before the cloud
-    took it out. 16 flows at 100/s: wireguard-go in userspace on both ends starves these 2-core machines at the
-    VXLAN test's 6400 datagrams/s. The stream runs 12 s, so the dead gateway's Endpoint expires (5 s) and the
-    remote gateways remove its peer while the flows run.
-
-    Not asserted, only printed: that the untouched flows lose nothing. Here they never did, but in one clean-clone
-    CI run every flow through the surviving east gateway lost about 1 s right after the cut, and in another every
-    flow stopped 2-3 s after the cut until the (6 s) stream ended, before the route agent stopped resetting roamed
-    peers (docs/load-balancer.md, "Known limits"); the VXLAN test above asserts it. A failure prints each gateway's
-    ``wg show`` and WireGuard log lines, every node's health transitions and each flow's paths; they are also
-    written to ``views.txt`` in the test's temporary directory, pass or fail."""
-    topo = attrs.evolve(load_topology(EXAMPLES / "lab-load-balancer.yaml"), cable=Cable.WIREGUARD)
-    spec = topo.load_balancer
-    assert spec is not None
-    with running_lab(topo, daemons=True) as (layout_, st):
-        cf = fail_behind_cloud(layout_, st, victim="east-gw1", wait=spec.health_interval * 4 + 10, flows=16, rate=100,
-                               duration=12.0)  # fmt: skip
-        views = _wireguard_views(layout_, st)
-    result = cf.result
-    cut = datetime.fromtimestamp(result.failed_at, tz=UTC).isoformat()
-    paths = [f"{f.sport}: before {sorted(f.before.forward)}/{sorted(f.before.back)} "
-             f"after {sorted(f.after.forward)}/{sorted(f.after.back)}" for f in result.flows]  # fmt: skip
-    views = "\n".join([f"power cut at {cut}", *paths, views])
-    (tmp_path / "views.txt").write_text(f"{result.loss_report(result.flows)}\n{views}\n")
-    untouched = result.untouched
-    print(f"untouched flows: {result.loss_report(untouched)}")
-    assert len(result.crossed) > 0 and len(untouched) > 0
-    assert not [f for f in result.flows if f.lost_tail], f"{result.loss_report(result.flows)}\n{views}"
-    assert not [f for f in result.flows if "east-gw1" in f.after.gateways]
-    window = max(f.window_ms for f in result.crossed) / 1000
-    assert cf.cloud_down_after is not None and window < cf.cloud_down_after, (
-        f"{result.loss_report(result.crossed)}\n{views}"
-    )
 
 
 def test_on_kubernetes_each_gateway_publishes_what_its_load_balancer_service_says(magw_cli: MagwCli) -> None:

@@ -180,9 +180,12 @@ def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
 
 # With the WireGuard cable the lab's gateways run wireguard-go, and the probes between them cross it in userspace
 # on both ends: on these shared 2-core machines its scheduling delays cost probes their 20 ms deadline and took
-# live gateways down (docs/cables.md, "Known limits"). The lab gives them twice the room: misses after 40 ms, the
-# fast re-probe every 50 ms (the timeout may not exceed the shortest jittered interval).
-WIREGUARD_PROBE_FLAGS = ("--probe-fast-interval", "0.05", "--probe-timeout", "0.04")
+# live gateways down (docs/cables.md, "Known limits"). The lab gives them room: misses after 40 ms, the fast
+# re-probe every 50 ms (the timeout may not exceed the shortest jittered interval), and down after 8 misses, not 3:
+# a stall of about 0.45 s passes. A clean-clone CI run saw one gateway's wireguard-go stall 0.3-0.4 s (both its
+# cable peers called down together, 0.2 s before they were up again) and, in another, every flow of the
+# load-balancer test lose half its datagrams to such flaps. Detection then takes about 0.5 s instead of 0.2 s.
+WIREGUARD_PROBE_FLAGS = ("--probe-fast-interval", "0.05", "--probe-timeout", "0.04", "--down-after", "8")
 
 
 # A restart's holds: how long a cleanly stopped route agent keeps answering its gateway's probes

@@ -113,6 +113,32 @@ def test_no_answer_after_every_attempt_is_the_public_path_and_a_recheck_asks_aga
     assert len(sock.sent) == 3
 
 
+def test_a_check_without_an_answer_is_repeated_sooner_and_finds_a_late_listener() -> None:
+    """The remote route agent may not listen yet: no answer is checked again after 2, 4, 8 ... s (at most the
+    interval), not only after the interval; an answer then finds the private path, and checks go back to the
+    interval."""
+    nd, clock, sock, changes = discovery()
+    nd.update(snapshot(EAST_GW, WEST_GW1))
+    starts = []
+    for _ in range(8):  # 8 checks without an answer, each of 2 attempts 0.5 s apart
+        nd.tick()
+        starts.append(clock.now)
+        clock.now += 0.6
+        nd.tick()
+        clock.now += 0.6
+        nd.tick()
+        assert nd.targets["w-gw1"].path == "public"
+        clock.now = nd.targets["w-gw1"].due
+    gaps = [round(b - a - 1.2, 1) for a, b in zip(starts, starts[1:], strict=False)]
+    assert gaps == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert len(sock.sent) == 16
+    nd.tick()  # the ninth check: this time it answers
+    nonce = natdisc.parse(sock.sent[-1][0])[1]  # type: ignore[index]
+    nd._answered(nonce, ("172.18.0.11", 4490), {})
+    assert nd.targets["w-gw1"].path == "private" and changes == ["changed"]
+    assert nd.targets["w-gw1"].due == clock.now + 60.0 and nd.targets["w-gw1"].unanswered == 0
+
+
 def test_a_private_path_that_stops_answering_goes_back_to_public() -> None:
     nd, clock, sock, changes = discovery()
     nd.update(snapshot(EAST_GW, WEST_GW1))
@@ -186,8 +212,10 @@ def test_the_loop_sleeps_until_something_is_due_and_a_worker_sleeps_long() -> No
     nd.tick()
     nd.tick()
     clock.now += 0.5
-    nd.tick()  # the second attempt timed out: the public path, next check in 60 s
+    nd.tick()  # the second attempt timed out: the public path, checked again in RETRY s (no answer yet)
     assert nd.targets["w-gw1"].path == "public"
+    assert nd.next_wait() == natdisc.RETRY
+    nd.targets["w-gw1"].due = clock.now + 60.0  # as after an answer: the interval, beyond the longest sleep
     assert nd.next_wait() == natdisc.IDLE
 
 

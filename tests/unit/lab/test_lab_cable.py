@@ -55,11 +55,13 @@ def test_both_daemons_of_a_node_share_its_state_dir(monkeypatch: pytest.MonkeyPa
     publisher = gateway.build_parser().parse_args(gateway_argv(st, gw)[1:])
     assert agent.state_dir == publisher.state_dir == str(tmp_path / "lc" / "state" / "east-gw1")
     assert agent.wireguard_backend == "auto"
-    assert (agent.probe_timeout, agent.probe_fast_interval) == (0.04, 0.05)  # wireguard-go: room for the probes
+    # wireguard-go: room for the probes (a stall of about 0.45 s passes)
+    assert (agent.probe_timeout, agent.probe_fast_interval, agent.down_after) == (0.04, 0.05, 8)
     plain = LabState(name="lc", topology=default_topology(), phase="up", daemons=True, token="0" * 16)
     argv = route_agent_argv(plain, layout("lc", default_topology()).node("east-gw1"))
     assert "--probe-timeout" not in argv
-    assert route_agent.build_parser().parse_args(argv[1:]).probe_timeout == 0.02
+    plain_agent = route_agent.build_parser().parse_args(argv[1:])
+    assert (plain_agent.probe_timeout, plain_agent.down_after) == (0.02, 3)
 
 
 def test_the_cable_flag_wins_over_the_topology() -> None:
