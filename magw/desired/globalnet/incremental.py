@@ -74,6 +74,10 @@ class IncrementalTranslations:
         again as a whole instead of one by one (the tests try both ways)."""
         self.node = node
         self._bulk = bulk
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget everything: the next update decides every pod."""
         self._pods: tuple[Pod, ...] = ()
         # Per pod key, each pod of that key (one, but for bad input) with the pair it gives (or None).
         self._decided: dict[PodKey, list[tuple[Pod, Pair | None]]] = {}
@@ -83,13 +87,21 @@ class IncrementalTranslations:
         self._pair_count: Counter[Pair] = Counter()
         self._pod_count: Counter[str] = Counter()
         self._sorted: list[Pair] = []  # the distinct pairs, sorted as strings (NftMap's order)
-        self._entered: list[Pair] = []  # distinct pairs that came and went during this update
-        self._left: list[Pair] = []
+        self._entered: list[Pair] = []  # this update's pairs whose count rose to 1 ...
+        self._left: list[Pair] = []  # ... and fell to 0 (``_sort`` takes them)
         self._one_to_one_from: tuple[object, object] | None = None
         self._one_to_one: tuple[Pair, ...] = ()
 
     def update(self, gn: Globalnet) -> GatewayTranslations:
-        """The translations for ``gn``; the work is the changes since the last call (everything, the first time)."""
+        """The translations for ``gn``; the work is the changes since the last call (everything, the first time).
+        If it raises, everything is forgotten: the next call starts from scratch rather than from half an update."""
+        try:
+            return self._update(gn)
+        except BaseException:
+            self._reset()
+            raise
+
+    def _update(self, gn: Globalnet) -> GatewayTranslations:
         namespaces = self._contexts(gn)
         headless = frozenset(
             (ing.target_ref.namespace, ing.target_ref.name)

@@ -233,3 +233,26 @@ def test_a_selector_change_decides_again_only_its_namespace(base: Snapshot, monk
     gn2 = attrs.evolve(gn, egress_ips=tuple(narrowed if e.namespace == "store" else e for e in gn.egress_ips))
     assert inc.update(gn2) == gateway_translations(attrs.evolve(base, globalnet=gn2), NODE)
     assert sorted(asked) == sorted(p.name for p in gn2.pods if p.namespace == "store")
+
+
+def test_an_update_that_raises_leaves_nothing_half_done(base: Snapshot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug or bad input that raises in the middle of an update: the next update starts from scratch and is right."""
+    gn = _store(base, 50)
+    inc = IncrementalTranslations(NODE)
+    inc.update(gn)
+    gn2 = attrs.evolve(gn, pods=tuple(p for p in gn.pods if p.name != "p0003"))
+    real: Callable[..., Any] = incremental.decide
+    calls = {"n": 0}
+
+    def failing(pod: Pod, *args: Any) -> Any:
+        calls["n"] += 1
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(incremental, "decide", failing)
+    selector = LabelSelector(match_labels=(("n", "3"),))
+    objects = tuple(attrs.evolve(e, pod_selector=selector) if e.namespace == "store" else e for e in gn2.egress_ips)
+    with pytest.raises(RuntimeError):
+        inc.update(attrs.evolve(gn2, egress_ips=objects))  # store's pods are decided again, and that raises
+    assert calls["n"] == 1
+    monkeypatch.setattr(incremental, "decide", real)
+    assert inc.update(gn2) == gateway_translations(attrs.evolve(base, globalnet=gn2), NODE)
