@@ -26,14 +26,15 @@ from collections.abc import Iterable
 import attrs
 
 from magw.desired.globalnet.plan import (
+    PAIR_LEVELS,
     GatewayTranslations,
     cluster_egress_ips,
+    egress_pair,
     gateway_block,
     one_to_one_pairs,
 )
 from magw.desired.nft.values import SortedPairs
 from magw.ipam.precedence import Level, decide, egress_ref, usable
-from magw.model import dotted
 from magw.model.globalnet import (
     GLOBAL_INGRESS_IP,
     GlobalEgressIP,
@@ -53,7 +54,6 @@ Context = tuple[tuple[GlobalEgressIP, ...], tuple[tuple[str, ...], ...]]
 _NO_CONTEXT: Context = ((), ())
 # ``decide`` needs only whether a pod has its own GlobalIngressIP: level 2 never yields a pair.
 _OWN = ObjectRef(GLOBAL_INGRESS_IP, "", "")
-_PAIR_LEVELS = (Level.POD_SELECTOR, Level.NAMESPACE)
 
 
 def _pod_key(pod: Pod) -> PodKey:
@@ -167,13 +167,9 @@ class IncrementalTranslations:
             level, source, _losers = decide(pod, ns.context[0], _OWN if own else None)
             found = decisions[alike] = (level, source)
         level, source = found
-        if level not in _PAIR_LEVELS or source is None:
+        if level not in PAIR_LEVELS or source is None:
             return None
-        ips = ns.blocks.get(source, ())
-        if not ips:
-            return None
-        pod_int = int(pod.ip)
-        return (dotted(pod_int), ips[pod_int % len(ips)])
+        return egress_pair(pod, ns.blocks.get(source, ()))
 
     def _learn(self, pod: Pod, decisions: dict[tuple[object, ...], tuple[Level, ObjectRef | None]]) -> None:
         pair = self._pair(pod, decisions)

@@ -33,6 +33,7 @@ from magw.model.globalnet import (
     GlobalIPStatus,
     Globalnet,
     ObjectRef,
+    Pod,
     PodPhase,
 )
 
@@ -86,11 +87,25 @@ def published_ips(globalnet: Globalnet, node: str) -> tuple[IPv4Address, ...]:
     return tuple(sorted({ip for block in blocks for ip in block}))
 
 
-def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, str]]:
-    """(pod IP as int, pod IP, global IP) for pods at precedence levels 1 and 3 that have addresses here.
+# Only these levels give a pod an address of a GlobalEgressIP: a headless pod (level 2) is one only when a pod
+# selector (level 1) takes it; everything else leaves by the cluster egress IPs.
+PAIR_LEVELS = (Level.POD_SELECTOR, Level.NAMESPACE)
 
-    Shaped for speed (docs/performance.md, 100k pods): one status lookup per egress object, not per pod, and addresses
-    formatted from ints (``str(IPv4Address)`` was a third of the plan).
+
+def egress_pair(pod: Pod, ips: tuple[str, ...]) -> tuple[str, str] | None:
+    """(pod IP, global IP) of a running pod of its own network with an IP, pinned to one of ``ips`` (its egress
+    object's addresses on this gateway) by its IP modulo their count, so every flow of it leaves the same way;
+    None when it has no such address here. Addresses formatted from ints (``str(IPv4Address)`` is slow)."""
+    if not ips or pod.ip is None or pod.host_network or pod.phase is not PodPhase.RUNNING:
+        return None
+    pod_int = int(pod.ip)
+    return dotted(pod_int), ips[pod_int % len(ips)]
+
+
+def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[str, str]]:
+    """(pod IP, global IP) for pods at precedence levels 1 and 3 that have addresses here.
+
+    Shaped for speed (docs/performance.md, 100k pods): one status lookup per egress object, not per pod.
     """
     entries = resolve_egress(globalnet, globalnet.ingress_ips).egress
     # Both are sorted by (namespace, name), so entry i is pod i (checked); no dict of 100k pods.
@@ -99,17 +114,15 @@ def _egress_pairs(globalnet: Globalnet, node: str) -> Iterable[tuple[int, str, s
         if (entry.pod.namespace, entry.pod.name) != (pod.namespace, pod.name):
             raise AssertionError(f"precedence out of step with the pods at {pod.namespace}/{pod.name}")
         source = entry.source
-        if entry.level not in (Level.POD_SELECTOR, Level.NAMESPACE) or source is None:
-            continue
-        if pod.ip is None or pod.host_network or pod.phase is not PodPhase.RUNNING:
+        if entry.level not in PAIR_LEVELS or source is None:
             continue
         key = (source.kind, source.namespace, source.name)  # a tuple hashes in C, an attrs ObjectRef does not
         ips = blocks.get(key)
         if ips is None:
             ips = blocks[key] = tuple(str(ip) for ip in gateway_block(globalnet.status_of(source), node))
-        if ips:
-            pod_int = int(pod.ip)
-            yield pod_int, dotted(pod_int), ips[pod_int % len(ips)]
+        pair = egress_pair(pod, ips)
+        if pair is not None:
+            yield pair
 
 
 def one_to_one_pairs(globalnet: Globalnet) -> tuple[tuple[str, str], ...]:
@@ -142,8 +155,7 @@ def gateway_translations(snapshot: Snapshot, node: str) -> GatewayTranslations:
     """The translations of gateway ``node`` (empty without Globalnet objects)."""
     gn = snapshot.globalnet
     one_to_one = one_to_one_pairs(gn)
-    # Levels 1 and 3 only: a headless pod (level 2) is yielded only when a pod selector (level 1) takes it.
-    egress = SortedPairs(sorted({(pod, gip) for _, pod, gip in _egress_pairs(gn, node)}))
+    egress = SortedPairs(sorted(set(_egress_pairs(gn, node))))
     selected = {pod for pod, _ in egress}
     return GatewayTranslations(
         cluster_egress=cluster_egress_ips(gn, node),
