@@ -12,9 +12,12 @@ was assembled from all of them: until then the reconciler prunes nothing (``inpu
 a restarted API server) replaces a reflector's objects only when it completes, so the snapshot never shows a
 half-listed resource; while the API server is unreachable the last snapshot stays as it is.
 
-Assembling parses the whole snapshot, as the file broker does; it runs in one worker thread, at most once per
-``coalesce`` seconds however many events arrive (a burst of pod events is one assembly), off the event loop
-that carries the health probes.
+Assembling is incremental (``magw.sources.file.incremental``): the local cluster's Globalnet documents (Namespaces,
+Pods, Services, ServiceExports, the Globalnet kinds and their statuses) are parsed again only when their object
+changed, the rest (Clusters, the Config, Nodes, Endpoints, the egress gateway's kinds) as a whole when one of
+them changed, as the file broker does. It runs in one worker thread, at most once per ``coalesce`` seconds
+however many events arrive (a burst of pod events is one assembly), off the event loop that carries the health
+probes.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from kubernetes_asyncio.client import ApiClient
 from magw.model import Snapshot
 from magw.snapshot.cache import SnapshotParser
 from magw.snapshot.load import SnapshotError
-from magw.sources.file.assemble import Ident, Parse, assemble
+from magw.sources.file.assemble import Parse
 from magw.sources.file.documents import Document
+from magw.sources.file.incremental import IncrementalAssembly
+from magw.sources.file.items import Changes, DuplicateItem, ItemSlots
 from magw.sources.kube import mapping
 from magw.sources.kube.reflector import DEFAULT_TIMING, Key, Obj, Reflector, Timing, WatchEvent, stop_all
 from magw.sources.kube.resources import Resource, resources
@@ -45,6 +50,8 @@ log = structlog.get_logger(__name__)
 Listener = Callable[[Snapshot | None], None]
 
 _GLOBALNET_KINDS = ("ClusterGlobalEgressIP", "GlobalEgressIP", "GlobalIngressIP")
+# The resources whose documents are all Globalnet documents: assembled one object at a time (``ItemSlots``).
+_ITEM_KINDS = frozenset(("Namespace", "Pod", "Service", "ServiceExport", *_GLOBALNET_KINDS))
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
@@ -80,12 +87,13 @@ class KubeSource:
         self.reflectors: dict[str, Reflector] = {}
         for resource in resources(namespace, globalnet=globalnet, workloads=workloads, egressgw=egressgw):
             self.reflectors[resource.kind] = self._reflector(resource, timing)
-        self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}
+        self._docs: dict[tuple[str, Key], tuple[Document, ...]] = {}  # the core's (the rest: ``_items``)
+        self._items: ItemSlots[tuple[str, Key]] = ItemSlots()
+        self._assembly = IncrementalAssembly(local_cluster, parse=self._parse)
         self._errors: dict[tuple[str, Key], mapping.MappingError] = {}
         self._logged_errors: dict[tuple[str, Key], str] = {}
         self._logged_problems: set[tuple[str, str]] = set()
         self._missing_logged: str | None = None
-        self._last_good: dict[Ident, Document] = {}
         self._snapshot: Snapshot | None = None
         self._accepted: tuple[Document, ...] = ()
         self._problem_files: frozenset[str] = frozenset()
@@ -182,22 +190,33 @@ class KubeSource:
     def _remap(self, kind: str, key: Key, obj: Obj | None) -> None:
         slot = (kind, key)
         if obj is None:
-            self._docs.pop(slot, None)
-            self._errors.pop(slot, None)
+            self._drop(slot)
             return
         try:
-            self._docs[slot] = self._map(kind, obj)
+            docs = self._map(kind, obj)
+            if kind in _ITEM_KINDS:
+                self._items.set(slot, docs)
+            else:
+                self._docs[slot] = docs
             self._errors.pop(slot, None)
         except mapping.MappingError as exc:  # the object's last good documents stay in use
             self._errors[slot] = exc
+        except DuplicateItem as exc:  # another object's document has its identity: the first one stays
+            self._errors[slot] = mapping.MappingError(str(exc))
+
+    def _drop(self, slot: tuple[str, Key]) -> None:
+        self._docs.pop(slot, None)
+        if slot in self._items:
+            self._items.drop(slot)
+        self._errors.pop(slot, None)
 
     def _on_change(self, kind: str, events: list[WatchEvent]) -> None:
         for event in events:
             if event.type == "SYNCED":  # a complete (re)list: map everything of this kind again
-                for slot in [s for s in self._docs if s[0] == kind] + [s for s in self._errors if s[0] == kind]:
+                slots = self._items.slots() if kind in _ITEM_KINDS else list(self._docs)
+                for slot in [s for s in slots if s[0] == kind] + [s for s in self._errors if s[0] == kind]:
                     if slot[1] not in self.objects(kind):
-                        self._docs.pop(slot, None)
-                        self._errors.pop(slot, None)
+                        self._drop(slot)
                 for key, obj in self.objects(kind).items():
                     self._remap(kind, key, obj)
                 if kind == "EndpointSlice":
@@ -227,19 +246,21 @@ class KubeSource:
             self._errors.pop(("Config", ("", "")), None)
         except mapping.MappingError as exc:
             self._errors[("Config", ("", ""))] = exc
-            docs.extend(d for d in self._last_good.values() if d.kind == "Config")
+            # read on the loop while a pass may replace the dict (never changed in place): either one is whole
+            docs.extend(d for d in self._assembly.last_good.values() if d.kind == "Config")
         return docs
 
-    def _assemble(self, docs: list[Document], errors: Mapping[tuple[str, Key], mapping.MappingError]) -> bool:
-        """Assemble ``docs``; True when the snapshot changed or this is the first complete one."""
+    def documents(self) -> list[Document]:
+        """Every document as the objects map now, the core's and the Globalnet ones (for tools, and the
+        benchmark that assembles them as a whole beside the incremental assembly: benchmarks/kube_source_scale.py)."""
+        return [*self._documents(), *self._items.documents()]
+
+    def _assemble(
+        self, docs: list[Document], changes: Changes, errors: Mapping[tuple[str, Key], mapping.MappingError]
+    ) -> bool:
+        """Assemble the core ``docs`` and the changed Globalnet documents; True when the snapshot changed."""
         try:
-            assembly = assemble(
-                self.local_cluster,
-                docs,
-                self._last_good,
-                parse=self._parse,
-                config_refused=("Config", ("", "")) in errors,
-            )
+            assembly = self._assembly.assemble(docs, changes, config_refused=("Config", ("", "")) in errors)
         except SnapshotError as exc:  # the walk accepted only valid steps; this would be a bug
             log.error("kube.assemble_failed", cluster=self.local_cluster, error=str(exc))
             return False
@@ -249,8 +270,6 @@ class KubeSource:
             f"kube:{kind}/{'/'.join(p for p in key if p)}" for (kind, key) in errors
         )
         changed = assembly.snapshot != self._snapshot
-        if assembly.snapshot is not None:
-            self._last_good = {d.ident: d for d in assembly.accepted}
         self._snapshot, self._accepted = assembly.snapshot, assembly.accepted
         return changed
 
@@ -264,7 +283,8 @@ class KubeSource:
                 if isinstance(exc, mapping.NotYet):  # filled in by someone else soon (a route agent's annotation)
                     log.info("kube.object_not_ready", kind=slot[0], reason=error)
                 else:
-                    log.warning("kube.bad_object", kind=slot[0], error=error, kept_last_good=slot in self._docs)
+                    kept = slot in self._docs or slot in self._items
+                    log.warning("kube.bad_object", kind=slot[0], error=error, kept_last_good=kept)
         self._logged_errors = {slot: str(exc) for slot, exc in errors.items()}
         current = {(p.file, p.error) for p in problems}
         for p in problems:
@@ -285,9 +305,9 @@ class KubeSource:
         loop = self._loop
         if loop is not None and loop.is_running() and not _on_loop(loop):
             return asyncio.run_coroutine_threadsafe(self._scan_on_loop(), loop).result()
-        if self._synced and self._assembled == self._version:
-            return False  # nothing arrived since the last assembly
-        changed = self._pass(self._documents(), dict(self._errors), self._version)
+        if (self._synced and self._assembled == self._version) or not self.inputs_listed:
+            return False  # nothing arrived since the last assembly, or not every input is there yet
+        changed = self._pass(self._documents(), self._items.take(), dict(self._errors), self._version)
         if changed:
             self._notify()
         return changed
@@ -295,11 +315,17 @@ class KubeSource:
     async def _scan_on_loop(self) -> bool:
         return self.scan()
 
-    def _pass(self, docs: list[Document], errors: Mapping[tuple[str, Key], mapping.MappingError], version: int) -> bool:
-        if not self.inputs_listed:
-            return False
+    def _pass(
+        self,
+        docs: list[Document],
+        changes: Changes,
+        errors: Mapping[tuple[str, Key], mapping.MappingError],
+        version: int,
+    ) -> bool:
+        """One assembly (in the worker thread, or a scan's). The callers take ``changes`` only once every input
+        has listed: the changes taken are always applied."""
         with self._lock:  # the worker's pass and a scan() never overlap
-            changed = self._assemble(docs, errors)
+            changed = self._assemble(docs, changes, errors)
             self._assembled = version
             first = not self._synced
             self._synced = True
@@ -308,7 +334,7 @@ class KubeSource:
                 "kube.initial_sync",
                 cluster=self.local_cluster,
                 ready=self._snapshot is not None,
-                documents=len(self._accepted),
+                documents=len(self._accepted) + self._assembly.items.accepted,
                 lists={k: r.lists for k, r in self.reflectors.items()},
             )
         return changed or first
@@ -333,8 +359,10 @@ class KubeSource:
                     break
                 await asyncio.sleep(self.coalesce)  # let a burst of events land: one assembly for all of them
                 self._dirty.clear()
+                if not self.inputs_listed:
+                    continue  # the list that completes sets dirty again
                 docs = self._documents()  # on the loop: the reflectors change their dicts here
-                args = (docs, dict(self._errors), self._version)
+                args = (docs, self._items.take(), dict(self._errors), self._version)
                 if await loop.run_in_executor(self._executor, self._pass, *args):
                     self._notify()
         finally:
