@@ -1,0 +1,227 @@
+"""The Kubernetes source at 100k pods: a pod event to the kernel, the source's assembly included (issue 33).
+
+One ``KubeSource`` (the daemons' own class) is fed a Globalnet cluster as objects, without an API server: its
+reflectors get the objects and call the source as a watch would (a complete list, then one ADDED or DELETED
+event per pod). The cluster: ``east`` (global CIDR 242.1.0.0/16) with gateway e-gw1 and worker e-w1, ``west``,
+the namespace ``shop`` with N pods on e-w1, and the namespace GlobalEgressIP ``shop/all`` whose status gives
+e-gw1 two global IPs, so every pod is one element of e-gw1's ``gn_egress`` map.
+
+Per event, alternately a new pod and the removal of one: the source's pass (``scan()``: the incremental assembly,
+``magw.sources.file.incremental``), the gateway's plan with its memo, the diff against what the kernel holds,
+the apply to a namespace's nftables. Printed: p50/p99 of each and of the whole (event to kernel); beside it,
+every ``--full-every``-th event the same documents assembled as a whole by ``assemble()`` with a warm
+``SnapshotParser``, which is what the source did before (timed: the assembly, the last good versions and the
+comparison with the last snapshot; not the sort of 100k slots it also did), and both snapshots must be equal.
+
+Run as root: ``.venv/bin/python benchmarks/kube_source_scale.py [--pods 100000] [--events 1000]``. The
+namespace is deleted in ``finally``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.globalnet_scale import namespace  # after sys.path
+from magw.desired.node.memo import PlanMemo  # after sys.path
+from magw.desired.node.planner import plan  # after sys.path
+from magw.drivers.nft import NftDriver  # after sys.path
+from magw.model import Snapshot  # after sys.path
+from magw.reconcile.changeset import NftChange  # after sys.path
+from magw.reconcile.diff import nft_changes  # after sys.path
+from magw.snapshot.cache import SnapshotParser  # after sys.path
+from magw.sources.file.assemble import Ident, assemble  # after sys.path
+from magw.sources.file.documents import Document  # after sys.path
+from magw.sources.kube import mapping  # after sys.path
+from magw.sources.kube.reflector import WatchEvent, key_of  # after sys.path
+from magw.sources.kube.source import KubeSource  # after sys.path
+from magw.util.logsetup import configure_logging  # after sys.path
+
+NS = "submariner-operator"
+NODE = "e-gw1"
+FIRST_POD = int(IPv4Address("10.0.128.0"))
+Obj = dict[str, Any]
+
+
+def _obj(kind: str, version: str, name: str, namespace: str | None = None, **rest: Any) -> Obj:
+    meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace is not None else {})}
+    return {"apiVersion": version, "kind": kind, "metadata": meta, **rest}
+
+
+def _node(name: str, ip: str, cni: str, *, gateway: bool) -> Obj:
+    obj = _obj("Node", "v1", name, status={"addresses": [{"type": "InternalIP", "address": ip}]})
+    obj["metadata"]["annotations"] = {mapping.CNI_IP_ANNOTATION: cni}
+    if gateway:
+        obj["metadata"]["labels"] = {mapping.GATEWAY_LABEL: "true"}
+    return obj
+
+
+def pod(index: int) -> Obj:
+    ip = str(IPv4Address(FIRST_POD + index))
+    return _obj("Pod", "v1", f"p{index}", "shop", spec={"nodeName": "e-w1"}, status={"phase": "Running", "podIP": ip})
+
+
+def cluster_objects(pods: int) -> dict[str, list[Obj]]:
+    """The objects of each kind the source watches."""
+    egress_ips = ["242.1.0.7", "242.1.0.8"]
+    status = {"allocatedIPs": egress_ips, "gateways": [{"node": NODE, "allocatedIPs": egress_ips}]}
+    clusters = [
+        _obj("Cluster", "submariner.io/v1", cid, NS,
+             spec={"cluster_id": cid, "cluster_cidr": ["10.0.0.0/16"], "service_cidr": ["100.0.0.0/16"],
+                   "global_cidr": [f"242.{k}.0.0/16"]})
+        for k, cid in ((1, "east"), (2, "west"))
+    ]  # fmt: skip
+    endpoints = [
+        _obj("Endpoint", "submariner.io/v1", f"{cid}-{host}", NS,
+             spec={"cluster_id": cid, "hostname": host, "private_ip": ip, "backend": "vxlan",
+                   "allocated_ips": [f"242.{k}.0.1", f"242.{k}.0.2"]})
+        for k, cid, host, ip in ((1, "east", NODE, "172.17.0.11"), (2, "west", "w-gw1", "172.18.0.11"))
+    ]  # fmt: skip
+    return {
+        "Submariner": [_obj("Submariner", "submariner.io/v1alpha1", mapping.SUBMARINER, NS,
+                            spec={"multiActiveGatewayEnabled": True})],
+        "ConfigMap": [_obj("ConfigMap", "v1", mapping.CONFIG_MAP, NS, data={"strategy": "resilient"})],
+        "Cluster": clusters,
+        "Endpoint": endpoints,
+        "Node": [_node(NODE, "172.17.0.11", "10.0.1.1", gateway=True),
+                 _node("e-w1", "172.17.0.101", "10.0.4.1", gateway=False)],
+        "Namespace": [_obj("Namespace", "v1", "shop")],
+        "Pod": [pod(i) for i in range(pods)],
+        "GlobalEgressIP": [_obj("GlobalEgressIP", "submariner.io/v1", "all", "shop", spec={"numberOfIPs": 2},
+                                status=status)],
+    }  # fmt: skip
+
+
+def fed_source(objects: dict[str, list[Obj]]) -> KubeSource:
+    """A source whose reflectors hold ``objects``, as after their first complete list."""
+    source = KubeSource(object(), local_cluster="east", namespace=NS, globalnet=True)  # type: ignore[arg-type]
+    for kind, reflector in source.reflectors.items():
+        reflector.objects = {key_of(o): o for o in objects.get(kind, [])}
+        reflector.synced = True
+        reflector.on_change([WatchEvent(type="SYNCED", key=("", ""), obj=None)])
+    return source
+
+
+def event(source: KubeSource, kind: str, obj: Obj, *, deleted: bool) -> None:
+    """What a watch does with one ADDED or DELETED event."""
+    reflector, key = source.reflectors[kind], key_of(obj)
+    if deleted:
+        reflector.objects.pop(key, None)
+    else:
+        reflector.objects[key] = obj
+    reflector.on_change([WatchEvent(type="DELETED" if deleted else "ADDED", key=key, obj=None if deleted else obj)])
+
+
+class WholeAssembly:
+    """The source's assembly before: every document through ``assemble()`` with a warm parse cache."""
+
+    def __init__(self) -> None:
+        self.parser = SnapshotParser()
+        self.last_good: dict[Ident, Document] = {}
+        self.snapshot: Snapshot | None = None
+
+    def __call__(self, docs: list[Document]) -> Snapshot | None:
+        done = assemble("east", docs, self.last_good, parse=self.parser)
+        if done.snapshot is not None:
+            self.last_good = {d.ident: d for d in done.accepted}
+        _ = done.snapshot != self.snapshot
+        self.snapshot = done.snapshot
+        return done.snapshot
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def _row(name: str, values: list[float]) -> None:
+    q = statistics.quantiles(values, n=100) if len(values) > 1 else [values[0]] * 99
+    print(f"event  {name:<28} p50={q[49] * 1000:8.1f} ms  p99={q[98] * 1000:8.1f} ms  ({len(values)} events)")
+
+
+def churn(pods: int, events: int, full_every: int) -> None:
+    objects = cluster_objects(pods)
+    source = fed_source(objects)
+    _, first = _timed(source.scan)
+    snapshot = source.snapshot
+    if snapshot is None or len(snapshot.globalnet.pods) != pods:
+        raise SystemExit(f"the source's first snapshot is not the cluster: {source.problem_files()}")
+    whole = WholeAssembly()
+    _, whole_first = _timed(lambda: whole(source.documents()))
+    memo = PlanMemo()
+    known = plan(snapshot, NODE, memo=memo)
+    assert known.nft is not None
+    elements = next(len(m.elements) for m in known.nft.maps if m.name == "gn_egress")
+    if elements != pods:
+        raise SystemExit(f"gn_egress has {elements} elements, not one per pod ({pods}): not the planned cluster")
+    print(f"first  source's first pass {first * 1000:.0f} ms; the whole assembly's first {whole_first * 1000:.0f} ms")
+    times: dict[str, list[float]] = {k: [] for k in ("source", "plan", "diff", "apply", "total", "whole")}
+    live, next_pod = list(range(pods)), pods
+    with namespace() as ns, NftDriver(ns) as driver:
+        driver.apply([NftChange(family="ip", name="magw", table=known.nft)])
+        for i in range(events):
+            t0 = time.perf_counter()
+            if i % 2 == 0:
+                event(source, "Pod", pod(next_pod), deleted=False)
+                live.append(next_pod)
+                next_pod += 1
+            else:
+                event(source, "Pod", pod(live.pop(i % len(live))), deleted=True)
+            source.scan()
+            t1 = time.perf_counter()
+            assert source.snapshot is not None
+            want = plan(source.snapshot, NODE, memo=memo)
+            t2 = time.perf_counter()
+            changes = nft_changes(want.nft, known.nft)
+            t3 = time.perf_counter()
+            result = driver.apply(list(changes))
+            t4 = time.perf_counter()
+            assert result.ok, [f.describe() for f in result.failed]
+            known = want
+            for name, value in (("source", t1 - t0), ("plan", t2 - t1), ("diff", t3 - t2), ("apply", t4 - t3)):
+                times[name].append(value)
+            times["total"].append(t4 - t0)
+            if i % full_every == 0:
+                docs = source.documents()
+                baseline, took = _timed(lambda docs=docs: whole(docs))  # type: ignore[misc]
+                times["whole"].append(took)
+                assert baseline == source.snapshot, f"event {i}: the incremental assembly differs from the whole one"
+        final = driver.observe()
+    assert final == known.nft, "after the churn the kernel's table differs from the plan"
+    print(f"churn  pods={pods}  events={events}  (a new pod and the removal of one, alternately)")
+    names = {"source": "source (event to snapshot)", "plan": "plan (with memo)", "diff": "diff", "apply": "apply",
+             "total": "event -> kernel", "whole": f"whole assembly (1 in {full_every})"}  # fmt: skip
+    for key, name in names.items():
+        _row(name, times[key])
+    ratio = statistics.median(times["whole"]) / statistics.median(times["source"])
+    print(f"churn  the source's pass vs the whole assembly: {ratio:.0f}x faster (medians)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pods", type=int, default=100_000)
+    p.add_argument("--events", type=int, default=1_000)
+    p.add_argument("--full-every", type=int, default=20, help="assemble every Nth event as a whole too")
+    args = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("kube_source_scale: run as root (a network namespace)", file=sys.stderr)
+        return 2
+    configure_logging("console", "warning")  # one line per apply would drown the figures
+    print(json.dumps({"load": os.getloadavg()}))
+    churn(args.pods, args.events, args.full_every)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
