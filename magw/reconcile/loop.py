@@ -291,6 +291,13 @@ class Reconciler:
         if audit is not None and audit.ready:
             observed = audit.take(self._generation)
             if observed is not None and self._partial_possible():
+                if audit.clean:
+                    # The kernel holds what we know (nothing was applied since the audit started, so the known
+                    # state is the one it was compared with, or one of equal content): diff against the known
+                    # state, whose objects are the planner's, as an event's sync does, rather than object by
+                    # object against the observation (magw.reconcile.audit).
+                    log.info("reconciler.audit_clean", name=self.name)
+                    observed = self._known
                 await self.sync_once(full=True, reasons=reasons, observed=observed)
                 return
             if audit.exhausted:  # events left no quiet moment: observe on the sync path this time
@@ -310,7 +317,7 @@ class Reconciler:
     def _start_audit(self) -> None:
         assert self._audit is not None
         self._last_full_attempt_at = self._clock.now()  # the resync is under way: the next one is a period away
-        self._audit.start(self._generation, lambda: self._mark(_AUDIT))
+        self._audit.start(self._generation, lambda: self._mark(_AUDIT), known=self._known)
 
     # ----- one sync ------------------------------------------------------------------------------
 

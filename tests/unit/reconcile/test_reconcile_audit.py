@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 
 from magw.desired.state import DesiredState
 from magw.reconcile.audit import Audit
-from magw.reconcile.changeset import Op, key_text
+from magw.reconcile.changeset import ChangeSet, Op, key_text
 from tests.support.reconcile_harness import (
     BASE,
     R1,
@@ -113,6 +113,34 @@ async def test_the_periodic_resync_uses_the_audits_observation_and_repairs_drift
     assert driver.inner.observe() == BASE
     assert len(events(logs, "reconciler.audit_started")) == 1
     assert events(logs, "reconciler.audit_discarded") == []
+    assert events(logs, "reconciler.audit_clean") == []  # the kernel was not what the reconciler knew
+
+
+async def test_a_resync_that_finds_no_drift_diffs_against_the_known_state(logs: list[dict[str, Any]]) -> None:
+    """The audit thread finds the kernel equal to the known state: the resync's diff is against the known state
+    (the planner's objects, an event's shortcuts), not against the fresh observation, and changes nothing."""
+    driver = fresh_driver()
+    gated = GatedObserve(driver)
+    gated.gate.set()
+    h = Harness(driver, audit=gated)
+    await h.start()
+    await h.idle()
+    known = h.rec._known
+    diffed: list[DesiredState] = []
+    differ = h.rec._steps.differ
+
+    def spy(desired: DesiredState, observed: DesiredState) -> ChangeSet:
+        diffed.append(observed)
+        return differ(desired, observed)
+
+    h.rec._steps.differ = spy
+    h.clock.advance(RESYNC)
+    await h.until(lambda: len(h.results) == 2)
+    await h.stop()
+    assert [(r.full, r.reasons, r.applied) for r in h.results[1:]] == [(True, ("audit",), ())]
+    assert known is not None and len(diffed) == 1 and diffed[0] is known
+    assert (driver.observes, gated.calls) == (1, 1)
+    assert len(events(logs, "reconciler.audit_clean")) == 1
 
 
 async def test_an_event_is_synced_while_the_audit_observes_and_the_stale_audit_is_discarded(
