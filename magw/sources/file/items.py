@@ -180,6 +180,7 @@ class GlobalnetItems:
         self._problems: dict[Ident, Problem] = {}
         self._sections = {section: _Section() for section in SECTION_KEYS}
         self._globalnet: Globalnet | None = Globalnet()
+        self._whole = True  # the parsed state holds every given document (False after a pass that raised)
         self.decided = 0  # documents decided since the start (for the tests that count the work)
 
     @property
@@ -198,27 +199,29 @@ class GlobalnetItems:
         return tuple(self._problems.values())
 
     def apply(self, changes: Changes) -> None:
-        """Take the changed documents (None: gone). An exception half-way forgets the parsed state and decides
-        every document again, so no pass builds on half of one."""
+        """Take the changed documents (None: gone). An exception half-way forgets the parsed state: the next
+        call decides every document again, so no pass builds on half of one."""
         for ident, doc in changes.items():
             if doc is None:
                 self._given.pop(ident, None)
             else:
                 self._given[ident] = doc
+        idents: Iterable[Ident] = changes.keys() if self._whole else list(self._given)
         try:
-            self._decide(changes.keys())
+            self._decide(idents)
         except Exception:
             self._forget()
-            self._decide(list(self._given))
             raise
+        self._whole = True
 
     def _forget(self) -> None:
-        for ident in self._accepted:
-            self._uncommitted.add(ident)
+        self._uncommitted.update(self._accepted)
+        self._uncommitted.update(self._last_good)  # whatever the next decisions say, they are booked at commit
         self._accepted.clear()
         self._problems.clear()
         self._sections = {section: _Section() for section in SECTION_KEYS}
         self._globalnet = None
+        self._whole = False
 
     def _decide(self, idents: Iterable[Ident]) -> None:
         touched: dict[str, dict[Any, Any]] = {}

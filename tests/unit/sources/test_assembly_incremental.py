@@ -241,5 +241,7 @@ def test_a_pass_that_raises_half_way_leaves_no_half_state(monkeypatch: pytest.Mo
     with pytest.raises(RuntimeError, match="planted"):
         both.step()
     monkeypatch.setattr(items_module, "parse_item", real)
+    decided = both.incremental.items.decided
     both.set(("Pod", "b/p2"), 0)
     _compare(*both.step())
+    assert both.incremental.items.decided - decided == 202  # every document decided again: 200 + b/p0 + b/p2
