@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--routes", type=int, default=100_000, help="remote CIDRs (= routes), 100..200000")
     parser.add_argument("--repeat", type=int, default=3, help="add/remove cycles, 1..20")
+    parser.add_argument("--keep-log", type=Path, default=None, help="copy the agent's JSON log here at the end")
     args = parser.parse_args(argv)
     if not REMOTES <= args.routes <= 200_000 or not 1 <= args.repeat <= 20:
         parser.error("--routes must be 100..200000 and --repeat 1..20")
@@ -283,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["ip", "netns", "del", ns], check=False, timeout=30)
         if (work / "agent.log").exists():  # kept for a look after the run
             shutil.copy(work / "agent.log", Path(tempfile.gettempdir()) / "event_latency_agent.log")
+        if args.keep_log:
+            shutil.copy(work / "agent.log", args.keep_log)
         shutil.rmtree(work, ignore_errors=True)
 
 
