@@ -20,6 +20,7 @@ namespace is deleted in ``finally``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -53,8 +54,14 @@ FIRST_POD = int(IPv4Address("10.0.128.0"))
 Obj = dict[str, Any]
 
 
+_VERSIONS = itertools.count(1)
+
+
 def _obj(kind: str, version: str, name: str, namespace: str | None = None, **rest: Any) -> Obj:
-    meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace is not None else {})}
+    """An object as the API hands it out: with a resourceVersion of its own."""
+    meta: dict[str, Any] = {"name": name, "resourceVersion": str(next(_VERSIONS))}
+    if namespace is not None:
+        meta["namespace"] = namespace
     return {"apiVersion": version, "kind": kind, "metadata": meta, **rest}
 
 
