@@ -13,18 +13,24 @@ every ``--full-every``-th event the same documents assembled as a whole by ``ass
 ``SnapshotParser``, which is what the source did before (timed: the assembly, the last good versions and the
 comparison with the last snapshot; not the sort of 100k slots it also did), and both snapshots must be equal.
 
-Run as root: ``.venv/bin/python benchmarks/kube_source_scale.py [--pods 100000] [--events 1000]``. The
-namespace is deleted in ``finally``.
+With ``--audit-beside``, a second thread at nice 19 observes the namespace's nftables with a driver of its own
+over and over while the events run, as the reconciler's periodic audit does once per resync period (here the
+worst case: always): the figures then say what an event pays when it meets the audit.
+
+Run as root: ``.venv/bin/python benchmarks/kube_source_scale.py [--pods 100000] [--events 1000]
+[--audit-beside]``. The namespace is deleted in ``finally``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from ipaddress import IPv4Address
@@ -157,7 +163,34 @@ def _row(name: str, values: list[float]) -> None:
     print(f"event  {name:<28} p50={q[49] * 1000:8.1f} ms  p99={q[98] * 1000:8.1f} ms  ({len(values)} events)")
 
 
-def churn(pods: int, events: int, full_every: int) -> None:
+class Auditor:
+    """Observes the namespace's nftables in a thread of its own at nice 19 until stopped (the reconciler's audit,
+    always on); counts the observations and their time."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self.observed: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audit-beside", daemon=True)
+
+    def _run(self) -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        with NftDriver(self.ns) as driver:
+            while not self._stop.is_set() and len(self.observed) < 10_000:
+                start = time.perf_counter()
+                driver.observe()
+                self.observed.append(time.perf_counter() - start)
+
+    def __enter__(self) -> Auditor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+
+
+def churn(pods: int, events: int, full_every: int, *, audit_beside: bool = False) -> None:
     objects = cluster_objects(pods)
     source = fed_source(objects)
     _, first = _timed(source.scan)
@@ -175,8 +208,9 @@ def churn(pods: int, events: int, full_every: int) -> None:
     print(f"first  source's first pass {first * 1000:.0f} ms; the whole assembly's first {whole_first * 1000:.0f} ms")
     times: dict[str, list[float]] = {k: [] for k in ("source", "plan", "diff", "apply", "total", "whole")}
     live, next_pod = list(range(pods)), pods
-    with namespace() as ns, NftDriver(ns) as driver:
+    with namespace() as ns, NftDriver(ns) as driver, contextlib.ExitStack() as stack:
         driver.apply([NftChange(family="ip", name="magw", table=known.nft)])
+        auditor = stack.enter_context(Auditor(ns)) if audit_beside else None
         for i in range(events):
             t0 = time.perf_counter()
             if i % 2 == 0:
@@ -205,6 +239,10 @@ def churn(pods: int, events: int, full_every: int) -> None:
                 times["whole"].append(took)
                 assert baseline == source.snapshot, f"event {i}: the incremental assembly differs from the whole one"
         final = driver.observe()
+        if auditor is not None:
+            auditor.__exit__()
+            took = statistics.median(auditor.observed) if auditor.observed else 0.0
+            print(f"audit  {len(auditor.observed)} observations of the table beside the events, median {took:.2f} s")
     assert final == known.nft, "after the churn the kernel's table differs from the plan"
     print(f"churn  pods={pods}  events={events}  (a new pod and the removal of one, alternately)")
     names = {"source": "source (event to snapshot)", "plan": "plan (with memo)", "diff": "diff", "apply": "apply",
@@ -220,13 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=100_000)
     p.add_argument("--events", type=int, default=1_000)
     p.add_argument("--full-every", type=int, default=20, help="assemble every Nth event as a whole too")
+    p.add_argument("--audit-beside", action="store_true", help="observe the table in a nice-19 thread meanwhile")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("kube_source_scale: run as root (a network namespace)", file=sys.stderr)
         return 2
     configure_logging("console", "warning")  # one line per apply would drown the figures
     print(json.dumps({"load": os.getloadavg()}))
-    churn(args.pods, args.events, args.full_every)
+    churn(args.pods, args.events, args.full_every, audit_beside=args.audit_beside)
     return 0
 
 

@@ -46,6 +46,7 @@ BACKOFF_MAX = 10.0
 # What a request to an API server can end with besides an answer: the daemons log these and retry.
 API_ERRORS: tuple[type[BaseException], ...] = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
 _RETRIED: tuple[type[BaseException], ...] = (*API_ERRORS, ValueError)  # ValueError: a body that is not JSON
+_MAX_PAGES = 100_000  # a server whose continue tokens never end (a bug) must not keep one list going forever
 
 
 class Gone(Exception):
@@ -74,7 +75,8 @@ class Timing:
 
     watch_timeout: float = 300.0  # the server ends each watch after about this long (with jitter)
     inactivity: float = 90.0  # no event, bookmark included, for this long: end the watch ourselves
-    request_timeout: float = 60.0  # a list that takes longer than this failed
+    request_timeout: float = 60.0  # a list page that takes longer than this failed
+    page: int = 500  # objects per list page (``limit``), as client-go's pager asks
 
 
 DEFAULT_TIMING = Timing()
@@ -108,8 +110,41 @@ class Reflector:
         self._stop.set()
 
     async def _list(self) -> None:
+        """One complete list, a page of ``timing.page`` objects at a time (``limit`` and ``continue``): the loop,
+        which carries the health probes, decodes one page at a time instead of 100k objects at once. The
+        pages are one consistent state (the first page's resourceVersion); an expired continue token is a
+        410, and the list starts again. Nothing changes before the last page is in."""
+        objects: dict[Key, Obj] = {}
+        token, version, pages = "", "", 0
+        while True:
+            body = await self._page(token)
+            pages += 1
+            for item in body["items"]:
+                objects[key_of(item)] = item
+            meta = body.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or "")
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+            if pages >= _MAX_PAGES:
+                raise ApiException(status=0, reason=f"the list did not end after {pages} pages")
+        # Swapped in as a whole, only now: a list that failed half-way changed nothing.
+        self.objects = objects
+        self.resource_version = version
+        self.synced = True
+        self.lists += 1
+        self.on_change([WatchEvent(type="SYNCED", key=("", ""), obj=None)])
+
+    async def _page(self, token: str) -> dict[str, Any]:
+        paging: dict[str, Any] = {"limit": self.timing.page}
+        if token:
+            paging["_continue"] = token
         response = await self.list_fn(
-            *self.args, **self.kwargs, _preload_content=False, _request_timeout=self.timing.request_timeout
+            *self.args,
+            **self.kwargs,
+            **paging,
+            _preload_content=False,
+            _request_timeout=self.timing.request_timeout,
         )
         try:
             raw = await response.read()
@@ -120,18 +155,10 @@ class Reflector:
             body = json.loads(raw)
         finally:
             response.release()
-        if body.get("kind") == "Status" or not isinstance(body.get("items", []), list):
+        if not isinstance(body, dict) or body.get("kind") == "Status" or not isinstance(body.get("items", []), list):
             raise ApiException(status=0, reason=f"not a list: {str(body)[:200]}")
-        items = body.get("items") or []
-        objects: dict[Key, Obj] = {}
-        for item in items:
-            objects[key_of(item)] = item
-        # Swapped in as a whole, only now: a list that failed half-way changed nothing.
-        self.objects = objects
-        self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
-        self.synced = True
-        self.lists += 1
-        self.on_change([WatchEvent(type="SYNCED", key=("", ""), obj=None)])
+        body["items"] = body.get("items") or []
+        return body
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = str(event.get("type"))

@@ -189,3 +189,26 @@ async def test_bookmarks_move_the_resource_version_on_and_are_nothing_else(tmp_p
         await asyncio.gather(task, return_exceptions=True)
         await client.close()
         await emulator.stop()
+
+
+async def test_a_big_list_comes_in_pages_and_is_used_only_once_complete(kube_env: kubeemu_fixtures.KubeEnv) -> None:
+    """A list asks for pages (``limit`` and ``continue``), so the loop decodes one page at a time: 7 Nodes with a
+    page of 3 are 3 requests, one consistent list, one SYNCED event with all 7."""
+    kube_env.emulator.load([*ko.east(), *(ko.node(f"n{i}", f"172.18.1.{i}", None) for i in range(4))])
+    events: list[Any] = []
+    timing = Timing(watch_timeout=5, inactivity=3, request_timeout=5, page=3)
+    reflector = Reflector(kind="Node", list_fn=CoreV1Api(kube_env.client).list_node, on_change=events.extend,
+                          timing=timing)  # fmt: skip
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: reflector.synced)
+        assert len(reflector.objects) == 7
+        lists = [path for _, path in kube_env.emulator.faults.log if "/nodes" in path and "watch=" not in path]
+        assert len(lists) == 3
+        assert [("limit=3" in p, "continue=" in p) for p in lists] == [(True, False), (True, True), (True, True)]
+        assert [e.type for e in events] == ["SYNCED"]
+    finally:
+        reflector.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
