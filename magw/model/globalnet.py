@@ -244,7 +244,7 @@ class Presorted:
     """Items already in the order ``Globalnet`` keeps them in, taken as they are.
 
     Shaped for speed: the Kubernetes source's incremental assembly (``magw.sources.file.items``) keeps each
-    section sorted as items come and go; sorting 100k pods again with a Python key costs about 40 ms per
+    section sorted as items come and go; sorting 100k pods again with a Python key costs about 50 ms per
     event (docs/performance.md, row 22c). Its property test holds the order equal to a sort's.
     """
 
