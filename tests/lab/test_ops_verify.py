@@ -178,11 +178,15 @@ def test_a_failed_gateway_carried_none(lab: tuple[LabLayout, LabState], magw_cli
         assert not dead["ok"] and dead["toward"] == dead["back"] == 0
         assert all(g["ok"] for (name, p), g in rows.items() if p == pair and name != "west-gw2")
     # the other gateways carry everything: every check passes but a Service's that kube-proxy sent to its backend on
-    # the dead node (the lab keeps it in the Service, as Kubernetes does until the node's grace period is over)
+    # the dead node (the lab keeps it in the Service, as Kubernetes does until the node's grace period is over).
+    # verify's trace then names that backend, or, when its own new flows all went to live backends (each picks one
+    # of three: (2/3)^4 of the time for 4 flows), says the failure depends on the flow.
     dead_pod = layout_.cluster("west").pods_of("west-gw2")[0].name
     for c in doc["checks"]:
-        backends = (c["hop"] or "").rsplit(" -> ", 1)[-1].split("|")
-        assert c["ok"] or (c["check"] == "service" and dead_pod in backends), doc["failing"]
+        hop = c["hop"] or ""
+        backends = hop.rsplit(" -> ", 1)[-1].split("|")
+        by_flow = hop.startswith("none found:") and "the failure depends on the flow" in hop
+        assert c["ok"] or (c["check"] == "service" and (dead_pod in backends or by_flow)), doc["failing"]
     # back to healthy before the next test (bounded): every gateway carries flows again
     poll("every gateway carries flows again after the recovery",
          lambda: magw_cli("verify", "--lab", st.name, "--client", "east-w1-p1", "--flows", "8", stdin="",
