@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REMOTES = 100
 FIRST = 11 << 24
@@ -179,6 +180,18 @@ def resync_cycle(ns: str, broker: Path, log: Path, deadline: float) -> None:
     print(f"resync: audits discarded (the kernel changed under them) {discarded}; the audited full sync: {took}")
 
 
+def group_replaces(groups: list[dict[str, Any]], extra: int | None) -> str:
+    """``ip -batch`` lines replacing each group of ``ip -json nexthop show`` as it is, or with member ``extra``
+    more (resilient groups keep their buckets and idle timer)."""
+    lines = []
+    for g in groups:
+        members = "/".join(str(m["id"]) for m in g["group"]) + (f"/{extra}" if extra is not None else "")
+        res = g.get("resilient_args", {})
+        tail = f" type resilient buckets {res['buckets']} idle_timer {res['idle_timer']}" if res else ""
+        lines.append(f"nexthop replace id {g['id']} group {members}{tail}")
+    return "\n".join(lines) + "\n"
+
+
 def kernel_baseline(ns: str, repeat: int) -> None:
     """The kernel's own cost of the same change: ``ip -batch`` replacing every group with one member more,
     then as it was, in the same namespace under the same routes (the agent stopped)."""
@@ -197,21 +210,13 @@ def kernel_baseline(ns: str, repeat: int) -> None:
     subprocess.run(["ip", "-n", ns, "nexthop", "replace", "id", str(extra), "via", via, "dev", "vx-submariner"],
                    check=True, timeout=30)  # fmt: skip
 
-    def lines(more: bool) -> str:
-        out = []
-        for g in groups:
-            members = "/".join(str(m["id"]) for m in g["group"]) + (f"/{extra}" if more else "")
-            res = g.get("resilient_args", {})
-            tail = f" type resilient buckets {res['buckets']} idle_timer {res['idle_timer']}" if res else ""
-            out.append(f"nexthop replace id {g['id']} group {members}{tail}")
-        return "\n".join(out) + "\n"
-
     adds: list[float] = []
     removes: list[float] = []
     for _ in range(repeat):
         for more, xs in ((True, adds), (False, removes)):
             started = time.perf_counter()
-            subprocess.run(["ip", "-n", ns, "-batch", "-"], input=lines(more), text=True, check=True, timeout=120)
+            text = group_replaces(groups, extra if more else None)
+            subprocess.run(["ip", "-n", ns, "-batch", "-"], input=text, text=True, check=True, timeout=120)
             xs.append(time.perf_counter() - started)
     print(
         f"kernel baseline: ip -batch replacing the {len(groups)} groups, one member more p50 "

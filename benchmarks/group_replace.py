@@ -30,7 +30,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.event_latency import EAST_NODES, NEW_GW, WORKER, endpoint_text, nodes_text, write_atomic, write_broker
+from benchmarks.event_latency import (
+    EAST_NODES,
+    NEW_GW,
+    WORKER,
+    endpoint_text,
+    group_replaces,
+    nodes_text,
+    write_atomic,
+    write_broker,
+)
 from magw.desired.node.memo import PlanMemo  # after sys.path
 from magw.desired.node.planner import plan  # after sys.path
 from magw.desired.state import DesiredState  # after sys.path
@@ -55,16 +64,6 @@ def _groups(ns: str) -> list[dict[str, Any]]:
     out = subprocess.run(["ip", "-n", ns, "-json", "nexthop", "show"], capture_output=True, text=True, check=True,
                          timeout=TIMEOUT).stdout  # fmt: skip
     return [nh for nh in json.loads(out) if "group" in nh]
-
-
-def _replaces(groups: list[dict[str, Any]], extra: int | None) -> str:
-    lines = []
-    for g in groups:
-        members = "/".join(str(m["id"]) for m in g["group"]) + (f"/{extra}" if extra is not None else "")
-        res = g.get("resilient_args", {})
-        tail = f" type resilient buckets {res['buckets']} idle_timer {res['idle_timer']}" if res else ""
-        lines.append(f"nexthop replace id {g['id']} group {members}{tail}")
-    return "\n".join(lines) + "\n"
 
 
 def run(routes: int, repeat: int) -> None:
@@ -105,8 +104,8 @@ def run(routes: int, repeat: int) -> None:
             groups = _groups(ns)
             extra = max(m["id"] for g in groups for m in g["group"]) + 1
             _ip_batch(ns, f"nexthop replace id {extra} via 240.18.0.10 dev vx-submariner\n")
-            ip["add"].append(_ip_batch(ns, _replaces(groups, extra)))
-            ip["back"].append(_ip_batch(ns, _replaces(groups, None)))
+            ip["add"].append(_ip_batch(ns, group_replaces(groups, extra)))
+            ip["back"].append(_ip_batch(ns, group_replaces(groups, None)))
             _ip_batch(ns, f"nexthop del id {extra}\n")
             print(
                 f"ours add {ours['add'][-1]:.3f} s, back {ours['back'][-1]:.3f} s; "

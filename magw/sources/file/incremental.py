@@ -60,7 +60,7 @@ class IncrementalAssembly:
 
     @property
     def last_good(self) -> dict[Ident, Document]:
-        """The core documents of the last snapshot (the Globalnet ones: ``items.last_good``)."""
+        """The core documents of the last snapshot (the Globalnet ones are ``items``'s own)."""
         return self._last_good
 
     def assemble(self, core: Sequence[Document], changes: Changes, *, config_refused: bool = False) -> Assembly:

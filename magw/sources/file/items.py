@@ -61,9 +61,6 @@ class ItemSlots(Generic[Slot]):
     def __contains__(self, slot: object) -> bool:
         return slot in self._slots
 
-    def __len__(self) -> int:
-        return len(self._slots)
-
     def slots(self) -> list[Slot]:
         return list(self._slots)
 
@@ -186,14 +183,6 @@ class GlobalnetItems:
     @property
     def accepted(self) -> int:
         return len(self._accepted)
-
-    @property
-    def last_good(self) -> Mapping[Ident, Document]:
-        return self._last_good
-
-    def documents(self) -> Iterable[Document]:
-        """Every document given, accepted or not."""
-        return self._given.values()
 
     def problems(self) -> tuple[Problem, ...]:
         return tuple(self._problems.values())
