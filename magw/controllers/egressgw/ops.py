@@ -85,14 +85,16 @@ def find_vip(egress: EgressGateway, ref: str) -> EgressVIP:
     for v in egress.vips:
         if v.vip == address:
             return v
+    # Not found either way (404): a well-formed address names no VIP; the message says why when it cannot.
     if not any(address in net for net in egress.config.vip_ranges):
-        raise _invalid(f"VIP {address} is outside the egress VIP ranges ({_ranges(egress.config)})")
+        raise _not_found(f"VIP {address} is outside the egress VIP ranges ({_ranges(egress.config)})")
     raise _not_found(f"no EgressVIP has address {address}")
 
 
 def _check_range(egress: EgressGateway, vip: EgressVIP) -> None:
+    # The VIP exists but the ranges were narrowed since: the request is sound, the state contradicts it (409).
     if not any(vip.vip in net for net in egress.config.vip_ranges):
-        raise _invalid(f"VIP {vip.name} ({vip.vip}) is outside the egress VIP ranges ({_ranges(egress.config)})")
+        raise _conflict(f"VIP {vip.name} ({vip.vip}) is outside the egress VIP ranges ({_ranges(egress.config)})")
 
 
 def _check_names(namespace: str, service: str) -> None:

@@ -12,10 +12,11 @@ Endpoints (JSON in, JSON out):
 - ``GET /openapi.json``: the OpenAPI 3 document of all this (magw.daemons.egressgw.openapi), without authentication.
 
 Errors are ``{"error": "one line"}``: 400 (the request cannot mean anything: bad JSON, a missing or unknown
-field, a VIP outside the configured ranges), 404 (an unknown VIP, namespace, Service or node), 409 (it
-contradicts the bindings: bound twice, not bound, Services still bound; or the VIP's file holds other
-documents), 503 (no snapshot of the cluster yet, or the lease is not held), 500 (an I/O error). Nothing is
-written when a request is refused.
+field), 404 (an unknown VIP, namespace, Service or node; an address outside the configured ranges), 409 (it
+contradicts the bindings: bound twice, not bound, Services still bound; a VIP outside ranges narrowed since; or
+the VIP's file holds other documents), 503 (no snapshot of the cluster yet, or the lease is not held), 500 (an
+I/O error). Nothing is written when a request is refused. A schema-valid request is never 400 (schemathesis
+checks it): what the document cannot express (a VIP's range) is a 404 or a 409.
 
 With ``auth`` (``magw.daemons.egressgw.auth``, the TCP API of ``--source kube``) every request first needs a
 bearer token the API server accepts (401) and then the action's SubjectAccessReview (403); 503 when the API

@@ -96,7 +96,7 @@ BAD: list[tuple[str, str, Any, int, str]] = [
     ("not-string", "/vip", {"action": "bind", "vip": 10}, 400, "vip: expected a string, got int"),
     ("no-action", "/vip", {"vip": "a"}, 400, "action: required (bind, unbind or notify)"),
     ("bad-action", "/vip", {"action": "move", "vip": "a"}, 400, "action: 'move' is not bind, unbind or notify"),
-    ("outside-range", "/vip", {"action": "bind", "vip": "10.9.9.9", "namespace": "shop"}, 400,
+    ("outside-range", "/vip", {"action": "unbind", "vip": "10.9.9.9", "namespace": "shop"}, 404,
      "VIP 10.9.9.9 is outside the egress VIP ranges (192.0.2.0/24)"),
     ("no-namespace", "/vip", {"action": "bind", "vip": "b"}, 400, "namespace: required"),
     ("unknown-vip", "/vip", {"action": "bind", "vip": "zz", "namespace": "shop"}, 404, "no EgressVIP named 'zz'"),
@@ -131,6 +131,20 @@ async def test_bad_input_gets_one_line_and_changes_nothing(
     status, answer = await c.post(path, body)
     assert (status, answer) == (code, {"error": message})
     assert files(d) == before
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("zz", "no EgressVIP named 'zz'"),
+        ("192.0.2.99", "no EgressVIP has address 192.0.2.99"),
+        ("10.9.9.9", "VIP 10.9.9.9 is outside the egress VIP ranges (192.0.2.0/24)"),
+    ],
+)
+async def test_a_vip_that_is_not_there_is_404_on_get(api: tuple[Path, Client], ref: str, message: str) -> None:
+    """A GET names a resource: not found is 404 whatever the reason, also an address outside the ranges."""
+    _, c = api
+    assert await c.get(f"/vip/{ref}") == (404, {"error": message})
 
 
 async def test_unbinding_a_shared_vip_still_used_by_services_is_409_and_changes_nothing(
