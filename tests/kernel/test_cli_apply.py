@@ -37,11 +37,11 @@ def test_apply_twice_then_cleanup(ns: str, magw_cli: MagwCli) -> None:
         "create link vx-submariner type vxlan id 100 dstport 4800 nolearning local 172.18.0.3 mtu 1450"
         " address 02:53:f0:12:00:03 up"
     )
-    assert "create route 10.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100" in lines
+    assert "create route 10.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100" in lines
     assert lines[-2:] == ["replace nft table ip magw", "12 changes applied, 0 failed"]
     routes = ip_json(ns, "route", "show", "10.2.0.0/16")
     assert [(r["dst"], r["nhid"], r["prefsrc"], r["protocol"]) for r in routes] == [
-        ("10.2.0.0/16", 1674236386, "10.1.3.1", "157")
+        ("10.2.0.0/16", 1677721599, "10.1.3.1", "157")
     ]
     assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "1"
 
@@ -180,8 +180,8 @@ def test_apply_reports_failures_and_exits_1(ns: str, magw_cli: MagwCli) -> None:
     failed = [line for line in out.stdout.splitlines() if line.startswith("failed: ")]
     # The reason's wording is the fast path's; the errno name and the kernel's extack text are fixed.
     assert [line.split(": EINVAL: ")[0] for line in failed] == [
-        "failed: create route 10.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100",
-        "failed: create route 100.2.0.0/16 table main nhid 1674236386 src 10.1.3.1 metric 100",
+        "failed: create route 10.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100",
+        "failed: create route 100.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100",
     ]
     assert ["Invalid prefsrc address" in line for line in failed] == [True, True]
     assert out.stdout.splitlines()[-1] == "10 changes applied, 2 failed"

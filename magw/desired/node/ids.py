@@ -7,11 +7,16 @@ Layout of our id range (u32), 0x60000000-0x63FFFFFF:
   0x62xxxxxx  plain (mpath) group for a remote cluster    (xxxxxx = hash of the cluster id)
   0x63xxxxxx  resilient group for a remote cluster        (xxxxxx = hash of the cluster id)
 
-A group is keyed by remote cluster, not by its member set, so a failover or a
-recovery is one group replace under the same id: routes never change. The group
-type is part of the id, so a change of strategy creates new groups, moves the
-routes and deletes the old groups, in an order the kernel accepts (the kernel
-refuses to replace a group with one of another type).
+On a gateway a group is keyed by remote cluster (its members are that cluster's
+gateways). On a worker the remote clusters whose usable local gateways are the
+same set form a class and share one group (``magw.desired.node.classes``): the
+largest class takes the reserved id ``MAIN`` (xxxxxx = 0xFFFFFF, which no
+cluster's hash takes), every other class the id of its first cluster. Either
+way a failover or a recovery is one group replace under the same id, and routes
+never change; on a worker it is one replace whatever the number of clusters.
+The group type is part of the id, so a change of strategy creates new groups,
+moves the routes and deletes the old groups, in an order the kernel accepts (the
+kernel refuses to replace a group with one of another type).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ _NH_VXLAN_TUNNEL = 0x61000000
 _GROUP_MPATH = 0x62000000
 _GROUP_RESILIENT = 0x63000000
 _LOW24 = 0x00FFFFFF
+_MAIN_LOW = 0x00FFFFFF  # a worker's main class (see above); no cluster's hash gets it
 
 
 def nexthop_id(vtep: IPv4Address, *, inter_cluster: bool) -> int:
@@ -40,10 +46,17 @@ def group_ids(cluster_ids: Iterable[str], *, resilient: bool) -> dict[str, int]:
     """Group ids for remote clusters: crc32 of the id, linear probing on collision.
 
     Probing happens in sorted cluster-id order, so the result depends only on the
-    set of cluster ids. A collision is one in 16M per pair.
+    set of cluster ids. A collision is one in 16M per pair. No cluster gets the
+    main class's id (``main_group_id``): a cluster whose hash is 0xFFFFFF probes on.
     """
     base = _GROUP_RESILIENT if resilient else _GROUP_MPATH
-    return {cid: base | low for cid, low in hashed_ids(cluster_ids, mask=_LOW24).items()}
+    lows = hashed_slots(cluster_ids, count=_LOW24 + 1, reserved=(_MAIN_LOW,))
+    return {cid: base | low for cid, low in lows.items()}
+
+
+def main_group_id(*, resilient: bool) -> int:
+    """The id of a worker's main class's group (magw.desired.node.classes)."""
+    return (_GROUP_RESILIENT if resilient else _GROUP_MPATH) | _MAIN_LOW
 
 
 def hashed_ids(keys: Iterable[str], *, mask: int) -> dict[str, int]:
@@ -55,13 +68,14 @@ def hashed_ids(keys: Iterable[str], *, mask: int) -> dict[str, int]:
     return hashed_slots(keys, count=mask + 1)  # for a mask 2**n - 1, ``& mask`` is ``% (mask + 1)``
 
 
-def hashed_slots(keys: Iterable[str], *, count: int) -> dict[str, int]:
+def hashed_slots(keys: Iterable[str], *, count: int, reserved: Iterable[int] = ()) -> dict[str, int]:
     """A distinct slot in ``0..count-1`` per key: ``crc32(key) % count``, linear probing on collision, in sorted
-    key order (the result depends only on the set of keys). ValueError when the keys do not fit."""
+    key order (the result depends only on the set of keys). No key gets a ``reserved`` slot. ValueError when the
+    keys do not fit."""
     unique = sorted(set(keys))
-    if len(unique) > count:
-        raise ValueError(f"{len(unique)} keys do not fit in {count} slots")
-    taken: set[int] = set()
+    taken: set[int] = set(reserved)
+    if len(unique) + len(taken) > count:
+        raise ValueError(f"{len(unique)} keys do not fit in {count - len(taken)} slots")
     out: dict[str, int] = {}
     for key in unique:
         slot = zlib.crc32(key.encode()) % count

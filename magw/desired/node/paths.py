@@ -6,8 +6,10 @@ cluster's active gateways (table 100, looked up through ``ip rule`` 100).
 
 Per remote cluster, the *candidates* are every gateway a route could use,
 whatever its health; the *usable* ones are those health allows. With nexthop
-objects, a nexthop exists for every candidate and a group per cluster holds the
-usable ones, so a failover or a recovery changes one group and no route. A
+objects, a nexthop exists for every candidate and a group holds the usable ones
+(on a gateway one per cluster; on a worker one per class of clusters with the same
+usable set, magw.desired.node.classes), so a failover or a recovery changes one
+group and no route, on a worker whatever the number of clusters. A
 cluster without a usable gateway gets ``unreachable`` routes, so its traffic
 never leaks to the default route.
 """
@@ -19,6 +21,7 @@ from ipaddress import IPv4Address, IPv4Network
 import attrs
 
 from magw.desired.globalnet.plan import globalnet_mode, routed_cidrs
+from magw.desired.node.classes import class_group_ids
 from magw.desired.node.ids import group_ids, nexthop_id
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.roles import NodeRole, active_endpoints
@@ -104,27 +107,41 @@ def _nexthops(paths: tuple[ClusterPaths, ...]) -> tuple[Nexthop, ...]:
     return tuple(by_id[i] for i in sorted(by_id))
 
 
-def _groups(snapshot: Snapshot, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
-    """One group per remote cluster with a usable gateway, keyed by cluster id."""
+def _groups(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
+    """The group of each remote cluster with a usable gateway, by cluster id: on a gateway one per cluster
+    (its members are that cluster's gateways), on a worker one per class of clusters with the same usable
+    local gateways (magw.desired.node.classes), the very same object for every cluster of a class."""
     resilient = snapshot.config.strategy is Strategy.RESILIENT
-    ids = group_ids((c.id for c in snapshot.remote_clusters), resilient=resilient)
+    cluster_ids = [c.id for c in snapshot.remote_clusters]
+    usable = [(p.cluster.id, tuple(sorted({h.nexthop_id for h in p.usable}))) for p in paths]
+    if role.gateway:
+        own = group_ids(cluster_ids, resilient=resilient)
+        ids = {cid: own[cid] for cid, members in usable if members}
+    else:
+        ids = class_group_ids(usable, cluster_ids, resilient=resilient)
     params = snapshot.config.resilient
+    made: dict[int, NexthopGroup] = {}
     groups: dict[str, NexthopGroup] = {}
-    for p in paths:
-        if not p.usable:
+    for cid, nh_ids in usable:
+        if not nh_ids:
             continue
-        members = tuple(GroupMember(id=i, weight=1) for i in sorted({h.nexthop_id for h in p.usable}))
-        if resilient:
-            groups[p.cluster.id] = NexthopGroup(
-                id=ids[p.cluster.id],
-                members=members,
-                type="resilient",
-                buckets=params.buckets,
-                idle_timer=params.idle_timer,
-                unbalanced_timer=params.unbalanced_timer,
-            )
-        else:
-            groups[p.cluster.id] = NexthopGroup(id=ids[p.cluster.id], members=members, type="mpath")
+        gid = ids[cid]
+        group = made.get(gid)
+        if group is None:
+            members = tuple(GroupMember(id=i, weight=1) for i in nh_ids)
+            if resilient:
+                group = NexthopGroup(
+                    id=gid,
+                    members=members,
+                    type="resilient",
+                    buckets=params.buckets,
+                    idle_timer=params.idle_timer,
+                    unbalanced_timer=params.unbalanced_timer,
+                )
+            else:
+                group = NexthopGroup(id=gid, members=members, type="mpath")
+            made[gid] = group
+        groups[cid] = group
     return groups
 
 
@@ -213,7 +230,7 @@ def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> RoutingO
     table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
     rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
     inline = snapshot.config.strategy is Strategy.MULTIPATH
-    groups = {} if inline else _groups(snapshot, paths)
+    groups = {} if inline else _groups(snapshot, role, paths)
     src = role.node.cni_ip
     chunks = tuple(
         _routes(memo, p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet) for p in paths
@@ -227,7 +244,7 @@ def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> RoutingO
     )
     return RoutingObjects(
         nexthops=() if inline else _nexthops(paths),
-        groups=tuple(groups.values()),
+        groups=tuple(sorted({g.id: g for g in groups.values()}.values(), key=lambda g: g.id)),
         routes=routes,
         rules=rules,
     )

@@ -16,7 +16,6 @@ import pytest
 import structlog
 
 from magw.cli import main as cli_main
-from magw.desired.node.ids import group_ids
 from magw.desired.node.planner import plan
 from magw.desired.render import render_text
 from magw.snapshot.load import load_snapshot
@@ -25,7 +24,7 @@ from tests.support.paths import REPO
 
 SEED = REPO / "examples" / "seed-east.yaml"
 THREE = REPO / "examples" / "three-clusters.yaml"
-WEST_GROUP = group_ids(["west"], resilient=True)["west"]
+WEST_GROUP = 0x63FFFFFF  # a worker's main class (magw.desired.node.classes)
 
 
 def plan_json(magw_cli: MagwCli, *args: str) -> dict[str, Any]:
@@ -112,7 +111,7 @@ def test_strategy_flag_overrides_the_snapshot(magw_cli: MagwCli) -> None:
     assert (west["nhid"], [h["via"] for h in west["nexthops"]]) == (None, ["240.18.0.6", "240.18.0.8"])
 
     group = plan_json(magw_cli, "--node", "e-w1", "--strategy", "group")
-    assert [(g["id"], g["type"]) for g in group["groups"]] == [(group_ids(["west"], resilient=False)["west"], "mpath")]
+    assert [(g["id"], g["type"]) for g in group["groups"]] == [(0x62FFFFFF, "mpath")]
 
 
 def test_reads_the_snapshot_from_stdin(magw_cli: MagwCli) -> None:
