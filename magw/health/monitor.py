@@ -55,6 +55,12 @@ from magw.model import Health, Snapshot
 
 log = structlog.get_logger(__name__)
 
+# A gateway whose alive state came back up waits for its reach ids on their way up for at most this many
+# times up_after successes in all (the admission barrier, docs/health.md): long enough for reach ids whose
+# first answers came a probe or two after the alive id's, short enough that a reach id which keeps failing
+# does not keep the gateway out.
+ADMISSION_HOLD = 2
+
 OnChange = Callable[[Health], None]
 SocketFactory = Callable[[int], EchoSocket]
 LivenessFactory = Callable[[], LivenessTableLike]
@@ -100,6 +106,7 @@ class HealthMonitor:
         self._by_address: dict[IPv4Address, ProbeTarget] = {}
         self._last_send: dict[IPv4Address, float] = {}
         self._health = Health()
+        self._returning: set[IPv4Address] = set()  # alive again, reach ids maybe still settling
         self._liveness_ids: frozenset[int] | None = None
         self._liveness_provisional = False
         self._liveness_dirty = asyncio.Event()
@@ -203,7 +210,12 @@ class HealthMonitor:
 
     def _refresh_health(self) -> bool:
         """Recompute the probed Health; True (and ``on_change`` called) when it changed."""
-        health = probed_health(self._plan, self._states)
+        hold = ADMISSION_HOLD * self.params.up_after
+        for address in list(self._returning):  # returning for at most ``hold`` successes (docs/health.md)
+            alive = self._states.get((address, ALIVE_ID), NEW_AT_START)
+            if alive.state is not PeerState.UP or alive.successes >= hold:
+                self._returning.discard(address)
+        health = probed_health(self._plan, self._states, returning=self._returning)
         if health == self._health:
             return False
         self._health = health
@@ -289,17 +301,19 @@ class HealthMonitor:
                          echo_id=outcome.key[1])  # fmt: skip
             if new.in_transition(self._policy(target)):
                 self._hurry(target.address)
+            if outcome.key[1] == ALIVE_ID and old.state is PeerState.DOWN and new.state is PeerState.UP:
+                self._returning.add(target.address)  # the admission barrier (magw.health.view.probed_health)
             if new.state is not old.state:
                 changed = True
                 self.transitions += 1
                 self._log_transition(target, outcome.key[1], old, new, now)
-        if changed:
+        if changed or self._returning:  # a returning gateway's barrier may lift without a transition (a miss)
             self._retarget()
-            if self.on_transition is not None:
-                try:
-                    self.on_transition()
-                except Exception as exc:  # a listener's bug must not stop probing
-                    log.exception("health.listener_failed", error=repr(exc))
+        if changed and self.on_transition is not None:
+            try:
+                self.on_transition()
+            except Exception as exc:  # a listener's bug must not stop probing
+                log.exception("health.listener_failed", error=repr(exc))
 
     def _policy(self, target: ProbeTarget) -> FailPolicy:
         """The target's fail policy; during the startup grace an unseen peer cannot fail yet (``after_seen``)."""

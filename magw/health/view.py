@@ -2,7 +2,8 @@
 
 ``probed_health``: a target whose ``ALIVE_ID`` state is down is in ``down``;
 on a worker, every target also gets a ``reach`` entry: the remote clusters
-whose reach id is not down. ``merged`` combines that with the Health document
+whose reach id is not down, and a gateway coming back is held in ``down``
+until its reach ids have settled (the admission barrier). ``merged`` combines that with the Health document
 of the source (an operator's override): the union of ``down``, the
 intersection of ``reach`` where both name a gateway.
 
@@ -18,12 +19,12 @@ workers avoid a gateway for a cluster only when that gateway knows it lost it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from ipaddress import IPv4Address
 from typing import Any
 
 from magw.health.echoids import ALIVE_ID, reach_ids
-from magw.health.statemachine import ProbeState
+from magw.health.statemachine import PeerState, ProbeState
 from magw.health.targets import ProbePlan
 from magw.model import Health, Snapshot
 
@@ -31,16 +32,35 @@ StateKey = tuple[IPv4Address, int]
 _UNKNOWN = ProbeState()
 
 
-def probed_health(plan: ProbePlan, states: Mapping[StateKey, ProbeState]) -> Health:
-    """The Health that the probe states of ``plan`` say."""
+def probed_health(
+    plan: ProbePlan, states: Mapping[StateKey, ProbeState], *, returning: Collection[IPv4Address] = ()
+) -> Health:
+    """The Health that the probe states of ``plan`` say.
+
+    ``returning`` (a worker's admission barrier, docs/health.md): gateways whose alive state has just come back
+    up. One of them stays in ``down`` while any of its reach ids is on its way up (down, but answering), so it
+    enters the groups of all the clusters it reaches at once: one group replace on a worker
+    (magw.desired.node.classes), not clusters splitting off into groups of their own and back, which would
+    spread their flows afresh. The caller bounds how long a gateway counts as returning.
+    """
     down = {t.hostname for t in plan.targets if states.get((t.address, ALIVE_ID), _UNKNOWN).down}
     if plan.mode != "worker":
         return Health(down=down)
+    down |= {t.hostname for t in plan.targets if t.address in returning and _settling(plan, states, t.address)}
     reach = {
         t.hostname: {cid for cid, echo_id in plan.reach if not states.get((t.address, echo_id), _UNKNOWN).down}
         for t in plan.targets
     }
     return Health(down=down, reach=reach)
+
+
+def _settling(plan: ProbePlan, states: Mapping[StateKey, ProbeState], address: IPv4Address) -> bool:
+    """True while one of the reach ids of the gateway at ``address`` has answered but is not up yet."""
+    for _, echo_id in plan.reach:
+        reach = states.get((address, echo_id), _UNKNOWN)
+        if reach.state is PeerState.DOWN and reach.successes > 0:
+            return True
+    return False
 
 
 def merged(document: Health, probed: Health) -> Health:

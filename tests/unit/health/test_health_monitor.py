@@ -190,6 +190,41 @@ def test_recovery_needs_three_replies() -> None:
     assert [round(at, 3) for at, _ in changes] == [0.0, 0.25, 1.095]
 
 
+def test_a_returning_gateway_enters_with_its_reach_at_once() -> None:
+    """The admission barrier: e-gw1 comes back, its alive id answering a probe before west's reach id does.
+    It is held down until its reach of west is up too (never "up, reaching nothing", which on a worker would
+    split the clusters into groups of their own and back), then enters with west in one change."""
+    net = FakeNet(silent={(GW1, ALIVE_ID), (GW1, WEST_ID)})
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes)
+    advance(mon, net, 1.0)
+    assert mon.health.down == {"e-gw1"}
+    net.silent = {(GW1, WEST_ID)}
+    advance(mon, net, 1.05)  # the alive id answered the probe at 1.04, west's missed
+    net.silent = set()
+    advance(mon, net, 1.5)
+    assert mon.states()[(GW1, ALIVE_ID)].state.value == "up"
+    back = [h for at, h in changes if at > 1.0]
+    assert back == [Health(reach={"e-gw1": {"west"}, "e-gw2": {"west"}})]
+
+
+def test_a_returning_gateway_is_held_only_while_its_reach_settles() -> None:
+    """West's reach id answers once and then no more: the barrier lifts at that miss, and e-gw1 is back for the
+    clusters it does reach (here none), not held out of every group."""
+    net = FakeNet(silent={(GW1, ALIVE_ID), (GW1, WEST_ID)})
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes)
+    advance(mon, net, 1.0)
+    net.silent = {(GW1, WEST_ID)}
+    advance(mon, net, 1.08)  # alive answered at 1.04 and 1.067; west missed both
+    net.silent = set()
+    advance(mon, net, 1.1)  # the third alive reply brings e-gw1 up; west's first reply: it is settling
+    assert mon.health.down == {"e-gw1"}
+    net.silent = {(GW1, WEST_ID)}
+    advance(mon, net, 1.6)
+    assert mon.health == Health(reach={"e-gw1": set(), "e-gw2": {"west"}})
+
+
 def test_unseen_peer_is_not_taken_down_during_the_startup_grace() -> None:
     """With a 1 s grace, e-gw1 (silent from the start, never seen) stays usable for 1 s although its misses
     count; the first miss after the grace takes it down (probe at 1.04, timeout 20 ms). e-gw2, seen answering,

@@ -78,6 +78,19 @@ def test_worker_health_down_and_reach() -> None:
     assert probed_health(p, states) == Health(down={"e-gw1"}, reach={"e-gw1": {"west"}, "e-gw2": set()})
 
 
+def test_only_a_returning_gateway_is_held_while_its_reach_settles() -> None:
+    """West's reach id of both gateways has answered once after being down. e-gw1 has just come back (returning):
+    it is held in ``down``. e-gw2 had been up all along (its reach of west was lost and is coming back): it is
+    not held, so an up gateway is never taken out of its groups by the barrier."""
+    p = probe_plan(seed_east(), "e-w1")
+    a1, a2 = (t.address for t in p.targets)
+    settling = ProbeState(state=PeerState.DOWN, successes=1)
+    states = {(a1, ALIVE_ID): UP, (a1, WEST_ID): settling, (a2, ALIVE_ID): UP, (a2, WEST_ID): settling}
+    assert probed_health(p, states, returning={a1}) == Health(down={"e-gw1"}, reach={"e-gw1": set(), "e-gw2": set()})
+    states[(a1, WEST_ID)] = UP
+    assert probed_health(p, states, returning={a1}) == Health(reach={"e-gw1": {"west"}, "e-gw2": set()})
+
+
 def test_unknown_states_are_usable() -> None:
     """Before any outcome every gateway is up and reaches every cluster."""
     p = probe_plan(seed_east(), "e-w1")
