@@ -30,6 +30,7 @@ from magw.cli.plan import check_node
 from magw.cli.prefsrc import prefsrc_lines
 from magw.cli.sync import sync
 from magw.cli.timings import PhaseClock, TimedDriver
+from magw.desired.node.classes import adopted_main
 from magw.desired.node.planner import plan
 from magw.drivers.netlink.capabilities import (
     HASH_POLICY_KEY,
@@ -38,7 +39,8 @@ from magw.drivers.netlink.capabilities import (
     detect,
     set_hash_policy,
 )
-from magw.model import Snapshot
+from magw.drivers.netlink.heldgroups import held_group_ids_in
+from magw.model import Snapshot, Strategy
 from magw.snapshot.load import load_snapshot
 from magw.util.gcpause import gc_paused
 
@@ -81,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
     netns = require_netns(args.netns, guard=not args.dry_run)  # a dry run only reads: any namespace will do
     caps = detect(netns, read_only=args.dry_run)
     clock.mark("detect")
+    snapshot = _with_strategy(snapshot, caps)
+    held = held_group_ids_in(netns)  # a worker's shared group keeps the one the kernel holds (classes.adopted_main)
+    main = adopted_main(held, resilient=snapshot.config.strategy is Strategy.RESILIENT)
     try:
-        desired = plan(_with_strategy(snapshot, caps), args.node)
+        desired = plan(snapshot, args.node, main_group=main)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"{args.snapshot}: {exc.args[0] if exc.args else exc}") from exc
     del snapshot  # the plan holds what it needs; the rest of the snapshot need not live through the sync

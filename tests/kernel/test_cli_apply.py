@@ -8,6 +8,7 @@ import queue
 import subprocess
 import threading
 import time
+import zlib
 
 import pytest
 
@@ -20,6 +21,7 @@ from tests.support.paths import REPO
 pytestmark = pytest.mark.kernel
 
 SEED = str(REPO / "examples" / "seed-east.yaml")
+REMOTE = ("10.2.0.0/16", "100.2.0.0/16")  # west's CIDRs in the seed
 
 
 def _our_links(ns: str) -> list[str]:
@@ -37,11 +39,11 @@ def test_apply_twice_then_cleanup(ns: str, magw_cli: MagwCli) -> None:
         "create link vx-submariner type vxlan id 100 dstport 4800 nolearning local 172.18.0.3 mtu 1450"
         " address 02:53:f0:12:00:03 up"
     )
-    assert "create route 10.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100" in lines
+    assert "create route 10.2.0.0/16 table main nhid 1677721597 src 10.1.3.1 metric 100" in lines
     assert lines[-2:] == ["replace nft table ip magw", "12 changes applied, 0 failed"]
     routes = ip_json(ns, "route", "show", "10.2.0.0/16")
     assert [(r["dst"], r["nhid"], r["prefsrc"], r["protocol"]) for r in routes] == [
-        ("10.2.0.0/16", 1677721599, "10.1.3.1", "157")
+        ("10.2.0.0/16", 1677721597, "10.1.3.1", "157")
     ]
     assert run(ns, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy").stdout.strip() == "1"
 
@@ -56,6 +58,25 @@ def test_apply_twice_then_cleanup(ns: str, magw_cli: MagwCli) -> None:
     assert [t for t in nft_json(ns, "list", "tables")["nftables"] if "table" in t] == []
     assert [link["ifname"] for link in ip_json(ns, "link", "show", "cni0")] == ["cni0"]
     assert magw_cli("cleanup", "--netns", ns).stdout == "no changes\n"
+
+
+def test_apply_adopts_the_group_an_older_build_made(ns: str, magw_cli: MagwCli) -> None:
+    """A worker's state as a build before the shared groups left it: west's routes on west's own group
+    (0x63xxxxxx of its hash, not 0x63FFFFFD). ``magw apply`` keeps that group as the shared one: no change at
+    all, so no route moves and no flow is spread afresh (docs/planner.md, "Strategies")."""
+    add_cni_device(ns, "10.1.3.1")
+    assert magw_cli("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns).returncode == 0
+    old = 0x63000000 | (zlib.crc32(b"west") & 0xFFFFFF)  # the id an older build gave west's group
+    group = next(n for n in ip_json(ns, "nexthop", "show") if n["id"] == 0x63FFFFFD)
+    members = "/".join(str(m["id"]) for m in group["group"])
+    batch = [f"nexthop add id {old} group {members} type resilient buckets 128 idle_timer 10 proto 157"]
+    batch += [f"route replace {dst} nhid {old} src 10.1.3.1 metric 100 proto 157" for dst in REMOTE]
+    batch += ["nexthop del id 1677721597"]
+    subprocess.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(batch) + "\n", text=True, check=True, timeout=60)
+    again = magw_cli("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "no changes\n", "")
+    routes = ip_json(ns, "route", "show", "table", "main")
+    assert {r["dst"]: r.get("nhid") for r in routes if "nhid" in r} == dict.fromkeys(REMOTE, old)
 
 
 class IpMonitor:
@@ -180,8 +201,8 @@ def test_apply_reports_failures_and_exits_1(ns: str, magw_cli: MagwCli) -> None:
     failed = [line for line in out.stdout.splitlines() if line.startswith("failed: ")]
     # The reason's wording is the fast path's; the errno name and the kernel's extack text are fixed.
     assert [line.split(": EINVAL: ")[0] for line in failed] == [
-        "failed: create route 10.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100",
-        "failed: create route 100.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100",
+        "failed: create route 10.2.0.0/16 table main nhid 1677721597 src 10.1.3.1 metric 100",
+        "failed: create route 100.2.0.0/16 table main nhid 1677721597 src 10.1.3.1 metric 100",
     ]
     assert ["Invalid prefsrc address" in line for line in failed] == [True, True]
     assert out.stdout.splitlines()[-1] == "10 changes applied, 2 failed"

@@ -20,7 +20,7 @@ from magw.desired.node.ids import nexthop_id
 from magw.lab.build.state import LabState
 from magw.lab.planes.daemons import agent_status, daemons_installed
 from magw.lab.scenarios.failover import FailoverResult, measure_failover, measure_recovery
-from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout
+from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout, PodLayout
 from magw.lab.spec.topology import Topology, parse_topology
 from magw.lab.verify.connectivity import TrafficTarget, probe_many
 from magw.lab.verify.matrix import Cell, run_matrix
@@ -211,6 +211,44 @@ def test_flows_that_never_crossed_the_dead_gateway_lose_nothing(
     assert moved == []
     assert [(f.sport, f.lost) for f in recovered.flows] == [(f.sport, 0) for f in recovered.flows]
     poll("all gateways up again", lambda: states(magw_cli, st.name) == ALL_UP)
+
+
+def _remote_routes(node: NodeLayout) -> dict[str, int | None]:
+    """The main table's routes through a nexthop group or object: dst -> nhid."""
+    return {r["dst"]: r.get("nhid") for r in checker.ip_json(node.namespace, "route", "show") if "nhid" in r}
+
+
+def test_one_group_toward_every_remote_cluster_fails_over_in_place(magw_cli: MagwCli) -> None:
+    """Three clusters: east-w1 routes west's and north's CIDRs through one group, the main class's
+    (0x63FFFFFD: docs/health.md, "A local gateway's failure in O(1)"). east-gw2's power loss and its return
+    are each a change of that group's members: every route keeps its nhid, the flows that never crossed
+    east-gw2 lose nothing, and its return moves no established flow."""
+    east = {"gateways": 3, "workers": 1, "pods_per_node": 1}
+    other = {"gateways": 2, "workers": 1, "pods_per_node": 1}
+    topo = parse_topology({"clusters": [{"id": "east", **east}, {"id": "west", **other}, {"id": "north", **other}]})
+    with running_lab(topo, daemons=True) as (layout_, st):
+        worker = layout_.node("east-w1")
+        clusters = [layout_.cluster(c) for c in ("west", "north")]
+        remote = {str(n) for c in clusters for n in (c.pod_cidr, c.service_cidr)}
+        poll("east-w1 routes west and north through one group", lambda: _remote_routes(worker).keys() >= remote)
+        before = _remote_routes(worker)
+        assert {before[dst] for dst in remote} == {0x63FFFFFD}
+        client, server = worker_pod(layout_, "east-w1"), worker_pod(layout_, "west-w1")
+        try:
+            result = measure_failover(layout_, st, victim="east-gw2", client=client, server=server, flows=32,
+                                      rate=200, duration=6.0, fail_at=1.5)  # fmt: skip
+            _assert_clean_failover(result)
+            assert _remote_routes(worker) == before
+            recovered = measure_recovery(layout_, st, victim="east-gw2", client=client, server=server, flows=32,
+                                         rate=200, duration=6.0, recover_at=1.0)  # fmt: skip
+        finally:
+            magw_cli.lab("recover", "east-gw2", "--name", st.name)
+        assert [(f.sport, f.lost, f.moved) for f in recovered.flows] == [(f.sport, 0, False) for f in recovered.flows]
+        assert _remote_routes(worker) == before
+
+
+def worker_pod(lab: LabLayout, node: str) -> PodLayout:
+    return lab.cluster(node.split("-")[0]).pods_of(node)[0]
 
 
 def test_gateway_that_lost_its_wan_is_avoided_for_remote_traffic(

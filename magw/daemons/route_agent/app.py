@@ -30,6 +30,7 @@ from magw.daemons.route_agent.cable import CableDriver
 from magw.daemons.route_agent.egressgw_problems import EgressGatewayProblems
 from magw.daemons.route_agent.ovn_syncer import OvnSyncer
 from magw.desired.cable.values import WgDevice
+from magw.desired.node.classes import adopted_main
 from magw.desired.node.memo import PlanMemo
 from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
@@ -73,6 +74,9 @@ class RouteAgent:
     audit: Callable[[], DesiredState] | None = None
     # ``conntrack -L`` of the node, read when the metrics are scraped (magw_gateway_flows); None: not read (--fake)
     conntrack: Callable[[], str | None] | None = None
+    # The ids of our nexthop groups the kernel held when the agent started: a worker's shared group keeps the one
+    # it finds (magw.desired.node.classes, "Adopting the kernel's group"), so a restart or an upgrade moves no route.
+    held_groups: frozenset[int] = frozenset()
     reconciler: Reconciler = attrs.field(init=False)
     metrics: RouteAgentMetrics = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
@@ -148,7 +152,8 @@ class RouteAgent:
             snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=strategy))
         self.cni = snapshot.config.cni
         self.egressgw_problems.check(snapshot)
-        state = plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo)
+        main = adopted_main(self.held_groups, resilient=strategy is Strategy.RESILIENT)
+        state = plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo, main_group=main)
         self.cable_plan = state.cable
         if self.cable is not None:
             # Here, not only in the driver's apply: a change of the cable alone (a peer's rotated key) changes no

@@ -28,6 +28,7 @@ from magw.daemons.route_agent.health_flags import HealthSettings, add_health_arg
 from magw.daemons.route_agent.node_driver import LazyDriver, fake_driver, real_node_driver
 from magw.daemons.route_agent.ovn_host import add_ovn_arguments, check_ovn_arguments, hosted_syncer
 from magw.daemons.route_agent.ovn_node import add_ovn_node_arguments, check_ovn_node_arguments, ovn_node_driver
+from magw.drivers.netlink.heldgroups import held_group_ids_in
 from magw.drivers.netns import current_netns_refusal
 from magw.health import natdisc
 from magw.health.natdisc import NatDiscovery
@@ -157,6 +158,7 @@ def _agent(
         registry=REGISTRY,
         ovn_mgmt_nexthop=args.ovn_mgmt_nexthop,
         conntrack=None if args.fake else read_conntrack,  # the node's own namespace (main refuses the host's)
+        held_groups=frozenset() if args.fake else held_group_ids_in(None),  # the node's own namespace, as above
     )
     made.append(agent)
     agent.ovn = hosted_syncer(args, source, agent.health, args.resync_period)

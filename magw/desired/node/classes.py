@@ -17,6 +17,12 @@ flows that never crossed the gateway). So:
 Ties for the main class go to the class with more members, then to the one whose first cluster sorts first:
 the result depends only on the input. The main class changes (and the routes of the old and new main classes
 move) only when another class outgrows it: a gateway losing more than half of the clusters one by one.
+
+**Adopting the kernel's group.** A node that already holds a group of ours (an older build made one per
+cluster; or ``magw apply`` before) would otherwise move every route to the new id, and a new resilient group
+spreads flows afresh. So the caller reads the group ids the kernel holds when it starts (``held``) and
+``adopted_main`` picks the one the main class keeps: the reserved id if it is there, else the lowest held id
+of the strategy's type. A side class whose own id is the adopted one takes the reserved id instead.
 """
 
 from __future__ import annotations
@@ -44,19 +50,37 @@ def main_class(by_members: Mapping[Members, list[str]]) -> Members | None:
     return min(by_members, key=lambda m: (-len(by_members[m]), -len(m), min(by_members[m])))
 
 
+def adopted_main(held: Iterable[int], *, resilient: bool) -> int:
+    """The main class's id given the group ids the kernel held at start: the reserved one if held, else the
+    lowest held group id of the strategy's type, else the reserved one."""
+    reserved = main_group_id(resilient=resilient)
+    base = reserved & ~_LOW24
+    ours = sorted(i for i in held if i & ~_LOW24 == base)
+    return reserved if reserved in ours or not ours else ours[0]
+
+
 def class_group_ids(
-    usable: Iterable[tuple[str, Members]], all_clusters: Iterable[str], *, resilient: bool
+    usable: Iterable[tuple[str, Members]], all_clusters: Iterable[str], *, resilient: bool, main_id: int | None = None
 ) -> dict[str, int]:
     """The group id of each cluster that has a usable gateway: shared by its class (see the module's docstring).
 
     ``all_clusters``: every remote cluster id, usable or not, so a cluster's own id does not depend on which
-    others are reachable (``group_ids`` probes on collisions over the whole set).
+    others are reachable (``group_ids`` probes on collisions over the whole set). ``main_id``: the main class's
+    id (``adopted_main``); None or one of another type: the reserved id.
     """
+    reserved = main_group_id(resilient=resilient)
+    if main_id is None or main_id & ~_LOW24 != reserved & ~_LOW24:
+        main_id = reserved
     by_members = classes(usable)
     main = main_class(by_members)
     own = group_ids(all_clusters, resilient=resilient)
     ids: dict[str, int] = {}
     for members, clusters in by_members.items():
-        gid = main_group_id(resilient=resilient) if members == main else own[min(clusters)]
+        gid = main_id if members == main else own[min(clusters)]
+        if members != main and gid == main_id:  # the adopted id was this class's own: it takes the reserved one
+            gid = reserved
         ids.update((c, gid) for c in clusters)
     return ids
+
+
+_LOW24 = 0x00FFFFFF

@@ -10,8 +10,8 @@ Layout of our id range (u32), 0x60000000-0x63FFFFFF:
 On a gateway a group is keyed by remote cluster (its members are that cluster's
 gateways). On a worker the remote clusters whose usable local gateways are the
 same set form a class and share one group (``magw.desired.node.classes``): the
-largest class takes the reserved id ``MAIN`` (xxxxxx = 0xFFFFFF, which no
-cluster's hash takes), every other class the id of its first cluster. Either
+largest class takes the reserved id (xxxxxx = 0xFFFFFD, which no cluster's
+hash takes), every other class the id of its first cluster. Either
 way a failover or a recovery is one group replace under the same id, and routes
 never change; on a worker it is one replace whatever the number of clusters.
 The group type is part of the id, so a change of strategy creates new groups,
@@ -33,7 +33,10 @@ _NH_VXLAN_TUNNEL = 0x61000000
 _GROUP_MPATH = 0x62000000
 _GROUP_RESILIENT = 0x63000000
 _LOW24 = 0x00FFFFFF
-_MAIN_LOW = 0x00FFFFFF  # a worker's main class (see above); no cluster's hash gets it
+# A worker's main class (see above). Below the top two ids, which magw.drivers.netlink.capabilities' probes
+# create and delete (a nexthop at 0x63FFFFFF, a group at 0x63FFFFFE); no cluster's hash gets any of the three.
+_MAIN_LOW = 0x00FFFFFD
+_RESERVED_LOWS = (_MAIN_LOW, 0x00FFFFFE, 0x00FFFFFF)
 
 
 def nexthop_id(vtep: IPv4Address, *, inter_cluster: bool) -> int:
@@ -47,10 +50,11 @@ def group_ids(cluster_ids: Iterable[str], *, resilient: bool) -> dict[str, int]:
 
     Probing happens in sorted cluster-id order, so the result depends only on the
     set of cluster ids. A collision is one in 16M per pair. No cluster gets the
-    main class's id (``main_group_id``): a cluster whose hash is 0xFFFFFF probes on.
+    main class's id (``main_group_id``) nor a capability probe's: a cluster whose
+    hash is 0xFFFFFD-0xFFFFFF probes on (wrapping to 0).
     """
     base = _GROUP_RESILIENT if resilient else _GROUP_MPATH
-    lows = hashed_slots(cluster_ids, count=_LOW24 + 1, reserved=(_MAIN_LOW,))
+    lows = hashed_slots(cluster_ids, count=_LOW24 + 1, reserved=_RESERVED_LOWS)
     return {cid: base | low for cid, low in lows.items()}
 
 

@@ -107,7 +107,9 @@ def _nexthops(paths: tuple[ClusterPaths, ...]) -> tuple[Nexthop, ...]:
     return tuple(by_id[i] for i in sorted(by_id))
 
 
-def _groups(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...]) -> dict[str, NexthopGroup]:
+def _groups(
+    snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...], main_id: int | None
+) -> dict[str, NexthopGroup]:
     """The group of each remote cluster with a usable gateway, by cluster id: on a gateway one per cluster
     (its members are that cluster's gateways), on a worker one per class of clusters with the same usable
     local gateways (magw.desired.node.classes), the very same object for every cluster of a class."""
@@ -118,7 +120,7 @@ def _groups(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths, ...])
         own = group_ids(cluster_ids, resilient=resilient)
         ids = {cid: own[cid] for cid, members in usable if members}
     else:
-        ids = class_group_ids(usable, cluster_ids, resilient=resilient)
+        ids = class_group_ids(usable, cluster_ids, resilient=resilient, main_id=main_id)
     params = snapshot.config.resilient
     made: dict[int, NexthopGroup] = {}
     groups: dict[str, NexthopGroup] = {}
@@ -219,8 +221,9 @@ def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths
     return list(routes.values())
 
 
-def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> RoutingObjects:
-    """Nexthops, groups, routes and rules of the node, per ``config.strategy``.
+def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo, main_id: int | None = None) -> RoutingObjects:
+    """Nexthops, groups, routes and rules of the node, per ``config.strategy``. ``main_id``: a worker's main
+    class's group id (magw.desired.node.classes.adopted_main; None: the reserved one).
 
     Through ``memo``, the routes toward a remote cluster whose Cluster object and way out did not change are
     the last plan's, and so is the whole sorted tuple when no cluster's routes changed (magw.desired.node.memo).
@@ -230,7 +233,7 @@ def plan_routing(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> RoutingO
     table = GATEWAY_TABLE if role.gateway else MAIN_TABLE
     rules = (Rule(priority=GATEWAY_RULE_PRIORITY, table=GATEWAY_TABLE),) if role.gateway else ()
     inline = snapshot.config.strategy is Strategy.MULTIPATH
-    groups = {} if inline else _groups(snapshot, role, paths)
+    groups = {} if inline else _groups(snapshot, role, paths, main_id)
     src = role.node.cni_ip
     chunks = tuple(
         _routes(memo, p, table=table, src=src, groups=groups, inline=inline, globalnet=globalnet) for p in paths

@@ -80,7 +80,12 @@ def check_snapshot(snapshot: Snapshot, memo: PlanMemo) -> None:
 
 
 def plan(
-    snapshot: Snapshot, node: str, *, ovn_mgmt_nexthop: IPv4Address | None = None, memo: PlanMemo | None = None
+    snapshot: Snapshot,
+    node: str,
+    *,
+    ovn_mgmt_nexthop: IPv4Address | None = None,
+    memo: PlanMemo | None = None,
+    main_group: int | None = None,
 ) -> DesiredState:
     """The desired state of ``node`` (a node of the local cluster).
 
@@ -89,19 +94,23 @@ def plan(
 
     ``ovn_mgmt_nexthop``: with ``config.cni: ovn``, the next hop of OVN's management port on this node (the
     route agent's ``--ovn-mgmt-nexthop``); None derives it from the node's ``cni_ip`` (magw.desired.ovn.node).
+    ``main_group``: on a worker, the id of the group its remote clusters share (magw.desired.node.classes:
+    ``adopted_main`` of the group ids the kernel held when the caller started); None: the reserved id.
     Raises KeyError for an unknown node and ValueError for inconsistent input
     (unknown local cluster, overlapping cluster CIDRs, VTEP collisions, MTU).
     """
     memo = PlanMemo() if memo is None else memo
     with gc_paused(), memo.round():  # magw.util.gcpause: nothing cyclic is built here, and the collector cost a quarter
-        return _plan(snapshot, node, ovn_mgmt_nexthop, memo)
+        return _plan(snapshot, node, ovn_mgmt_nexthop, memo, main_group)
 
 
-def _plan(snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None, memo: PlanMemo) -> DesiredState:
+def _plan(
+    snapshot: Snapshot, node: str, ovn_mgmt_nexthop: IPv4Address | None, memo: PlanMemo, main_group: int | None
+) -> DesiredState:
     check_snapshot(snapshot, memo)
     role = node_role(snapshot, node)
     vxlan = plan_vxlan(snapshot, role, memo)
-    routing = plan_routing(snapshot, role, memo)
+    routing = plan_routing(snapshot, role, memo, main_group)
     if snapshot.config.cni is Cni.OVN and not role.gateway:  # OVN carries pods: no pod routes, table 150 only
         ovn = plan_ovn_worker(snapshot, role, ovn_mgmt_nexthop)
         routing = RoutingObjects(nexthops=(), groups=(), routes=ovn.routes, rules=ovn.rules)

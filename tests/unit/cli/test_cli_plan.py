@@ -24,7 +24,7 @@ from tests.support.paths import REPO
 
 SEED = REPO / "examples" / "seed-east.yaml"
 THREE = REPO / "examples" / "three-clusters.yaml"
-WEST_GROUP = 0x63FFFFFF  # a worker's main class (magw.desired.node.classes)
+WEST_GROUP = 0x63FFFFFD  # a worker's main class (magw.desired.node.classes)
 
 
 def plan_json(magw_cli: MagwCli, *args: str) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def test_strategy_flag_overrides_the_snapshot(magw_cli: MagwCli) -> None:
     assert (west["nhid"], [h["via"] for h in west["nexthops"]]) == (None, ["240.18.0.6", "240.18.0.8"])
 
     group = plan_json(magw_cli, "--node", "e-w1", "--strategy", "group")
-    assert [(g["id"], g["type"]) for g in group["groups"]] == [(0x62FFFFFF, "mpath")]
+    assert [(g["id"], g["type"]) for g in group["groups"]] == [(0x62FFFFFD, "mpath")]
 
 
 def test_reads_the_snapshot_from_stdin(magw_cli: MagwCli) -> None:

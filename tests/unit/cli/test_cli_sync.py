@@ -72,8 +72,8 @@ def test_failures_are_one_line_each() -> None:
     report = sync(driver, desired, dry_run=False, out=out)
     failed = [line for line in out.getvalue().splitlines() if line.startswith("failed: ")]
     assert [line.split(": ")[1] for line in failed] == [
-        "create route 10.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100",
-        "create route 100.2.0.0/16 table main nhid 1677721599 src 10.1.3.1 metric 100",
+        "create route 10.2.0.0/16 table main nhid 1677721597 src 10.1.3.1 metric 100",
+        "create route 100.2.0.0/16 table main nhid 1677721597 src 10.1.3.1 metric 100",
     ]
     assert [line.split(": ")[2] for line in failed] == ["EINVAL", "EINVAL"]
     assert out.getvalue().splitlines()[-1] == "10 changes applied, 2 failed"
@@ -130,7 +130,7 @@ def test_route_change_lines_read_as_magw_plan_renders_them(table: int, src: IPv4
     """The shortcut for routes via nhid prints exactly render.object_line's text, in every table, with or
     without src; an inline route and an unreachable one keep the general text."""
     routes = [
-        Route(table=table, dst=IPv4Network(dst), metric=100, src=src, nhid=1677721599),
+        Route(table=table, dst=IPv4Network(dst), metric=100, src=src, nhid=1677721597),
         Route(
             table=table, dst=IPv4Network(dst), metric=5, src=src, nexthops=(RouteNexthop(via=src or NO_GW, dev="x"),)
         ),

@@ -42,6 +42,6 @@ def test_the_line_names_the_route_the_address_and_the_fix() -> None:
 def test_docs_commands_quotes_the_line_as_printed() -> None:
     """docs/commands.md, "Dry run", shows the line for e-w1's route to 10.2.0.0/16 exactly as the dry run prints it."""
     route = Route(
-        table=254, dst=IPv4Network("10.2.0.0/16"), metric=100, src=IPv4Address("10.1.3.1"), nhid=1677721599
+        table=254, dst=IPv4Network("10.2.0.0/16"), metric=100, src=IPv4Address("10.1.3.1"), nhid=1677721597
     )
     assert f"`{prefsrc_line(route)}`" in (REPO / "docs" / "commands.md").read_text(encoding="utf-8")

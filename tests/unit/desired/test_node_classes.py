@@ -6,10 +6,10 @@ import zlib
 
 import pytest
 
-from magw.desired.node.classes import class_group_ids, main_class
+from magw.desired.node.classes import adopted_main, class_group_ids, main_class
 from magw.desired.node.ids import group_ids, hashed_slots
 
-MAIN = 0x63FFFFFF
+MAIN = 0x63FFFFFD
 CLUSTERS = [f"c{i:03d}" for i in range(100)]
 G1, G2, G3, G4 = 0x60000001, 0x60000002, 0x60000003, 0x60000004
 
@@ -75,9 +75,33 @@ def test_the_main_class_moves_only_when_another_outgrows_it() -> None:
     assert {c for c, gid in ids.items() if gid == MAIN} == set(CLUSTERS[:51])
 
 
-def test_no_cluster_hashes_onto_the_main_id() -> None:
-    """A cluster id whose crc32 ends in FFFFFF probes to the next slot instead of taking the main class's id."""
-    hit = "x26269598"  # found by counting up "x0", "x1", ... (16M tries on average: too slow for here)
-    assert zlib.crc32(hit.encode()) & 0xFFFFFF == 0xFFFFFF
+def test_no_cluster_hashes_onto_the_main_id_or_a_probe_id() -> None:
+    """A cluster id whose crc32 ends in FFFFFD (the main class) probes past FFFFFE and FFFFFF (the capability
+    probes' ids, magw.drivers.netlink.capabilities) and wraps to 0."""
+    hit = "x37554188"  # found by counting up "x0", "x1", ... (16M tries on average: too slow for here)
+    assert zlib.crc32(hit.encode()) & 0xFFFFFF == 0xFFFFFD
     assert group_ids([hit], resilient=True)[hit] == 0x63000000
-    assert hashed_slots([hit], count=0x1000000) == {hit: 0xFFFFFF}  # without the reservation it would
+    assert hashed_slots([hit], count=0x1000000) == {hit: 0xFFFFFD}  # without the reservation it would
+
+
+def test_adopted_main_keeps_the_group_the_kernel_holds() -> None:
+    """The reserved id if held; else the lowest held id of the strategy's type; else the reserved id."""
+    west = group_ids(["west"], resilient=True)["west"]
+    assert adopted_main([], resilient=True) == MAIN
+    assert adopted_main([west], resilient=True) == west
+    assert adopted_main([west, MAIN], resilient=True) == MAIN
+    assert adopted_main([west + 1, west], resilient=True) == west
+    assert adopted_main([west & 0x62FFFFFF], resilient=True) == MAIN  # an mpath group: not for a resilient plan
+    assert adopted_main([0x60000001], resilient=False) == 0x62FFFFFD  # a nexthop, not a group
+
+
+def test_an_adopted_id_serves_the_main_class_and_its_owner_takes_the_reserved_one() -> None:
+    """The kernel held c042's own group (an older build's): the main class keeps it. When c042 itself splits
+    off, its class cannot take its own id (the main class has it) and takes the reserved one."""
+    c042 = group_ids(CLUSTERS, resilient=True)["c042"]
+    usable = {c: (G1, G2, G3) for c in CLUSTERS}
+    assert set(class_group_ids(usable.items(), CLUSTERS, resilient=True, main_id=c042).values()) == {c042}
+    usable["c042"] = (G1, G2)
+    ids = class_group_ids(usable.items(), CLUSTERS, resilient=True, main_id=c042)
+    assert ids["c042"] == MAIN
+    assert {c for c, gid in ids.items() if gid == c042} == set(CLUSTERS) - {"c042"}

@@ -76,10 +76,10 @@ def test_gateway_routes_remote_cidrs_through_both_remote_gateways(strategy: Stra
 
 def test_resilient_worker_uses_one_group_of_two_nexthop_objects() -> None:
     """Resilient: one nexthop per local gateway, one resilient group for west (the worker's main class: the id
-    0x63FFFFFF), routes point at the group."""
+    0x63FFFFFD), routes point at the group."""
     state = plan(seed_east(Strategy.RESILIENT), "e-w1")
     nh_ids = [nexthop_id(v, inter_cluster=False) for v in WORKER_VIAS]
-    group_id = 0x63FFFFFF
+    group_id = 0x63FFFFFD
     assert [(n.id, n.via, n.dev) for n in state.nexthops] == [
         (i, v, "vx-submariner") for i, v in zip(nh_ids, WORKER_VIAS, strict=True)
     ]
@@ -119,7 +119,7 @@ def test_single_gateway_mode_elects_the_first_gateway_and_demotes_the_other() ->
     demoted = plan(snapshot, "e-gw2")
     assert [link.name for link in demoted.links] == ["vx-submariner"]
     assert demoted.rules == ()
-    assert {(r.table, r.nhid) for r in demoted.routes} == {(MAIN_TABLE, 0x63FFFFFF)}  # a worker's main class
+    assert {(r.table, r.nhid) for r in demoted.routes} == {(MAIN_TABLE, 0x63FFFFFD)}  # a worker's main class
     assert [(n.via, n.dev) for n in demoted.nexthops] == [(IPv4Address("240.18.0.6"), "vx-submariner")]
     worker = plan(snapshot, "e-w1")
     assert [n.via for n in worker.nexthops] == [IPv4Address("240.18.0.6")]
