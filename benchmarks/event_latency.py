@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--routes", type=int, default=100_000, help="remote CIDRs (= routes), 100..200000")
     parser.add_argument("--repeat", type=int, default=3, help="add/remove cycles, 1..20")
+    parser.add_argument("--nexthop-compat-mode", choices=("keep", "off"), default="keep",
+                        help="the agent's flag (off: no route notifications per group change; the ip -batch "
+                        "baseline then runs in the same mode, in the same namespace)")  # fmt: skip
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the agent's JSON log here at the end")
     args = parser.parse_args(argv)
     if not REMOTES <= args.routes <= 200_000 or not 1 <= args.repeat <= 20:
@@ -235,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("needs root (creates a network namespace)", file=sys.stderr)
         return 2
-    print(f"routes {args.routes}; nproc {os.cpu_count()}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"routes {args.routes}; nproc {os.cpu_count()}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"nexthop compat mode {args.nexthop_compat_mode}")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="magw-evlat-"))
     broker = work / "broker"
     broker.mkdir()
@@ -249,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(work / "agent.log", "wb") as log:
             agent = subprocess.Popen(
                 ["ip", "netns", "exec", ns, AGENT, "--broker-dir", str(broker), "--node", WORKER[0],
-                 "--cluster", "east", "--endpoint-ttl", "0", "--no-health", "--log-format", "json"],
+                 "--cluster", "east", "--endpoint-ttl", "0", "--no-health", "--log-format", "json",
+                 "--nexthop-compat-mode", args.nexthop_compat_mode],
                 stdout=subprocess.DEVNULL, stderr=log,
             )  # fmt: skip
         started = time.perf_counter()

@@ -7,7 +7,9 @@ its neighbor and FDB entry, 100 resilient group replaces with one member more) a
 ``event_latency.py``'s kernel baseline does. Printed: each apply's time; the medians and their ratio.
 
 Found with it (2026-11-29, docs/performance.md row 17c): ours 1.7-2.1 s, ``ip -batch`` 0.86-1.06 s for the same
-group replaces; the plan and diff take 10 ms of ours, the rest is in the kernel's handling of our sends.
+group replaces; the plan and diff take 10 ms of ours, the rest is in the kernel's handling of our sends. Since the
+worker's remote clusters share one group (row 18d) the diff holds one group replace, not 100, and so does the
+baseline: the script compares whatever the planner now asks of the kernel.
 
 Run as root: ``.venv/bin/python benchmarks/group_replace.py [--routes 100000] [--repeat 3]``. The namespace and the
 broker directory are removed in ``finally``.

@@ -12,6 +12,7 @@ import zlib
 
 import pytest
 
+from magw.drivers.netlink.capabilities import NEXTHOP_COMPAT_KEY, set_nexthop_compat_mode
 from magw.drivers.netns import NETNS_DIR
 from tests.support.cli import MagwCli
 from tests.support.kernel_node import add_cni_device
@@ -261,3 +262,32 @@ def test_unknown_node_exits_2(ns: str, magw_cli: MagwCli) -> None:
         2,
         "magw: error: --node: unknown node 'nope' (known nodes: e-gw1, e-gw2, e-w1)\n",
     )
+
+
+def test_with_nexthop_compat_mode_off_routes_show_only_their_nhid_and_apply_converges(
+    ns: str, magw_cli: MagwCli
+) -> None:
+    """``net.ipv4.nexthop_compat_mode=0`` (the route agent's ``--nexthop-compat-mode off``), set in the namespace
+    only: the kernel dumps magw's routes as ``nhid N`` without the group's paths, our observe still reads them
+    (a second apply has nothing to do), and a group replace still steers: ``ip route get`` follows the new
+    members."""
+    host_path = "/proc/sys/" + NEXTHOP_COMPAT_KEY.replace(".", "/")
+    with open(host_path) as f:
+        host_before = f.read().strip()
+    add_cni_device(ns, "10.1.3.1")
+    set_nexthop_compat_mode(ns, 0)
+    assert run(ns, "cat", host_path).stdout.strip() == "0"
+    with open(host_path) as f:
+        assert f.read().strip() == host_before
+    assert magw_cli("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns).returncode == 0
+    routes = [r for r in ip_json(ns, "route", "show", "table", "main") if r["dst"] in REMOTE]
+    assert [(r["dst"], r["nhid"], "nexthops" in r, "gateway" in r) for r in routes] == [
+        (dst, 0x63FFFFFD, False, False) for dst in REMOTE
+    ]
+    again = magw_cli("apply", "--snapshot", SEED, "--node", "e-w1", "--netns", ns)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "no changes\n", "")
+    members = sorted(m["id"] for m in next(n for n in ip_json(ns, "nexthop", "show") if n["id"] == 0x63FFFFFD)["group"])
+    run(ns, "ip", "nexthop", "replace", "id", str(0x63FFFFFD), "group", str(members[0]), "type", "resilient",
+        "buckets", "128", "idle_timer", "10")  # fmt: skip
+    hop = ip_json(ns, "route", "get", "10.2.0.1")[0]
+    assert hop["gateway"] == next(n["gateway"] for n in ip_json(ns, "nexthop", "show") if n["id"] == members[0])
