@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from magw.desired.node.ids import group_ids, main_group_id
 
 Members = tuple[int, ...]  # sorted nexthop ids
+_LOW24 = 0x00FFFFFF  # an id's low 24 bits; the rest is its kind (magw.desired.node.ids)
 
 
 def classes(usable: Iterable[tuple[str, Members]]) -> dict[Members, list[str]]:
@@ -81,6 +82,3 @@ def class_group_ids(
             gid = reserved
         ids.update((c, gid) for c in clusters)
     return ids
-
-
-_LOW24 = 0x00FFFFFF
