@@ -238,7 +238,7 @@ def set_nexthop_compat_mode(netns: str | None, mode: int = 0) -> None:
 
     With 0 the kernel no longer expands routes that use nexthop objects in dumps and notifications, and a
     nexthop or group change no longer sends a notification per route that uses it: a resilient group replace
-    under 100k routes took the kernel 115-180 ms with 1 and 3-4 ms with 0 (docs/performance.md, row 18d). Routes
+    under 100k routes took the kernel 115-180 ms with 1 and 3-4 ms with 0 (docs/performance.md, rows 18d-18e). Routes
     without nexthop objects (everything not magw's) are dumped as before; magw's own show only ``nhid``."""
     _set_checked(netns, NEXTHOP_COMPAT_KEY, mode, "capabilities.nexthop_compat_mode_set")
 
