@@ -58,7 +58,7 @@ def _settling(plan: ProbePlan, states: Mapping[StateKey, ProbeState], address: I
     """True while one of the reach ids of the gateway at ``address`` has answered but is not up yet."""
     for _, echo_id in plan.reach:
         reach = states.get((address, echo_id), _UNKNOWN)
-        if reach.state is PeerState.DOWN and reach.successes > 0:
+        if reach.state is PeerState.DOWN and reach.in_transition():  # answered, not up yet
             return True
     return False
 

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from magw.desired.node.ids import group_ids, main_group_id
+from magw.desired.node.ids import group_ids, is_group_id, main_group_id
 
 Members = tuple[int, ...]  # sorted nexthop ids
-_LOW24 = 0x00FFFFFF  # an id's low 24 bits; the rest is its kind (magw.desired.node.ids)
 
 
 def classes(usable: Iterable[tuple[str, Members]]) -> dict[Members, list[str]]:
@@ -55,8 +54,7 @@ def adopted_main(held: Iterable[int], *, resilient: bool) -> int:
     """The main class's id given the group ids the kernel held at start: the reserved one if held, else the
     lowest held group id of the strategy's type, else the reserved one."""
     reserved = main_group_id(resilient=resilient)
-    base = reserved & ~_LOW24
-    ours = sorted(i for i in held if i & ~_LOW24 == base)
+    ours = sorted(i for i in held if is_group_id(i, resilient=resilient))
     return reserved if reserved in ours or not ours else ours[0]
 
 
@@ -70,7 +68,7 @@ def class_group_ids(
     id (``adopted_main``); None or one of another type: the reserved id.
     """
     reserved = main_group_id(resilient=resilient)
-    if main_id is None or main_id & ~_LOW24 != reserved & ~_LOW24:
+    if main_id is None or not is_group_id(main_id, resilient=resilient):
         main_id = reserved
     by_members = classes(usable)
     main = main_class(by_members)

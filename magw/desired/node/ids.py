@@ -63,6 +63,11 @@ def main_group_id(*, resilient: bool) -> int:
     return (_GROUP_RESILIENT if resilient else _GROUP_MPATH) | _MAIN_LOW
 
 
+def is_group_id(nh_id: int, *, resilient: bool) -> bool:
+    """True when ``nh_id`` lies in the range of groups of that type (0x63xxxxxx resilient, 0x62xxxxxx plain)."""
+    return nh_id & ~_LOW24 == (_GROUP_RESILIENT if resilient else _GROUP_MPATH)
+
+
 def hashed_ids(keys: Iterable[str], *, mask: int) -> dict[str, int]:
     """A distinct small number per key: ``crc32(key) & mask``, linear probing on collision.
 

@@ -222,8 +222,13 @@ def inspect_nexthops(netns: str | None) -> CapabilityProbeResult:
 
 
 def read_hash_policy(netns: str | None) -> int | None:
+    return _read_int(netns, HASH_POLICY_KEY)
+
+
+def _read_int(netns: str | None, key: str) -> int | None:
+    """The integer value of sysctl ``key`` in ``netns``; None when it cannot be read."""
     try:
-        return int(read_sysctl(netns, HASH_POLICY_KEY))
+        return int(read_sysctl(netns, key))
     except (OSError, ValueError):
         return None
 
@@ -244,16 +249,10 @@ def set_nexthop_compat_mode(netns: str | None, mode: int = 0) -> None:
 
 
 def _set_checked(netns: str | None, key: str, value: int, event: str) -> None:
-    def read() -> int | None:
-        try:
-            return int(read_sysctl(netns, key))
-        except (OSError, ValueError):
-            return None
-
-    if read() != value:
+    if _read_int(netns, key) != value:
         write_sysctl(netns, key, str(value))
         log.info(event, netns=netns, key=key, value=value)
-    got = read()
+    got = _read_int(netns, key)
     if got != value:
         raise RuntimeError(f"{key}: set to {value} but reads back {got}")
 
