@@ -20,7 +20,7 @@ from magw.cli.sync import sync
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.desired.state import DesiredState
 from magw.drivers.netlink.fake.namespace import FakeNetlink
-from magw.drivers.nft import NftDriver
+from magw.drivers.nft import NftDriver, nfelems
 from magw.drivers.nft.driver import transaction, transaction_text
 from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import NftChange
@@ -28,13 +28,14 @@ from magw.reconcile.diff import nft_changes
 from magw.reconcile.nftdelta import MapDelta, NftElementDelta, SetDelta
 from tests.support.nft_backends import (
     ACCEPT,
-    BACKENDS,
+    ELEMENT_BACKENDS,
     FWD,
     POST,
     SUB,
     Backend,
     FakeBackend,
     KernelBackend,
+    RecordingNfnl,
     RecordingNft,
     apply_fails,
     apply_ok,
@@ -86,7 +87,7 @@ TABLE = NftTable(
 )
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=ELEMENT_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     with open_backend(request.param) as opened:
         yield opened
@@ -110,28 +111,38 @@ def _commands(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return [(verb, next(iter(body))) for cmd in doc["nftables"] for verb, body in cmd.items()]
 
 
-def _writes(recorder: RecordingNft | None) -> list[list[tuple[str, str]]]:
-    """The commands of every document a recorded driver sent that was not a listing."""
+def _writes(recorder: RecordingNft | None, nfnl: RecordingNfnl | None = None) -> list[list[tuple[str, str]]]:
+    """The commands of every document a recorded driver sent that was not a listing, then each nfnetlink element
+    batch it sent itself, as ``(verb, "element")`` per request."""
     if recorder is None:
         return []
     docs = [json.loads(text) for text in recorder.sent if text.lstrip().startswith("{")]
-    return [cmds for cmds in map(_commands, docs) if any(verb != "list" for verb, _ in cmds)]
+    writes = [cmds for cmds in map(_commands, docs) if any(verb != "list" for verb, _ in cmds)]
+    return writes + [[(verb, "element") for verb, _ in batch] for batch in (nfnl.sent if nfnl is not None else ())]
 
 
 def _sent_writes(backend: Backend) -> list[list[tuple[str, str]]]:
-    return _writes(backend.nft if isinstance(backend, KernelBackend) else None)
+    return _writes(backend.nft, backend.nfnl) if isinstance(backend, KernelBackend) else []
+
+
+def _raw_batches(backend: Backend) -> int:
+    return len(backend.nfnl.sent) if isinstance(backend, KernelBackend) and backend.nfnl is not None else 0
 
 
 def _applied_as(backend: Backend, change: NftChange, expected: NftTable) -> None:
     """``change`` applies, the table reads back as ``expected`` (also through nft itself), and the kernel
-    got exactly one document of element commands for it."""
-    before = len(_sent_writes(backend))
+    got exactly one transaction of element commands for it: our own nfnetlink batch when the driver sends
+    those and can write the change so (``nfelems.expressible``), else a libnftables document."""
+    before, raw_before = len(_sent_writes(backend)), _raw_batches(backend)
     apply_ok(backend, change)
     assert backend.driver.observe() == expected
     assert backend.listing("ip", "magw") == expected_listing(expected)
     if isinstance(backend, KernelBackend):
         (sent,) = _sent_writes(backend)[before:]
         assert {obj for _, obj in sent} == {"element"}, sent
+        assert change.table is not None and change.elements is not None
+        raw = backend.nfnl is not None and nfelems.expressible(change.table, change.elements)
+        assert _raw_batches(backend) - raw_before == int(raw)
 
 
 # ---- the transaction itself (pure) -------------------------------------------------------------------------
@@ -348,26 +359,29 @@ def test_after_drift_a_failed_element_change_heals_on_the_next_observe(backend: 
 # ---- a restart never flushes -------------------------------------------------------------------------------
 
 
-def _restarted(backend: Backend) -> tuple[NodeDriver, RecordingNft | None]:
+def _restarted(backend: Backend) -> tuple[NodeDriver, RecordingNft | None, RecordingNfnl | None]:
     """A node driver as a restarted agent makes it: a fresh nft driver on the same kernel (or fake)."""
     if isinstance(backend, FakeBackend):
-        return NodeDriver(netlink=FakeNetlink(), nft=backend.driver), None
+        return NodeDriver(netlink=FakeNetlink(), nft=backend.driver), None, None
     recorder = RecordingNft(backend.ns)
-    return NodeDriver(netlink=FakeNetlink(), nft=NftDriver(backend.ns, nft=recorder)), recorder
+    nfnl = RecordingNfnl(backend.ns) if backend.nfnl is not None else None
+    driver = NftDriver(backend.ns, nft=recorder, raw_elements=nfnl is not None, element_socket=nfnl)
+    return NodeDriver(netlink=FakeNetlink(), nft=driver), recorder, nfnl
 
 
 def test_a_restart_on_an_unchanged_table_sends_nothing(backend: Backend) -> None:
     """A sync after a restart, with the kernel already holding the desired table: no change, nothing sent."""
     apply_ok(backend, replace(TABLE))
-    node, recorder = _restarted(backend)
+    node, recorder, nfnl = _restarted(backend)
     try:
         report = sync(node, DesiredState(nft=TABLE), dry_run=False, out=io.StringIO())
         assert report.changes == ()
-        assert _writes(recorder) == []
+        assert _writes(recorder, nfnl) == []
         assert backend.driver.observe() == TABLE
     finally:
-        if recorder is not None:
-            recorder.close()
+        for sock in (recorder, nfnl):
+            if sock is not None:
+                sock.close()
 
 
 def test_a_restart_with_changed_pods_sends_only_element_commands(backend: Backend) -> None:
@@ -376,7 +390,7 @@ def test_a_restart_with_changed_pods_sends_only_element_commands(backend: Backen
     desired = _elements(
         TABLE, gn_in=("10.1.0.5", "10.1.0.9"), gn_egress=(("10.1.0.5", "169.254.1.5"), ("10.1.0.9", "169.254.1.9"))
     )
-    node, recorder = _restarted(backend)
+    node, recorder, nfnl = _restarted(backend)
     try:
         out = io.StringIO()
         report = sync(node, DesiredState(nft=desired), dry_run=False, out=out)
@@ -384,11 +398,12 @@ def test_a_restart_with_changed_pods_sends_only_element_commands(backend: Backen
         assert report.result.failed == ()
         assert backend.driver.observe() == desired
         if recorder is not None:
-            (sent,) = _writes(recorder)
+            (sent,) = _writes(recorder, nfnl)
             assert {obj for _, obj in sent} == {"element"}, sent
     finally:
-        if recorder is not None:
-            recorder.close()
+        for sock in (recorder, nfnl):
+            if sock is not None:
+                sock.close()
 
 
 def _holds(backend: Backend, set_name: str, element: str) -> bool:
@@ -417,3 +432,64 @@ def test_a_few_pods_in_a_large_set_send_a_few_elements(backend: Backend) -> None
     apply_ok(backend, change)
     holds = [_holds(backend, "gn_in", e) for e in (pods[0], pods[1], pods[2], pods[-1], "10.200.0.1")]
     assert holds == [False, False, True, True, True]
+
+
+# ---- what our own nfnetlink batches must also get right (nfelems) -----------------------------------------
+
+
+def test_an_interval_map_changes_value_and_gains_a_range(backend: Backend) -> None:
+    """An interval map (no verdicts, so our own batch on the kernel): a prefix keeps its key and changes its
+    value, a range and a prefix are added."""
+    apply_ok(backend, replace(TABLE))
+    desired = _elements(
+        TABLE,
+        ns_egress=(
+            ("10.2.0.0/16", "169.254.2.9"),
+            ("10.4.0.1-10.4.0.9", "169.254.2.4"),
+            ("10.5.0.0/24", "169.254.2.5"),
+        ),
+    )
+    _applied_as(backend, _element_change(desired, TABLE), desired)
+
+
+@pytest.mark.parametrize("top", ["240.0.0.0/4", "255.255.255.255", "250.0.0.1-255.255.255.255"])
+def test_an_interval_that_reaches_the_last_address_comes_and_goes(backend: Backend, top: str) -> None:
+    """An interval ending at 255.255.255.255 has no end element in the kernel (nft marks its start as open):
+    added, it reads back as written; deleted, nothing of it is left."""
+    apply_ok(backend, replace(TABLE))
+    wide = _elements(TABLE, cidrs=(*CIDRS.elements, top))
+    _applied_as(backend, _element_change(wide, TABLE), wide)
+    _applied_as(backend, _element_change(TABLE, wide), TABLE)
+
+
+def test_an_interval_beside_address_zero_comes_and_goes(backend: Backend) -> None:
+    """nft opens an interval set with an end element at 0.0.0.0; a prefix starting there is a start element of
+    the same key beside it, added and deleted like any other."""
+    apply_ok(backend, replace(TABLE))
+    low = _elements(TABLE, cidrs=("0.0.0.0/8", *CIDRS.elements))
+    _applied_as(backend, _element_change(low, TABLE), low)
+    _applied_as(backend, _element_change(TABLE, low), TABLE)
+
+
+def _many_prefixes(count: int) -> tuple[str, ...]:
+    return tuple(f"11.{i >> 8}.{i & 255}.0/24" for i in range(count))
+
+
+def test_a_change_over_many_messages_is_one_transaction(backend: Backend) -> None:
+    """8,000 prefixes are more than one message's element list holds (a 16-bit attribute length): our batch
+    carries several messages, and still commits as one, all or nothing."""
+    apply_ok(backend, replace(TABLE))
+    many = _many_prefixes(8000)
+    if isinstance(backend, KernelBackend) and backend.nfnl is not None:
+        change = _element_change(_elements(TABLE, cidrs=(*CIDRS.elements, *many)), TABLE)
+        assert change.elements is not None
+        assert len(nfelems.requests("ip", "magw", change.elements)) > 1
+    # The last prefix overlaps one already there, so the last message fails: nothing of the others stays.
+    clash = NftElementDelta(
+        sets=(SetDelta(name="cidrs", type="ipv4_addr", interval=True, add=(*many, "10.0.128.0/17")),),
+    )
+    result = apply_fails(backend, NftChange(family="ip", name="magw", table=TABLE, elements=clash))
+    assert result.failed[0].error
+    assert backend.driver.observe() == TABLE
+    wide = _elements(TABLE, cidrs=(*CIDRS.elements[:1], *many, *CIDRS.elements[1:]))
+    _applied_as(backend, _element_change(wide, TABLE), wide)

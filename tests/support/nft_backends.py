@@ -2,9 +2,11 @@
 
 Each suite has a fixture ``backend`` (params ``BACKENDS``) that opens ``open_backend(request.param)``:
 ``FakeNft``, or ``NftDriver`` in a throwaway namespace that records every document it sends
-(``nft.sent``), so a case can check what a transaction carried. An independent checker (``nft -j
-list`` through the nft command, not our binding) confirms what the
-driver's own ``observe()`` says.
+(``nft.sent``) and every element batch it sends as its own nfnetlink messages (``nfnl.sent``), so a case
+can check what a transaction carried. ``kernel-libnftables`` is the kernel with element changes sent
+through libnftables too (``NftDriver(raw_elements=False)``): the element contract runs on all three. An
+independent checker (``nft -j list`` through the nft command, not our binding) confirms what the driver's own
+``observe()`` says.
 """
 
 from __future__ import annotations
@@ -12,20 +14,24 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import pytest
 
 from magw.desired.nft.values import NftChain, NftTable
+from magw.drivers.netlink.nlattr import attrs_of
 from magw.drivers.nft import NftDriver
 from magw.drivers.nft.fake.ruleset import FakeNft
 from magw.drivers.nft.libnft import Nft
+from magw.drivers.nft.nfelems import NFT_MSG_NEWSETELEM, NFTA_SET_ELEM_LIST_SET
+from magw.drivers.nft.nfnl import NfnlSocket
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.driver import ApplyResult
 from tests.support.netns import netns
 
 BACKENDS = ["fake", pytest.param("kernel", marks=pytest.mark.kernel)]
+ELEMENT_BACKENDS = [*BACKENDS, pytest.param("kernel-libnftables", marks=pytest.mark.kernel)]
 
 # ---- rule expressions --------------------------------------------------------------------------------------
 
@@ -120,11 +126,28 @@ class RecordingNft(Nft):
         return super().run(command)
 
 
+class RecordingNfnl(NfnlSocket):
+    """Our nfnetlink element batches, each kept as ``(verb, set name)`` per request (``sent``)."""
+
+    def __init__(self, netns: str | None = None) -> None:
+        super().__init__(netns)
+        self.sent: list[list[tuple[str, str]]] = []
+
+    def transaction(self, requests: Sequence[tuple[int, bytes]]) -> str | None:
+        batch = []
+        for kind, body in requests:
+            name = attrs_of(body, 4)[NFTA_SET_ELEM_LIST_SET].rstrip(b"\0").decode()  # after struct nfgenmsg
+            batch.append(("add" if kind & 0xFF == NFT_MSG_NEWSETELEM else "delete", name))
+        self.sent.append(batch)
+        return super().transaction(requests)
+
+
 class KernelBackend:
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, *, raw_elements: bool = True) -> None:
         self.ns = ns
         self.nft = RecordingNft(ns)
-        self.driver = NftDriver(ns, nft=self.nft)
+        self.nfnl = RecordingNfnl(ns) if raw_elements else None
+        self.driver = NftDriver(ns, nft=self.nft, raw_elements=raw_elements, element_socket=self.nfnl)
 
     def nft_cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """The nft command in the namespace: a checker independent of our binding."""
@@ -162,12 +185,13 @@ def expected_listing(table: NftTable) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def open_backend(kind: str) -> Iterator[FakeBackend | KernelBackend]:
-    """A fresh backend of ``kind`` ("fake" or "kernel"); the kernel's namespace is removed afterwards."""
+    """A fresh backend of ``kind`` ("fake", "kernel" or "kernel-libnftables"); the kernel's namespace is removed
+    afterwards."""
     if kind == "fake":
         yield FakeBackend()
         return
     with netns("magwt-nft") as ns:
-        kernel = KernelBackend(ns)
+        kernel = KernelBackend(ns, raw_elements=kind == "kernel")
         try:
             yield kernel
         finally:
