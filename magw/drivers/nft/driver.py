@@ -33,6 +33,7 @@ from magw.drivers.nft import codec, elemcmds, nfelems, preflight, textcmds
 from magw.drivers.nft.libnft import Nft, NftError
 from magw.drivers.nft.nfnl import NfnlSocket
 from magw.drivers.nft.preflight import NODE_TABLES, TableKey, change_refusal
+from magw.drivers.nft.rawobserve import observe_raw
 from magw.reconcile.changeset import NftChange
 from magw.reconcile.driver import ApplyResult, Failure
 from magw.reconcile.nftdelta import NftElementDelta
@@ -106,7 +107,20 @@ class NftDriver:
         self.close()
 
     def observe_table(self, family: str, name: str) -> NftTable | None:
-        """One table, normalized; None when it does not exist."""
+        """One table, normalized; None when it does not exist.
+
+        With the element socket, and when every set and map of the table is one ``nfdump`` reads (IPv4), the
+        table's shape and rules come from a terse ruleset listing and the elements from our own dumps
+        (``observe_raw``); otherwise, or when that read fails, from libnftables' listing of the table.
+        """
+        if self._nfnl is not None:
+            try:
+                found = observe_raw(self._nft, self._nfnl, family, name)
+            except (OSError, NftError, ValueError) as exc:  # ValueError: a listing or message we cannot read
+                log.warning("nft.observe_raw_failed", netns=self.netns, family=family, table=name, error=str(exc))
+            else:
+                if found is not False:
+                    return found
         text = self._list_table_text(family, name)
         give_back_heap()  # before json.loads builds its dicts on top of what libnftables freed (drivers.heap)
         if text is None:

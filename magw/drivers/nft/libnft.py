@@ -139,6 +139,24 @@ class Nft:
         self._check(int(rc), err)
         return _text(out)
 
+    def list_ruleset_terse(self) -> str:
+        """``nft -j -t list ruleset``: every table, chain, rule and set declaration of the namespace, no named
+        set's elements (anonymous sets inside rules are printed).
+
+        nft 1.0.6 does not fetch named sets' elements into its cache for this command (10 ms and 4 MB beside a
+        100k-element set, against 2-3 s and 135 MB for ``list table``, which fetches them even with terse).
+        """
+        with self._lock:
+            ctx = self._context()
+            ctx.set_terse_output(True)
+            try:
+                with in_netns(self.netns):
+                    rc, out, err = ctx.cmd(b"list ruleset")
+            finally:
+                ctx.set_terse_output(False)
+        self._check(int(rc), err)
+        return _text(out)
+
     def json_cmd(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Run one libnftables JSON document (one transaction); the parsed output, ``{}`` when there is none."""
         with self._lock:

@@ -25,6 +25,7 @@ import errno
 import os
 import select
 import socket
+import struct
 from collections.abc import Sequence
 
 import structlog
@@ -32,8 +33,13 @@ import structlog
 from magw.drivers.netlink.nlattr import (
     NLM_F_ACK,
     NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_DUMP_INTR,
     NLM_F_REQUEST,
+    NLMSG_DONE,
     NLMSG_ERROR,
+    NLMSGHDR,
+    attrs_of,
     iter_messages,
     message,
     parse_error,
@@ -52,6 +58,10 @@ NETLINK_EXT_ACK = 11
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 BUFFER = 4 << 20
+NFT_MSG_NEWGEN = 15
+NFT_MSG_GETGEN = 16
+NFTA_GEN_ID = 1
+MAX_DUMP_ATTEMPTS = 5
 MAX_BATCH_BYTES = 64 << 20  # a larger element change goes through libnftables (the driver asks ``fits``)
 _BATCH_HEAD = bytes((0, 0)) + NFNL_SUBSYS_NFTABLES.to_bytes(2, "big")  # nfgenmsg: AF_UNSPEC, v0, res_id
 
@@ -83,6 +93,10 @@ def _error_text(err: int, kernel_message: str) -> str:
     return f"{os.strerror(err)} ({name}" + (f": {kernel_message})" if kernel_message else ")")
 
 
+class DumpError(OSError):
+    """The kernel refused a dump or a generation read (errno and its message), or did not finish one in time."""
+
+
 class NfnlSocket:
     """One NETLINK_NETFILTER socket in namespace ``netns`` (None: the caller's namespace)."""
 
@@ -98,7 +112,7 @@ class NfnlSocket:
         self._timeout_ms = int(timeout * 1000)
         self._sndbuf = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
         self._seq = 0
-        self._buf = bytearray(1 << 16)
+        self._buf = bytearray(1 << 20)
 
     def close(self) -> None:
         self._sock.close()
@@ -159,3 +173,66 @@ class NfnlSocket:
         if batch_error is not None and batch_error[0]:
             return f"commit: {_error_text(*batch_error)}"
         return None
+
+    # -- reads ---------------------------------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        self._seq = (self._seq + 1) & 0x7FFFFFFF
+        return self._seq
+
+    def _recv(self) -> int:
+        if not self._poll.poll(self._timeout_ms):
+            raise DumpError(errno.ETIMEDOUT, f"no reply from the kernel within {self._timeout_ms} ms")
+        return self._sock.recv_into(self._buf, len(self._buf))
+
+    def generation(self) -> int:
+        """The ruleset's generation id (``NFT_MSG_GETGEN``): every committed transaction changes it."""
+        seq = self._next_seq()
+        self._sock.send(message(NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETGEN, NLM_F_REQUEST | NLM_F_ACK, bytes(4), seq))
+        gen: int | None = None
+        while True:
+            size = self._recv()
+            for kind, flags, mseq, offset, length in iter_messages(self._buf, size):
+                if mseq != seq:
+                    continue
+                if kind == NLMSG_ERROR:
+                    err, text = parse_error(self._buf, offset, length, flags)
+                    if err:
+                        raise DumpError(err, f"reading the ruleset generation: {_error_text(err, text)}")
+                    if gen is None:
+                        raise DumpError(errno.EPROTO, "the kernel acknowledged NFT_MSG_GETGEN without an answer")
+                    return gen
+                if kind & 0xFF == NFT_MSG_NEWGEN:
+                    raw = attrs_of(bytes(self._buf[offset : offset + length]), NLMSGHDR.size + 4).get(NFTA_GEN_ID)
+                    if raw is not None and len(raw) == 4:
+                        gen = struct.unpack("!I", raw)[0]
+
+    def dump(self, kind: int, body: bytes) -> list[bytes]:
+        """Send one ``NLM_F_DUMP`` request; every reply message (headers included). A dump the kernel marks as
+        interrupted (the ruleset changed under it) is read again, at most ``MAX_DUMP_ATTEMPTS`` times; a refusal
+        raises ``DumpError`` with the kernel's errno (ENOENT: no such table or set)."""
+        for _ in range(MAX_DUMP_ATTEMPTS):
+            seq = self._next_seq()
+            self._sock.send(message(kind, NLM_F_REQUEST | NLM_F_DUMP, body, seq))
+            replies, interrupted = self._read_dump(seq)
+            if not interrupted:
+                return replies
+        raise DumpError(errno.EINTR, f"the dump was interrupted {MAX_DUMP_ATTEMPTS} times in a row")
+
+    def _read_dump(self, seq: int) -> tuple[list[bytes], bool]:
+        replies: list[bytes] = []
+        interrupted = False
+        while True:
+            size = self._recv()
+            for kind, flags, mseq, offset, length in iter_messages(self._buf, size):
+                if mseq != seq:
+                    continue
+                interrupted = interrupted or bool(flags & NLM_F_DUMP_INTR)
+                if kind == NLMSG_DONE:
+                    return replies, interrupted
+                if kind == NLMSG_ERROR:
+                    err, text = parse_error(self._buf, offset, length, flags)
+                    if err == errno.EINTR:
+                        return replies, True
+                    raise DumpError(err, _error_text(err, text))
+                replies.append(bytes(self._buf[offset : offset + length]))
