@@ -98,13 +98,18 @@ _OK = Ack(errno=0)
 _UNKNOWN = Ack(errno=errno.ENOBUFS, message="result unknown: the kernel's replies overflowed or never came")
 
 
-def _tune(sock: socket.socket, size: int) -> None:
-    # The FORCE variants ignore net.core.[rw]mem_max (CAP_NET_ADMIN); fall back to the capped ones.
+def set_buffers(sock: socket.socket, size: int) -> None:
+    """SO_SNDBUF and SO_RCVBUF of ``size``; the FORCE variants ignore net.core.[rw]mem_max (CAP_NET_ADMIN), and
+    without that capability the capped ones are used."""
     for plain, force in ((socket.SO_SNDBUF, SO_SNDBUFFORCE), (socket.SO_RCVBUF, SO_RCVBUFFORCE)):
         try:
             sock.setsockopt(socket.SOL_SOCKET, force, size)
         except PermissionError:
             sock.setsockopt(socket.SOL_SOCKET, plain, size)
+
+
+def _tune(sock: socket.socket, size: int) -> None:
+    set_buffers(sock, size)
     for option in (NETLINK_EXT_ACK, NETLINK_CAP_ACK, NETLINK_GET_STRICT_CHK):
         try:
             sock.setsockopt(SOL_NETLINK, option, 1)

@@ -44,6 +44,7 @@ from magw.drivers.netlink.nlattr import (
     message,
     parse_error,
 )
+from magw.drivers.netlink.rawsock import set_buffers
 from magw.drivers.netns import in_netns
 from magw.drivers.nft.nfelems import NFNL_SUBSYS_NFTABLES, NFT_MSG_NEWSETELEM
 
@@ -55,8 +56,6 @@ NFNL_MSG_BATCH_END = 0x11
 SOL_NETLINK = 270
 NETLINK_CAP_ACK = 10
 NETLINK_EXT_ACK = 11
-SO_SNDBUFFORCE = 32
-SO_RCVBUFFORCE = 33
 BUFFER = 4 << 20
 NFT_MSG_NEWGEN = 15
 NFT_MSG_GETGEN = 16
@@ -70,22 +69,13 @@ def _new_socket() -> socket.socket:
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_NETFILTER)
     try:
         sock.bind((0, 0))
-        _buffers(sock, BUFFER)
+        set_buffers(sock, BUFFER)
         for option in (NETLINK_EXT_ACK, NETLINK_CAP_ACK):
             sock.setsockopt(SOL_NETLINK, option, 1)
     except BaseException:
         sock.close()
         raise
     return sock
-
-
-def _buffers(sock: socket.socket, size: int) -> None:
-    # The FORCE variants ignore net.core.[rw]mem_max (CAP_NET_ADMIN); fall back to the capped ones.
-    for plain, force in ((socket.SO_SNDBUF, SO_SNDBUFFORCE), (socket.SO_RCVBUF, SO_RCVBUFFORCE)):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, force, size)
-        except PermissionError:
-            sock.setsockopt(socket.SOL_SOCKET, plain, size)
 
 
 def _error_text(err: int, kernel_message: str) -> str:
@@ -136,7 +126,7 @@ class NfnlSocket:
         self._seq = (seq0 + 1 + len(requests)) & 0x7FFFFFFF
         data = b"".join(msgs)  # each message is already a multiple of 4 bytes (attributes are padded)
         if len(data) + 64 > self._sndbuf:  # one sendmsg must hold the batch: one skb, one transaction
-            _buffers(self._sock, len(data) + (1 << 16))
+            set_buffers(self._sock, len(data) + (1 << 16))
             self._sndbuf = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
         self._sock.send(data)
         return self._outcome(seq0, len(requests))
