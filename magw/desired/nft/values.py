@@ -26,7 +26,17 @@ def _rules_by_chain(value: Iterable[NftRule]) -> tuple[NftRule, ...]:
     return tuple(sorted(value, key=lambda r: r.chain))
 
 
+class SortedElements(tuple[str, ...]):
+    """Set elements already sorted and without repeats, which ``NftSet`` takes as they are (as ``SortedPairs``
+    for maps): the nft driver's raw observe sorts in short steps (``magw.util.gentlesort``) so that no one sort
+    holds the GIL for long."""
+
+    __slots__ = ()
+
+
 def _sorted_elements(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, SortedElements):
+        return value
     return tuple(sorted(set(value)))
 
 

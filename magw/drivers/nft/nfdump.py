@@ -38,6 +38,7 @@ from magw.drivers.nft.nfelems import (
     NFTA_SET_ELEM_LIST_SET,
     NFTA_SET_ELEM_LIST_TABLE,
 )
+from magw.util.gentlesort import sorted_in_steps
 
 NFT_MSG_GETSETELEM = 13
 GETSETELEM = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETSETELEM
@@ -138,7 +139,8 @@ def intervals(found: list[Element]) -> list[tuple[int, int, int | None]]:
     """
     out: list[tuple[int, int, int | None]] = []
     open_start: tuple[int, int | None] | None = None
-    for key, is_end, value in sorted(found, key=lambda e: (e[0], not e[1])):
+    # (key, is a start): an end sorts before a start of the same key; sorted in short steps (gentlesort).
+    for key, _, is_end, value in sorted_in_steps((k, not end, end, v) for k, end, v in found):
         if is_end:
             if open_start is not None:
                 out.append((open_start[0], key, open_start[1]))

@@ -20,11 +20,12 @@ from typing import Any, Literal
 
 import attrs
 
-from magw.desired.nft.values import NftTable
+from magw.desired.nft.values import NftTable, SortedElements, SortedPairs
 from magw.drivers.nft import codec, nfdump
 from magw.drivers.nft.libnft import Nft
 from magw.drivers.nft.nfelems import FAMILIES
 from magw.drivers.nft.nfnl import NfnlSocket
+from magw.util.gentlesort import sorted_in_steps
 
 ATTEMPTS = 3
 _V4 = "ipv4_addr"
@@ -53,16 +54,16 @@ def _elements(nfnl: NfnlSocket, family: str, table: str, name: str) -> list[nfdu
 
 
 def _filled(nfnl: NfnlSocket, shape: NftTable) -> NftTable:
-    sets = [
-        attrs.evolve(s, elements=nfdump.set_strings(_elements(nfnl, shape.family, shape.name, s.name), interval=i))
-        for s in shape.sets
-        for i in ["interval" in s.flags]
-    ]
-    maps = [
-        attrs.evolve(m, elements=nfdump.map_pairs(_elements(nfnl, shape.family, shape.name, m.name), interval=i))
-        for m in shape.maps
-        for i in ["interval" in m.flags]
-    ]
+    """``shape`` with every set's and map's elements, sorted in short steps (``gentlesort``: the point of this
+    read is that no step holds the GIL for long; ``NftSet``/``NftMap`` take the sorted tuples as they are)."""
+    sets = []
+    for s in shape.sets:
+        found = nfdump.set_strings(_elements(nfnl, shape.family, shape.name, s.name), interval="interval" in s.flags)
+        sets.append(attrs.evolve(s, elements=SortedElements(sorted_in_steps(found))))
+    maps = []
+    for m in shape.maps:
+        pairs = nfdump.map_pairs(_elements(nfnl, shape.family, shape.name, m.name), interval="interval" in m.flags)
+        maps.append(attrs.evolve(m, elements=SortedPairs(sorted_in_steps(pairs))))
     return attrs.evolve(shape, sets=sets, maps=maps)
 
 
