@@ -1,4 +1,4 @@
-"""A NETLINK_NETFILTER socket in a network namespace that sends one nftables batch: one kernel transaction.
+"""A NETLINK_NETFILTER socket in a network namespace: one nftables batch (one kernel transaction), dumps.
 
 ``NfnlSocket(netns)`` creates the socket inside namespace ``netns`` (``magw.drivers.netns.in_netns``; a missing
 namespace is ``NoSuchNetns``, nothing is created) and it stays there for its whole life, as libnftables' context
@@ -15,6 +15,11 @@ request, ``0`` or the request's error. The transaction succeeded iff every reque
 the batch. Fail closed: a reply that does not come within ``timeout`` (it never should), or a receive buffer
 overrun, is reported as a failure whose result is unknown; the next observe tells the truth, and the reconciler
 acts on that.
+
+It also reads: ``dump(kind, body)`` sends one ``NLM_F_DUMP`` request and returns the reply messages (a dump
+the kernel marks interrupted is read again), and ``generation()`` the ruleset's generation id, which every
+committed transaction changes (``rawobserve`` reads it before and after its reads). Replies are matched to
+requests by sequence number, so a reply left over from a read that timed out is never taken for another's.
 
 Not thread-safe: one socket per driver, used under the driver's call.
 """
