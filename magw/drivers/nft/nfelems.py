@@ -170,17 +170,8 @@ def requests(family: str, table: str, delta: NftElementDelta) -> list[tuple[int,
     """
     new = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_NEWSETELEM
     delete = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_DELSETELEM
-    out: list[tuple[int, bytes]] = []
-    for s in delta.sets:
-        if s.delete:
-            out += [(delete, b) for b in _bodies(family, table, s.name, set_elements(s, s.delete, add=False))]
-    for m in delta.maps:
-        if m.delete:
-            out += [(delete, b) for b in _bodies(family, table, m.name, map_elements(m, add=False))]
-    for s in delta.sets:
-        if s.add:
-            out += [(new, b) for b in _bodies(family, table, s.name, set_elements(s, s.add, add=True))]
-    for m in delta.maps:
-        if m.add:
-            out += [(new, b) for b in _bodies(family, table, m.name, map_elements(m, add=True))]
-    return out
+    parts = [(delete, d.name, set_elements(d, d.delete, add=False)) for d in delta.sets if d.delete]
+    parts += [(delete, m.name, map_elements(m, add=False)) for m in delta.maps if m.delete]
+    parts += [(new, d.name, set_elements(d, d.add, add=True)) for d in delta.sets if d.add]
+    parts += [(new, m.name, map_elements(m, add=True)) for m in delta.maps if m.add]
+    return [(kind, body) for kind, name, elems in parts for body in _bodies(family, table, name, elems)]
