@@ -5,7 +5,7 @@ Why (docs/nft-driver.md, "Observing without libnftables' element listing"): the 
 observe in one thread stalled the events of another (docs/performance.md row 22e), and libnftables takes
 80-135 MB to produce it. The kernel hands the same elements out in ~60 kB messages we decode one by one.
 
-``request`` is ``NFT_MSG_GETSETELEM`` with ``NLM_F_DUMP`` for one named set; the replies are ``NFT_MSG_NEWSETELEM``
+The request is ``NFT_MSG_GETSETELEM`` with ``NLM_F_DUMP`` for one named set; the replies are ``NFT_MSG_NEWSETELEM``
 messages, each with a list of elements: a key (``NFTA_DATA_VALUE``, 4 bytes), for a map a value, for an interval
 set flags. ``elements``/``pairs`` turn the kernel's elements into our strings, as nft 1.0.6 prints them:
 
@@ -25,9 +25,10 @@ import socket
 import struct
 from collections.abc import Iterable
 
-from magw.drivers.netlink.nlattr import NLMSGHDR, MalformedMessage, attr, attrs_of
+from magw.drivers.netlink.nlattr import NLMSGHDR, MalformedMessage, attrs_of
 from magw.drivers.nft.nfelems import (
-    FAMILIES,
+    BE32,
+    NFGENMSG,
     NFNL_SUBSYS_NFTABLES,
     NFT_SET_ELEM_INTERVAL_END,
     NFTA_DATA_VALUE,
@@ -35,27 +36,14 @@ from magw.drivers.nft.nfelems import (
     NFTA_SET_ELEM_FLAGS,
     NFTA_SET_ELEM_KEY,
     NFTA_SET_ELEM_LIST_ELEMENTS,
-    NFTA_SET_ELEM_LIST_SET,
-    NFTA_SET_ELEM_LIST_TABLE,
+    V4_END,
 )
 from magw.util.gentlesort import sorted_in_steps
 
 NFT_MSG_GETSETELEM = 13
 GETSETELEM = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETSETELEM
-_NFGENMSG = struct.Struct("!BBH")
-_BE32 = struct.Struct("!I")
-_V4_END = 1 << 32
 # A kernel element: (key, is the end of an interval, value or None)
 Element = tuple[int, bool, int | None]
-
-
-def request_body(family: str, table: str, name: str) -> bytes:
-    """The body (after ``struct nlmsghdr``) of the dump request for set or map ``name``."""
-    return (
-        _NFGENMSG.pack(FAMILIES[family], 0, 0)
-        + attr(NFTA_SET_ELEM_LIST_TABLE, table.encode() + b"\0")
-        + attr(NFTA_SET_ELEM_LIST_SET, name.encode() + b"\0")
-    )
 
 
 _HDR = struct.Struct("=HH")
@@ -71,7 +59,7 @@ def _value(buf: bytes, pos: int, what: str, msg: bytes) -> int:
     outer, _, inner, kind, raw = _NESTED_VALUE.unpack_from(buf, pos)
     if outer != _NESTED_VALUE.size or inner != 8 or kind & _TYPE_MASK != NFTA_DATA_VALUE:
         raise MalformedMessage("NFT_MSG_NEWSETELEM", msg, f"{what} is not a 4-byte value")
-    value: int = _BE32.unpack(raw)[0]
+    value: int = BE32.unpack(raw)[0]
     return value
 
 
@@ -82,7 +70,7 @@ def kernel_elements(replies: Iterable[bytes]) -> list[Element]:
     offsets, no dict or slice per element (the general ``attrs_of`` was two thirds of a 100k-element read).
     """
     out: list[Element] = []
-    start = NLMSGHDR.size + _NFGENMSG.size
+    start = NLMSGHDR.size + NFGENMSG.size
     unpack = _HDR.unpack_from
     for msg in replies:
         found = attrs_of(msg, start).get(NFTA_SET_ELEM_LIST_ELEMENTS)
@@ -107,7 +95,7 @@ def kernel_elements(replies: Iterable[bytes]) -> list[Element]:
                 elif kind == NFTA_SET_ELEM_DATA:
                     value = _value(found, at, "the value", msg)
                 elif kind == NFTA_SET_ELEM_FLAGS and size == 8:
-                    flags = _BE32.unpack_from(found, at + 4)[0]
+                    flags = BE32.unpack_from(found, at + 4)[0]
                 at += (size + 3) & ~3
             if key is None:
                 raise MalformedMessage("NFT_MSG_NEWSETELEM", msg, "an element without a key")
@@ -117,7 +105,7 @@ def kernel_elements(replies: Iterable[bytes]) -> list[Element]:
 
 
 def _dotted(value: int) -> str:
-    return socket.inet_ntoa(_BE32.pack(value))
+    return socket.inet_ntoa(BE32.pack(value))
 
 
 def interval_text(start: int, end: int) -> str:
@@ -147,10 +135,10 @@ def intervals(found: list[Element]) -> list[tuple[int, int, int | None]]:
                 open_start = None
             continue
         if open_start is not None:
-            out.append((open_start[0], _V4_END, open_start[1]))
+            out.append((open_start[0], V4_END, open_start[1]))
         open_start = (key, value)
     if open_start is not None:
-        out.append((open_start[0], _V4_END, open_start[1]))
+        out.append((open_start[0], V4_END, open_start[1]))
     return out
 
 

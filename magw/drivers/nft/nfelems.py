@@ -37,7 +37,7 @@ import struct
 from collections.abc import Iterator
 
 from magw.desired.nft.values import NftTable
-from magw.drivers.netlink.nlattr import NLA_F_NESTED, NLAHDR, attr, attr_nested
+from magw.drivers.netlink.nlattr import attr, attr_nested
 from magw.reconcile.nftdelta import MapDelta, NftElementDelta, SetDelta
 
 NFNL_SUBSYS_NFTABLES = 10
@@ -60,12 +60,12 @@ _OPEN_UDATA = attr(NFTA_SET_ELEM_USERDATA, bytes((1, 4)) + struct.pack("=I", 1))
 
 FAMILIES = {"inet": 1, "ip": 2, "ip6": 10}  # NFPROTO_*
 _V4 = "ipv4_addr"
-_V4_END = 1 << 32
 # Under the 16-bit attribute length with room for one more element (an interval map's is 56 bytes).
 MAX_ELEMENTS_BYTES = 60_000
-_NFGENMSG = struct.Struct("!BBH")  # family, version, res_id (big-endian)
-_BE32 = struct.Struct("!I")
-_END_FLAGS = attr(NFTA_SET_ELEM_FLAGS, _BE32.pack(NFT_SET_ELEM_INTERVAL_END))
+NFGENMSG = struct.Struct("!BBH")  # family, version, res_id (big-endian)
+BE32 = struct.Struct("!I")
+V4_END = 1 << 32
+_END_FLAGS = attr(NFTA_SET_ELEM_FLAGS, BE32.pack(NFT_SET_ELEM_INTERVAL_END))
 
 
 def expressible(table: NftTable, delta: NftElementDelta) -> bool:
@@ -109,12 +109,12 @@ def bounds(element: str) -> tuple[int, int]:
 def _interval(element: str, data: bytes | None, *, add: bool) -> list[bytes]:
     """The one or two kernel elements of an interval; the value (a map's) on the start, user data only on adds."""
     start, end = bounds(element)
-    first = [_key(_BE32.pack(start)), attr(NFTA_SET_ELEM_FLAGS, _BE32.pack(0))]
+    first = [_key(BE32.pack(start)), attr(NFTA_SET_ELEM_FLAGS, BE32.pack(0))]
     if data is not None:
         first.append(_data(data))
-    if end == _V4_END:
+    if end == V4_END:
         return [_elem(*first, *((_OPEN_UDATA,) if add else ()))]
-    return [_elem(*first), _elem(_key(_BE32.pack(end)), _END_FLAGS)]
+    return [_elem(*first), _elem(_key(BE32.pack(end)), _END_FLAGS)]
 
 
 def _address(text: str) -> bytes:
@@ -138,8 +138,14 @@ def map_elements(d: MapDelta, *, add: bool) -> list[bytes]:
     return [_elem(_key(_address(k))) for k, _ in pairs]
 
 
-def _nfgen(family: str) -> bytes:
-    return _NFGENMSG.pack(FAMILIES[family], 0, 0)
+def list_head(family: str, table: str, name: str) -> bytes:
+    """``struct nfgenmsg`` and the table and set attributes: how every request about set ``name`` begins (after
+    ``struct nlmsghdr``); a dump request is this alone (``nfdump``)."""
+    return (
+        NFGENMSG.pack(FAMILIES[family], 0, 0)
+        + attr(NFTA_SET_ELEM_LIST_TABLE, table.encode() + b"\0")
+        + attr(NFTA_SET_ELEM_LIST_SET, name.encode() + b"\0")
+    )
 
 
 def _chunks(elems: list[bytes]) -> Iterator[list[bytes]]:
@@ -156,11 +162,9 @@ def _chunks(elems: list[bytes]) -> Iterator[list[bytes]]:
 
 
 def _bodies(family: str, table: str, name: str, elems: list[bytes]) -> Iterator[bytes]:
-    head = _nfgen(family) + attr(NFTA_SET_ELEM_LIST_TABLE, table.encode() + b"\0")
-    head += attr(NFTA_SET_ELEM_LIST_SET, name.encode() + b"\0")
+    head = list_head(family, table, name)
     for chunk in _chunks(elems):
-        inner = b"".join(chunk)
-        yield head + NLAHDR.pack(NLAHDR.size + len(inner), NFTA_SET_ELEM_LIST_ELEMENTS | NLA_F_NESTED) + inner
+        yield head + attr_nested(NFTA_SET_ELEM_LIST_ELEMENTS, *chunk)
 
 
 def requests(family: str, table: str, delta: NftElementDelta) -> list[tuple[int, bytes]]:

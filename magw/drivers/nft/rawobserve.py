@@ -23,7 +23,7 @@ import attrs
 from magw.desired.nft.values import NftTable, SortedElements, SortedPairs
 from magw.drivers.nft import codec, nfdump
 from magw.drivers.nft.libnft import Nft
-from magw.drivers.nft.nfelems import FAMILIES
+from magw.drivers.nft.nfelems import FAMILIES, list_head
 from magw.drivers.nft.nfnl import NfnlSocket
 from magw.util.gentlesort import sorted_in_steps
 
@@ -50,7 +50,7 @@ def _exists(doc: dict[str, Any], family: str, name: str) -> bool:
 
 
 def _elements(nfnl: NfnlSocket, family: str, table: str, name: str) -> list[nfdump.Element]:
-    return nfdump.kernel_elements(nfnl.dump(nfdump.GETSETELEM, nfdump.request_body(family, table, name)))
+    return nfdump.kernel_elements(nfnl.dump(nfdump.GETSETELEM, list_head(family, table, name)))
 
 
 def _filled(nfnl: NfnlSocket, shape: NftTable) -> NftTable:
