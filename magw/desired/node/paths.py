@@ -9,9 +9,16 @@ whatever its health; the *usable* ones are those health allows. With nexthop
 objects, a nexthop exists for every candidate and a group holds the usable ones
 (on a gateway one per cluster; on a worker one per class of clusters with the same
 usable set, magw.desired.node.classes), so a failover or a recovery changes one
-group and no route, on a worker whatever the number of clusters. A
-cluster without a usable gateway gets ``unreachable`` routes, so its traffic
-never leaks to the default route.
+group and no route, on a worker whatever the number of clusters.
+
+**Fail static.** When health allows none of a cluster's candidates, they are all
+used, as if there were no health at all: what health sees is the control plane
+(probes answered by a daemon, an Endpoint's heartbeat), and with every candidate
+"down" there is no better path to move to, so dropping them all would turn a
+daemon's restart into an outage of the datapath that still works (the soak's
+finding, docs/robustness.md). OVN's policies do the same (magw.desired.ovn). A
+cluster without any candidate (no gateway published, none with the cable's key)
+gets ``unreachable`` routes, so its traffic never leaks to the default route.
 """
 
 from __future__ import annotations
@@ -59,7 +66,10 @@ class Hop:
 
 @attrs.frozen(kw_only=True)
 class ClusterPaths:
-    """The candidate and usable gateways toward one remote cluster (both sorted by via)."""
+    """The candidate and usable gateways toward one remote cluster (both sorted by via).
+
+    ``usable``: the candidates health allows, or every candidate when it allows none (fail static).
+    """
 
     cluster: Cluster
     candidates: tuple[Hop, ...]
@@ -85,7 +95,7 @@ def _hop(hostname: str, ip: IPv4Address, *, inter_cluster: bool) -> Hop:
 
 
 def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> ClusterPaths:
-    """Candidates and usable gateways toward ``cluster`` from this node."""
+    """Candidates and usable gateways toward ``cluster`` from this node (fail static: see the module)."""
     health = snapshot.health
     if role.gateway:
         cable = snapshot.config.cable  # a gateway without the cable's key is no candidate (magw.desired.cable)
@@ -95,10 +105,9 @@ def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> Clust
     else:
         candidates = [_hop(e.hostname, e.private_ip, inter_cluster=False) for e in role.local_gateways]
         usable = [h for h in candidates if health.usable(h.hostname, cluster.id)]
+    ordered = tuple(sorted(candidates, key=lambda h: h.via))
     return ClusterPaths(
-        cluster=cluster,
-        candidates=tuple(sorted(candidates, key=lambda h: h.via)),
-        usable=tuple(sorted(usable, key=lambda h: h.via)),
+        cluster=cluster, candidates=ordered, usable=tuple(sorted(usable, key=lambda h: h.via)) if usable else ordered
     )
 
 
@@ -168,8 +177,8 @@ def _routes(
 ) -> tuple[Route, ...]:
     """The routes toward one remote cluster, the last plan's while its Cluster object and way out are the same.
 
-    The way out is all a route holds besides its CIDR: unreachable, the inline hops, or the group id (which
-    does not change on a failover, only the group's members do).
+    The way out is all a route holds besides its CIDR: unreachable (no candidate at all), the inline hops, or
+    the group id (which does not change on a failover, only the group's members do).
     """
     way: Way
     if not p.usable:
@@ -192,7 +201,8 @@ def _return_routes(snapshot: Snapshot, role: NodeRole, paths: tuple[ClusterPaths
     A remote gateway's addresses go to that gateway, so a reply returns to the gateway that holds the
     conntrack entry of its translation. A local gateway's go to it over ``vx-submariner``: a reply that
     reached this gateway instead (a remote route not yet updated) still gets home. A gateway that is not
-    usable gets no route: its addresses, and only its, are unreachable until it is back.
+    usable gets no route: its addresses, and only its, are unreachable until it is back (unless health allows
+    none of its cluster's gateways: then all of them are used, fail static).
     """
     owners: list[tuple[tuple[IPv4Address, ...], Hop, bool]] = []  # (addresses, hop, through its nexthop object)
     for p in paths:

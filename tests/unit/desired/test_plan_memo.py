@@ -108,10 +108,12 @@ def test_unchanged_clusters_give_back_the_same_route_tuple_and_changed_ones_do_n
     snapshot = _two_cluster_snapshot()
     memo = PlanMemo()
     first = plan(snapshot, "w1", memo=memo)
-    cut = attrs.evolve(snapshot, health=Health(reach={"gw1": ["a"]}))  # gw1 no longer reaches b: unreachable
+    cut = attrs.evolve(snapshot, health=Health(reach={"gw1": ["a"]}))  # gw1 no longer reaches b: b through gw2 only
     again = plan(cut, "w1", memo=memo)
     assert again.routes is not first.routes
-    assert {r.type for r in again.routes if r.dst == IPv4Network("10.3.0.0/16")} == {"unreachable"}
+    nhid = {r.dst: r.nhid for r in again.routes}
+    assert nhid[IPv4Network("10.3.0.0/16")] != nhid[IPv4Network("10.2.0.0/16")]  # b left a's group for its own
+    assert {r.nhid for r in first.routes} == {nhid[IPv4Network("10.2.0.0/16")]}
     assert again == plan(cut, "w1")
     back = plan(snapshot, "w1", memo=memo)
     assert back == first
@@ -174,10 +176,12 @@ def _two_cluster_snapshot() -> Snapshot:
         ],
         nodes=[
             Node(name="gw1", ip=ip("172.18.0.2"), cni_ip=ip("10.1.1.1"), gateway=True),
+            Node(name="gw2", ip=ip("172.18.0.4"), cni_ip=ip("10.1.3.1"), gateway=True),
             Node(name="w1", ip=ip("172.18.0.3"), cni_ip=ip("10.1.2.1")),
         ],
         endpoints=[
             Endpoint(cluster="l", hostname="gw1", private_ip=ip("172.18.0.2")),
+            Endpoint(cluster="l", hostname="gw2", private_ip=ip("172.18.0.4")),
             Endpoint(cluster="a", hostname="a-gw", private_ip=ip("172.31.2.2")),
             Endpoint(cluster="b", hostname="b-gw", private_ip=ip("172.31.3.2")),
         ],

@@ -13,6 +13,7 @@ import difflib
 import os
 from ipaddress import IPv4Address, IPv4Network
 
+import attrs
 import pytest
 
 from magw.desired.node.ids import nexthop_id
@@ -98,12 +99,35 @@ def test_failover_of_a_remote_gateway_changes_only_the_group() -> None:
     assert [[m.id for m in g.members] for g in after.groups] == [[nexthop_id(GATEWAY_VIAS[0], inter_cluster=True)]]
 
 
-def test_all_remote_gateways_down_gives_unreachable_routes() -> None:
-    """Both west gateways down: table 100 holds unreachable routes (no src, no path) and no group."""
-    state = plan(with_health(seed_east(Strategy.GROUP), down=["w-gw1", "w-gw2"]), "e-gw1")
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@pytest.mark.parametrize(
+    ("node", "down", "reach"),
+    [
+        ("e-gw1", ["w-gw1", "w-gw2"], None),  # a gateway: every remote gateway down
+        ("e-w1", ["e-gw1", "e-gw2"], None),  # a worker: every local gateway down
+        ("e-w1", [], {"e-gw1": [], "e-gw2": []}),  # a worker: no local gateway reaches west
+    ],
+    ids=["gateway-remote-down", "worker-local-down", "worker-no-reach"],
+)
+def test_no_usable_gateway_keeps_every_candidate(
+    strategy: Strategy, node: str, down: list[str], reach: dict[str, list[str]] | None
+) -> None:
+    """Fail static: when health allows none of west's gateways, the node plans exactly as if every one were up
+    (the same routes, groups and members as the healthy plan), not unreachable routes."""
+    healthy = plan(seed_east(strategy), node)
+    blind = plan(with_health(seed_east(strategy), down=down, reach=reach), node)
+    assert (blind.nexthops, blind.groups, blind.routes) == (healthy.nexthops, healthy.groups, healthy.routes)
+    assert {r.type for r in blind.routes} == {"unicast"}
+
+
+def test_remote_cluster_whose_gateways_are_withdrawn_is_unreachable() -> None:
+    """No candidate at all (west withdrew both Endpoints): table 100 holds unreachable routes (no src, no
+    path), and there is no group and no nexthop toward west."""
+    snapshot = seed_east(Strategy.GROUP)
+    withdrawn = attrs.evolve(snapshot, endpoints=[e for e in snapshot.endpoints if e.cluster != "west"])
+    state = plan(withdrawn, "e-gw1")
     assert state.routes == tuple(Route(table=100, dst=dst, metric=100, type="unreachable") for dst in REMOTE_CIDRS)
-    assert state.groups == ()
-    assert len(state.nexthops) == 2
+    assert (state.groups, state.nexthops) == ((), ())
 
 
 def test_reach_map_removes_a_gateway_for_that_cluster_only() -> None:

@@ -105,12 +105,20 @@ def test_failover_is_exactly_one_group_replace() -> None:
     assert shape(diff(healthy, degraded)) == [("replace", "groups")]
 
 
-def test_gateways_all_down_moves_routes_to_unreachable_before_deleting_the_group() -> None:
-    """Routes become unreachable (replace) before their group is deleted: never a route on a missing group."""
+def test_gateways_all_withdrawn_moves_routes_to_unreachable_before_deleting_the_group() -> None:
+    """Routes become unreachable (replace) before their group and then its nexthops are deleted: never a route
+    on a missing group, never a group on a missing nexthop."""
     healthy = plan(seed_east(), "e-gw1")
-    dead = plan(with_health(seed_east(), down=["w-gw1", "w-gw2"]), "e-gw1")
-    changes = diff(dead, healthy)
-    assert shape(changes) == [("replace", "routes"), ("replace", "routes"), ("delete", "groups")]
+    snapshot = seed_east()
+    dead = plan(attrs.evolve(snapshot, endpoints=[e for e in snapshot.endpoints if e.cluster != "west"]), "e-gw1")
+    changes = diff(dead, healthy)  # also the neighbors and FDB entries of west's gateways go
+    assert [op for op in shape(changes) if op[1] in ("routes", "groups", "nexthops")] == [
+        ("replace", "routes"),
+        ("replace", "routes"),
+        ("delete", "groups"),
+        ("delete", "nexthops"),
+        ("delete", "nexthops"),
+    ]
     assert {op.obj.type for op in changes.ops if isinstance(op.obj, Route)} == {"unreachable"}
     fake = converge(healthy, dead)
     assert fake.observe() == attrs.evolve(dead, nft=None)
