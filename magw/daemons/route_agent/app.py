@@ -32,6 +32,7 @@ from magw.daemons.route_agent.ovn_syncer import OvnSyncer
 from magw.desired.cable.values import WgDevice
 from magw.desired.node.classes import adopted_main
 from magw.desired.node.memo import PlanMemo
+from magw.desired.node.paths import fail_static_clusters
 from magw.desired.node.planner import plan
 from magw.desired.state import DesiredState
 from magw.health.monitor import HealthMonitor
@@ -80,6 +81,8 @@ class RouteAgent:
     reconciler: Reconciler = attrs.field(init=False)
     metrics: RouteAgentMetrics = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
+    # Remote clusters planned by fail static at the last plan: every candidate down, all kept (docs/planner.md)
+    fail_static: tuple[str, ...] = attrs.field(init=False, default=())
     _strategies: dict[Strategy, Strategy] = attrs.field(init=False, factory=dict)
     _last_sync: SyncResult | None = attrs.field(init=False, default=None)
     egressgw_problems: EgressGatewayProblems = attrs.field(init=False)
@@ -154,6 +157,7 @@ class RouteAgent:
         self.egressgw_problems.check(snapshot)
         main = adopted_main(self.held_groups, resilient=strategy is Strategy.RESILIENT)
         state = plan(snapshot, self.node, ovn_mgmt_nexthop=self.ovn_mgmt_nexthop, memo=self.memo, main_group=main)
+        self._note_fail_static(fail_static_clusters(snapshot, self.node))
         self.cable_plan = state.cable
         if self.cable is not None:
             # Here, not only in the driver's apply: a change of the cable alone (a peer's rotated key) changes no
@@ -161,6 +165,17 @@ class RouteAgent:
             # neither the plan's device nor the key file changed (one stat). Runs in the reconciler's thread.
             self.cable.ensure(force=False)
         return state
+
+    def _note_fail_static(self, clusters: tuple[str, ...]) -> None:
+        """Log the clusters that start or stop being planned by fail static (the status file lists them)."""
+        began = sorted(set(clusters) - set(self.fail_static))
+        ended = sorted(set(self.fail_static) - set(clusters))
+        if began:
+            log.warning("route_agent.fail_static", node=self.node, clusters=began,
+                        reason="every gateway toward them is down: all are kept")  # fmt: skip
+        if ended:
+            log.info("route_agent.fail_static_ended", node=self.node, clusters=ended)
+        self.fail_static = clusters
 
     def _on_sync(self, result: SyncResult | None) -> None:
         self._last_sync = result if result is not None else self._last_sync
@@ -178,6 +193,7 @@ class RouteAgent:
         status["node"] = self.node
         status["cluster"] = self.source.local_cluster
         status["waiting"] = self.not_ready
+        status["fail_static"] = list(self.fail_static)
         if self.health is not None:
             status["health"] = self.health.status_json()
         if self.cable is not None:

@@ -31,7 +31,7 @@ from magw.desired.globalnet.plan import globalnet_mode, routed_cidrs
 from magw.desired.node.classes import class_group_ids
 from magw.desired.node.ids import group_ids, nexthop_id
 from magw.desired.node.memo import PlanMemo
-from magw.desired.node.roles import NodeRole, active_endpoints
+from magw.desired.node.roles import NodeRole, active_endpoints, node_role
 from magw.desired.state import (
     MAIN_TABLE,
     GroupMember,
@@ -94,21 +94,33 @@ def _hop(hostname: str, ip: IPv4Address, *, inter_cluster: bool) -> Hop:
     )
 
 
-def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> ClusterPaths:
-    """Candidates and usable gateways toward ``cluster`` from this node (fail static: see the module)."""
+def _health_view(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> tuple[list[Hop], list[Hop]]:
+    """The candidates toward ``cluster`` and those health allows, before fail static."""
     health = snapshot.health
     if role.gateway:
         cable = snapshot.config.cable  # a gateway without the cable's key is no candidate (magw.desired.cable)
         endpoints = tuple(e for e in active_endpoints(snapshot, cluster.id) if e.cable_ready(cable))
         candidates = [_hop(e.hostname, e.private_ip, inter_cluster=True) for e in endpoints]
-        usable = [h for h in candidates if health.usable(h.hostname)]
-    else:
-        candidates = [_hop(e.hostname, e.private_ip, inter_cluster=False) for e in role.local_gateways]
-        usable = [h for h in candidates if health.usable(h.hostname, cluster.id)]
+        return candidates, [h for h in candidates if health.usable(h.hostname)]
+    candidates = [_hop(e.hostname, e.private_ip, inter_cluster=False) for e in role.local_gateways]
+    return candidates, [h for h in candidates if health.usable(h.hostname, cluster.id)]
+
+
+def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> ClusterPaths:
+    """Candidates and usable gateways toward ``cluster`` from this node (fail static: see the module)."""
+    candidates, usable = _health_view(snapshot, role, cluster)
     ordered = tuple(sorted(candidates, key=lambda h: h.via))
     return ClusterPaths(
         cluster=cluster, candidates=ordered, usable=tuple(sorted(usable, key=lambda h: h.via)) if usable else ordered
     )
+
+
+def fail_static_clusters(snapshot: Snapshot, node: str) -> tuple[str, ...]:
+    """The remote clusters toward which node ``node`` has candidates but health allows none: it plans them as if
+    every candidate were up (sorted ids; the route agent's status and log name them)."""
+    role = node_role(snapshot, node)
+    views = ((c.id, _health_view(snapshot, role, c)) for c in snapshot.remote_clusters)
+    return tuple(cid for cid, (candidates, usable) in views if candidates and not usable)
 
 
 def _nexthops(paths: tuple[ClusterPaths, ...]) -> tuple[Nexthop, ...]:
