@@ -1,10 +1,13 @@
-"""End to end: a cluster's only gateway whose route agent is SIGKILLed loses no datagram (fail static).
+"""End to end: a cluster's only gateway whose route agent or gateway daemon is SIGKILLed loses no datagram
+(fail static).
 
-The soak's finding (docs/robustness.md): health is what the control plane sees. With the route agent of a
+The soak's findings (docs/robustness.md): health is what the control plane sees. With the route agent of a
 cluster's lone gateway dead, its liveness lease runs out (1 s) and every peer calls it down, although its
 kernel still forwards. Before fail static, the peers then planned ``unreachable`` routes toward that cluster
 and its flows died until the agent was back (3-6 s in the soak). Now a node whose every candidate is down
-keeps them all (docs/planner.md), so the datapath does not notice the restart.
+keeps them all (docs/planner.md), so the datapath does not notice the restart. Likewise its gateway daemon
+dead for longer than the route agents' ``--endpoint-ttl`` (5 s): the file broker keeps a cluster's stale
+Endpoints while none of the cluster is fresh (docs/filebroker.md), where it used to drop the cluster's only one.
 
 Kernel test: a lab of two clusters with one gateway and one worker each, real daemons, paced UDP flows from a
 west pod to an east pod (both gateways on their path); the route agent is killed, the peers are seen calling
@@ -13,7 +16,10 @@ the gateway down (so the probes, not a slow restart, are what the test crosses),
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
 
@@ -32,6 +38,7 @@ pytestmark = [
 ]
 
 SEEN_DOWN_LIMIT = 6.0  # s: lease 1 s + 3 misses; generous for a loaded machine
+PAST_TTL = 7.0  # s: a gateway daemon dead this long has its Endpoint stale for the route agents (TTL 5 s)
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +82,46 @@ def test_lone_gateway_route_agent_killed_loses_nothing(lab: tuple[LabLayout, Lab
     poll("the peers see east-gw1 up again", lambda: not any(_down_in(st, layout_, o, victim) for o in observers))
     fresh = state.read(st.name)
     assert fresh is not None and [r for r in fresh.processes if r.kind == "route-agent" and r.owner == victim]
+
+
+def _logged_since(st: LabState, node: str, event: str, since: float) -> list[dict[str, object]]:
+    """``event`` lines of ``node``'s route agent log written after wall time ``since``."""
+    out = []
+    for line in (st.logs_dir / f"route-agent-{node}.log").read_text(errors="replace").splitlines():
+        if event not in line:
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        stamp = datetime.fromisoformat(str(doc.get("timestamp", "")).replace("Z", "+00:00")).timestamp()
+        if doc.get("event") == event and stamp >= since:
+            out.append(doc)
+    return out
+
+
+def test_lone_gateway_daemon_dead_past_the_endpoint_ttl_loses_nothing(lab: tuple[LabLayout, LabState]) -> None:
+    layout_, st = lab
+    victim = "east-gw1"
+    kill, restart = kill_daemon(st.name, "gateway", victim)
+    started = time.time()
+
+    def event() -> None:
+        kill()
+        try:
+            time.sleep(PAST_TTL)
+        finally:
+            restart()
+
+    client = layout_.cluster("west").pods_of("west-w1")[0]
+    server = layout_.cluster("east").pods_of("east-w1")[0]
+    result = measure_event(layout_, st, event=event, victim=victim, client=client, server=server, flows=16,
+                           rate=200, duration=10.0, event_at=1.0, senders=1)  # fmt: skip
+    assert sum(f.sent for f in result.flows) > 0
+    assert [(f.sport, f.lost) for f in result.flows] == [(f.sport, 0) for f in result.flows], result.loss_report(
+        result.flows
+    )
+    for observer in ("west-gw1", "east-w1", victim):  # the TTL did pass: each kept the stale document
+        kept = _logged_since(st, observer, "filebroker.endpoint_stale_kept", started)
+        assert [d["file"] for d in kept][:1] == ["endpoint-east@east-gw1.yaml"], observer
+        assert _logged_since(st, observer, "filebroker.endpoint_expired", started) == [], observer

@@ -23,7 +23,9 @@ Endpoint heartbeat: with ``endpoint_ttl`` set, an Endpoint document whose file
 was not modified (written or touched) for longer than that is treated as gone
 (``filebroker.endpoint_expired``), and comes back when its file is touched
 again. The gateway daemon touches its document every second, so a gateway
-whose daemon died drops out of every cluster's snapshot (docs/health.md).
+whose daemon died drops out of every cluster's snapshot (docs/health.md), unless
+no other Endpoint of its cluster is fresh: then it is kept
+(``filebroker.endpoint_stale_kept``; fail static, magw.sources.file.expiry).
 
 Writers must replace files atomically (temp file + rename, as
 ``publish_endpoint`` does) or a reader may see half a file; a half file that does
@@ -53,6 +55,7 @@ from magw.snapshot.load import SnapshotError, endpoint_doc
 from magw.sources.file.assemble import Assembly, Ident, Parse, Problem, assemble
 from magw.sources.file.atomic import write_atomic
 from magw.sources.file.documents import Document, DocumentError, check_name, parse_file
+from magw.sources.file.expiry import Expiry, endpoint_clusters, expiry
 
 log = structlog.get_logger(__name__)
 
@@ -129,7 +132,8 @@ class FileBroker:
         self._parse: Parse = parse if parse is not None else SnapshotParser()
         self.endpoint_ttl = endpoint_ttl
         self._wall_clock = wall_clock
-        self._expired: frozenset[str] = frozenset()
+        self._expiry = Expiry()
+        self._endpoint_files: dict[str, frozenset[str]] = {}  # file -> the clusters of its Endpoint documents
         self._files: dict[str, _FileState] = {}
         self._signature: tuple[tuple[str, Stamp], ...] | None = None
         self._last_good: dict[Ident, Document] = {}
@@ -215,11 +219,11 @@ class FileBroker:
                 return False
             self._dir_missing_logged = False
             content_changed = self._reread(listing)
-            expired = self._stale_endpoint_files()
-            if self._view.synced and not content_changed and expired == self._expired:
+            found = self._stale_endpoint_files()
+            self._log_expiry(found)
+            expired_before, self._expiry = self._expiry.expired, found
+            if self._view.synced and not content_changed and found.expired == expired_before:
                 return False
-            self._log_expiry(expired)
-            self._expired = expired
             return self._assemble()
 
     def _reread(self, listing: dict[str, Stamp]) -> bool:
@@ -230,35 +234,47 @@ class FileBroker:
         self._signature = signature
         changed = listing.keys() != self._files.keys()
         files: dict[str, _FileState] = {}
+        reparsed: list[str] = []
         for name, stamp in listing.items():
             previous = self._files.get(name)
             if previous is not None and previous.stamp == stamp:
                 files[name] = previous
                 continue
             files[name], content_changed = _read(self.directory / name, name, stamp, previous)
+            if content_changed:
+                reparsed.append(name)
             changed = changed or content_changed
+        for name in self._files.keys() - files.keys():
+            self._endpoint_files.pop(name, None)
         self._files = files
+        for name in reparsed:  # the Endpoint files' index follows the files whose content changed only
+            clusters = endpoint_clusters(self._docs_of(name))
+            if clusters:
+                self._endpoint_files[name] = clusters
+            else:
+                self._endpoint_files.pop(name, None)
         return changed
 
-    def _stale_endpoint_files(self) -> frozenset[str]:
-        """Files with an Endpoint document not modified for longer than ``endpoint_ttl``."""
-        if self.endpoint_ttl is None:
-            return frozenset()
+    def _stale_endpoint_files(self) -> Expiry:
+        """The Endpoint files not modified for longer than ``endpoint_ttl``: expired, or kept (fail static)."""
+        if self.endpoint_ttl is None or not self._endpoint_files:
+            return Expiry()
         oldest = (self._wall_clock() - self.endpoint_ttl) * 1e9
-        return frozenset(
-            name
-            for name, state in self._files.items()
-            if state.stamp[1] < oldest and any(d.kind == "Endpoint" for d in self._docs_of(name))
-        )
+        files = {name: (self._files[name].stamp[1], clusters) for name, clusters in self._endpoint_files.items()}
+        return expiry(files, oldest)
 
     def _docs_of(self, name: str) -> tuple[Document, ...]:
         state = self._files[name]
         return state.docs if state.error is None else tuple(d for d in self._last_good.values() if d.file == name)
 
-    def _log_expiry(self, expired: frozenset[str]) -> None:
-        for name in sorted(expired - self._expired):
+    def _log_expiry(self, found: Expiry) -> None:
+        before = self._expiry
+        for name in sorted(found.expired - before.expired):
             log.warning("filebroker.endpoint_expired", file=name, ttl=self.endpoint_ttl)
-        for name in sorted(self._expired - expired):
+        for name in sorted(found.kept - before.kept):
+            log.warning("filebroker.endpoint_stale_kept", file=name, ttl=self.endpoint_ttl,
+                        reason="no other Endpoint of its cluster is fresh: kept (fail static)")  # fmt: skip
+        for name in sorted((before.expired | before.kept) - (found.expired | found.kept)):
             if name in self._files:
                 log.info("filebroker.endpoint_renewed", file=name)
 
@@ -267,7 +283,7 @@ class FileBroker:
         problems: list[Problem] = []
         for name in sorted(self._files):
             state = self._files[name]
-            if name in self._expired:
+            if name in self._expiry.expired:
                 docs.extend(d for d in self._docs_of(name) if d.kind != "Endpoint")
                 continue
             if state.error is None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from ipaddress import IPv4Address
 from pathlib import Path
 
 from magw.daemons.gateway.app import DEFAULT_EXIT_HOLD, Gateway
-from magw.sources.file.broker import FileBroker, endpoint_path
+from magw.model import Endpoint
+from magw.sources.file.broker import FileBroker, endpoint_path, publish_endpoint
 from tests.support.globalnet_broker import gateway, make_broker
 
 TTL = 5.0  # the route agents' default --endpoint-ttl
@@ -40,8 +42,20 @@ def run_and_stop(d: Path, **kw: float) -> float:
     return asyncio.run(main())
 
 
+def with_fellow(d: Path) -> Path:
+    """A second gateway, gw2, whose Endpoint ``seen_by_route_agents`` finds fresh: without a fresh Endpoint in
+    the cluster, a stale one is kept (fail static, magw.sources.file.expiry), and these tests are about expiry."""
+    gateway(d, "gw2", 7)
+    publish_endpoint(d, Endpoint(cluster="east", hostname="gw2", private_ip=IPv4Address("172.18.0.7")))
+    return d
+
+
 def seen_by_route_agents(d: Path, at: float) -> bool:
-    """Whether a route agent's broker (TTL 5 s) at wall time ``at`` still has gw1's Endpoint."""
+    """Whether a route agent's broker (TTL 5 s) at wall time ``at`` still has gw1's Endpoint (gw2's, if there,
+    has just been touched)."""
+    fellow = endpoint_path(d, "east", "gw2")
+    if fellow.exists():
+        os.utime(fellow, (at, at))
     view = FileBroker(d, local_cluster="east", endpoint_ttl=TTL, wall_clock=lambda: at)
     view.scan()
     assert view.snapshot is not None
@@ -49,7 +63,7 @@ def seen_by_route_agents(d: Path, at: float) -> bool:
 
 
 def test_a_clean_stop_holds_the_endpoint_over_a_restart_longer_than_the_ttl(tmp_path: Path) -> None:
-    d = make_broker(tmp_path)
+    d = with_fellow(make_broker(tmp_path))
     gateway(d, "gw1", 6)
     stopped = run_and_stop(d)
     restart = stopped + TTL + 3  # the next gateway's first heartbeat comes later than the TTL
@@ -60,11 +74,21 @@ def test_a_clean_stop_holds_the_endpoint_over_a_restart_longer_than_the_ttl(tmp_
 
 def test_without_the_hold_the_endpoint_expired_during_such_a_restart(tmp_path: Path) -> None:
     """The behaviour before ``--exit-hold`` (``--exit-hold 0``): the document ages from its last heartbeat."""
-    d = make_broker(tmp_path)
+    d = with_fellow(make_broker(tmp_path))
     gateway(d, "gw1", 6)
     stopped = run_and_stop(d, exit_hold=0.0)
     assert os.stat(endpoint_path(d, "east", "gw1")).st_mtime <= stopped
     assert not seen_by_route_agents(d, stopped + TTL + 3)
+
+
+def test_the_clusters_only_gateway_is_kept_past_the_ttl(tmp_path: Path) -> None:
+    """Fail static: without another fresh Endpoint in east, gw1's stale one stays in the route agents' view, also
+    long after a stop without the hold (a SIGKILL ages it the same way)."""
+    d = make_broker(tmp_path)
+    gateway(d, "gw1", 6)
+    stopped = run_and_stop(d, exit_hold=0.0)
+    assert seen_by_route_agents(d, stopped + TTL + 3)
+    assert seen_by_route_agents(d, stopped + DEFAULT_EXIT_HOLD + TTL + 60)
 
 
 def test_a_withdrawing_stop_removes_the_document(tmp_path: Path) -> None:

@@ -98,21 +98,24 @@ def test_a_changed_file_is_the_only_one_parsed(tmp_path: Path, counting: Countin
 
 
 def test_a_touch_still_renews_an_expired_endpoint(tmp_path: Path, counting: Counting) -> None:
-    """The heartbeat is still seen: an endpoint expired by its TTL comes back when its file is touched
-    (re-assembled, not re-parsed)."""
+    """The heartbeat is still seen: an endpoint expired by its TTL (west's w-gw2 being fresh) comes back when its
+    file is touched (re-assembled, not re-parsed)."""
     populate(tmp_path)
-    path = endpoint_path(tmp_path, "east", "e-gw1")
+    w_gw2 = Endpoint(cluster="west", hostname="w-gw2", private_ip=IPv4Address("172.19.0.5"))
+    publish_endpoint(tmp_path, w_gw2)
+    path = endpoint_path(tmp_path, "west", "w-gw1")
     now = [path.stat().st_mtime]
     broker = FileBroker(tmp_path, local_cluster="east", parse=counting.parse, endpoint_ttl=5, wall_clock=lambda: now[0])
     broker.scan()
     now[0] += 6
-    later(endpoint_path(tmp_path, "west", "w-gw1"), 6)
+    later(endpoint_path(tmp_path, "east", "e-gw1"), 6)
+    later(endpoint_path(tmp_path, "west", "w-gw2"), 6)
     assert broker.scan() is True
-    assert broker.snapshot == expected_snapshot(W_GW1)
+    assert broker.snapshot == expected_snapshot(E_GW1, w_gw2)
     parsed = len(counting.files)
     later(path, 6)
     assert broker.scan() is True
-    assert broker.snapshot == expected_snapshot(E_GW1, W_GW1)
+    assert broker.snapshot == expected_snapshot(E_GW1, W_GW1, w_gw2)
     assert len(counting.files) == parsed
 
 
