@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
@@ -54,6 +54,19 @@ def _down_in(st: LabState, lab: LabLayout, observer: str, peer: str) -> bool:
     return any(p["hostname"] == peer and p["state"] == "down" for p in health.get("peers", []))
 
 
+def assert_lossless(lab: LabLayout, st: LabState, event: Callable[[], None], *, victim: str, duration: float) -> None:
+    """16 paced UDP flows from west-w1's pod to east-w1's (through both gateways), ``event()`` one second in: every
+    flow sent and none lost a datagram."""
+    client = lab.cluster("west").pods_of("west-w1")[0]
+    server = lab.cluster("east").pods_of("east-w1")[0]
+    result = measure_event(lab, st, event=event, victim=victim, client=client, server=server, flows=16, rate=200,
+                           duration=duration, event_at=1.0, senders=1)  # fmt: skip
+    assert sum(f.sent for f in result.flows) > 0
+    assert [(f.sport, f.lost) for f in result.flows] == [(f.sport, 0) for f in result.flows], result.loss_report(
+        result.flows
+    )
+
+
 def test_lone_gateway_route_agent_killed_loses_nothing(lab: tuple[LabLayout, LabState]) -> None:
     layout_, st = lab
     victim = "east-gw1"
@@ -70,15 +83,8 @@ def test_lone_gateway_route_agent_killed_loses_nothing(lab: tuple[LabLayout, Lab
         finally:
             restart()
 
-    client = layout_.cluster("west").pods_of("west-w1")[0]
-    server = layout_.cluster("east").pods_of("east-w1")[0]
-    result = measure_event(layout_, st, event=event, victim=victim, client=client, server=server, flows=16,
-                           rate=200, duration=9.0, event_at=1.0, senders=1)  # fmt: skip
+    assert_lossless(layout_, st, event, victim=victim, duration=9.0)
     assert seen == list(observers)
-    assert sum(f.sent for f in result.flows) > 0
-    assert [(f.sport, f.lost) for f in result.flows] == [(f.sport, 0) for f in result.flows], result.loss_report(
-        result.flows
-    )
     poll("the peers see east-gw1 up again", lambda: not any(_down_in(st, layout_, o, victim) for o in observers))
     fresh = state.read(st.name)
     assert fresh is not None and [r for r in fresh.processes if r.kind == "route-agent" and r.owner == victim]
@@ -113,14 +119,7 @@ def test_lone_gateway_daemon_dead_past_the_endpoint_ttl_loses_nothing(lab: tuple
         finally:
             restart()
 
-    client = layout_.cluster("west").pods_of("west-w1")[0]
-    server = layout_.cluster("east").pods_of("east-w1")[0]
-    result = measure_event(layout_, st, event=event, victim=victim, client=client, server=server, flows=16,
-                           rate=200, duration=10.0, event_at=1.0, senders=1)  # fmt: skip
-    assert sum(f.sent for f in result.flows) > 0
-    assert [(f.sport, f.lost) for f in result.flows] == [(f.sport, 0) for f in result.flows], result.loss_report(
-        result.flows
-    )
+    assert_lossless(layout_, st, event, victim=victim, duration=10.0)
     for observer in ("west-gw1", "east-w1", victim):  # the TTL did pass: each kept the stale document
         kept = _logged_since(st, observer, "filebroker.endpoint_stale_kept", started)
         assert [d["file"] for d in kept][:1] == ["endpoint-east@east-gw1.yaml"], observer
