@@ -48,6 +48,8 @@ CATALOGUE: tuple[Metric, ...] = (
            "Round-trip time of each answered alive probe, per probed gateway."),
     Metric("magw_path_up", "gauge", ("peer", "peer_cluster"), "route-agent",
            "1 while this node's probes say the gateway is up, 0 when down (absent: not decided yet)."),
+    Metric("magw_fail_static_clusters", "gauge", (), "route-agent",
+           "Remote clusters this node plans by fail static: every gateway toward them down, all kept (alert on > 0)."),
     Metric("magw_failovers_total", "counter", ("peer", "peer_cluster", "what"), "route-agent",
            "Times a probed gateway was called down (what: alive, or the remote cluster it lost)."),
     Metric("magw_failover_detection_seconds", "histogram", ("peer_cluster",), "route-agent",

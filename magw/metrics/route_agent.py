@@ -3,8 +3,9 @@ failovers, nexthop group changes and carried flows under magw's.
 
 Read at scrape time, in the scrape's thread, from what the agent already holds: the source's snapshot (the
 gateways), the health monitor's status (each probed gateway's state, RTT and since: the status file's
-``health``), the WireGuard cable's last transfer counters. Counted as they happen: each answered alive probe's
-RTT and each transition to down (listeners of the monitor). Nothing here runs per packet.
+``health``), the WireGuard cable's last transfer counters, how many clusters its last plan kept by fail static.
+Counted as they happen: each answered alive probe's RTT and each transition to down (listeners of the monitor).
+Nothing here runs per packet.
 
 Connections are what an active gateway probes: one per remote gateway. A worker probes its own cluster's gateways
 (``magw_path_up`` and the RTT histogram cover those too) but has no connection of Submariner's kind.
@@ -48,8 +49,10 @@ class _Scraped(Collector):
     """The gauges read at scrape time."""
 
     def __init__(self, node: str, snapshot: Callable[[], Snapshot | None], health: HealthMonitor | None,
-                 transfers: Transfers, conntrack: Callable[[], str | None]) -> None:  # fmt: skip
+                 transfers: Transfers, conntrack: Callable[[], str | None],
+                 fail_static: Callable[[], int]) -> None:  # fmt: skip
         self.node = node
+        self._fail_static = fail_static
         self._snapshot = snapshot
         self._health = health
         self._transfers = transfers
@@ -66,9 +69,11 @@ class _Scraped(Collector):
                          "submariner_connection_established_timestamp", "submariner_gateway_rx_bytes",
                          "submariner_gateway_tx_bytes", "magw_path_up", "magw_gateway_flows")
         )  # fmt: skip
+        kept = gauge_family("magw_fail_static_clusters")
         if snap is not None:
             self._fill(snap, gateways, conns, latency, established, rx, tx, up, flows)
-        yield from (gateways, conns, latency, established, rx, tx, up, flows)
+            kept.add_metric([], float(self._fail_static()))
+        yield from (gateways, conns, latency, established, rx, tx, up, flows, kept)
 
     def _peers(self) -> list[dict[str, Any]]:
         if self._health is None:
@@ -139,16 +144,18 @@ def read_conntrack() -> str | None:
 
 
 class RouteAgentMetrics:
-    """Registers the route agent's metrics in ``registry`` and listens to ``health``."""
+    """Registers the route agent's metrics in ``registry`` and listens to ``health``. ``fail_static``: how many
+    remote clusters the last plan kept by fail static (read at scrape time)."""
 
     def __init__(self, registry: CollectorRegistry | None, *, node: str, snapshot: Callable[[], Snapshot | None],
                  health: HealthMonitor | None, transfers: Transfers = dict,
-                 conntrack: Callable[[], str | None] = read_conntrack) -> None:  # fmt: skip
+                 conntrack: Callable[[], str | None] = read_conntrack,
+                 fail_static: Callable[[], int] = lambda: 0) -> None:  # fmt: skip
         self.rtt = histogram("magw_probe_rtt_seconds", registry, RTT_BUCKETS)
         self.failovers = counter("magw_failovers_total", registry)
         self.detection = histogram("magw_failover_detection_seconds", registry, DETECTION_BUCKETS)
         if registry is not None:
-            registry.register(_Scraped(node, snapshot, health, transfers, conntrack))
+            registry.register(_Scraped(node, snapshot, health, transfers, conntrack, fail_static))
         if health is not None:
             health.on_answer = self.answered
             health.events.listeners.append(self.transition)

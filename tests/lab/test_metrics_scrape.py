@@ -114,6 +114,7 @@ def test_every_daemon_exports_its_documented_metrics(lab: tuple[LabLayout, LabSt
         _documented("route-agent", families)
         local = [g for g in layout_.gateways if g.cluster == node.cluster]
         assert value(s, "submariner_gateways", local_cluster=node.cluster) == len(local)
+        assert value(s, "magw_fail_static_clusters") == 0  # every gateway up: no cluster kept by fail static
         if node.public_ip is None:  # a worker: paths to its own gateways, no connections
             assert {labels["peer"] for labels, v in s["magw_path_up"] if v == 1} == {g.name for g in local}
             assert "submariner_connections" not in s

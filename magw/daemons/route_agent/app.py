@@ -119,6 +119,7 @@ class RouteAgent:
             health=self.health,
             transfers=lambda: self.cable.transfers if self.cable is not None else {},
             conntrack=self.conntrack or (lambda: None),
+            fail_static=lambda: len(self.fail_static),
         )
 
     def _health_changed(self, _health: object) -> None:

@@ -1,5 +1,6 @@
 """The route agent names the remote clusters it plans by fail static (every gateway toward them down, all kept:
-docs/planner.md) in its status file and its log, when they start and when they end."""
+docs/planner.md) in its status file and its log, when they start and when they end, and counts them in
+``magw_fail_static_clusters``."""
 
 from __future__ import annotations
 
@@ -34,11 +35,14 @@ def test_status_and_log_name_the_clusters_planned_by_fail_static(tmp_path: Path)
         state = agent.plan()
         assert state is not None and {r.type for r in state.routes} == {"unicast"}  # kept, not unreachable
         assert agent.status_json(None)["fail_static"] == ["west"]
+        assert agent.registry is not None
+        assert agent.registry.get_sample_value("magw_fail_static_clusters") == 1
         assert agent.plan() is not None  # the same again: logged once
         os.remove(tmp_path / "health.yaml")
         source.scan()
         assert agent.plan() is not None
         assert agent.status_json(None)["fail_static"] == []
+        assert agent.registry.get_sample_value("magw_fail_static_clusters") == 0
     events = [(e["event"], e.get("clusters")) for e in logs if e["event"].startswith("route_agent.fail_static")]
     assert events == [("route_agent.fail_static", ["west"]), ("route_agent.fail_static_ended", ["west"])]
 
