@@ -69,9 +69,9 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(f"soak: stopped by signal {signum}")
 
 
-def downs(st_dir: Path, since: float, until: float, tail: int = 4000) -> list[tuple[float, str, str]]:
-    """(seconds after ``since``, observer, peer) of every route agent's log line calling a peer down in the span
-    (among each log's last ``tail`` lines)."""
+def downs(st_dir: Path, since: float, until: float, tail: int = 4000) -> list[tuple[float, str, str, str]]:
+    """(seconds after ``since``, observer, peer, what) of every route agent's log line calling a peer down in the
+    span (among each log's last ``tail`` lines); ``what``: ``alive``, or the remote cluster a gateway lost."""
     out = []
     for path in (st_dir / "logs").glob("route-agent-*.log"):
         try:
@@ -89,14 +89,15 @@ def downs(st_dir: Path, since: float, until: float, tail: int = 4000) -> list[tu
                 continue
             at = datetime.fromisoformat(str(ev["timestamp"]).replace("Z", "+00:00")).timestamp()
             if since <= at <= until:
-                out.append((at - since, path.stem.removeprefix("route-agent-"), str(ev.get("peer"))))
+                out.append((at - since, path.stem.removeprefix("route-agent-"), str(ev.get("peer")),
+                            str(ev.get("what"))))
     return sorted(out)
 
 
-def detection(seen: list[tuple[float, str, str]], target: str) -> float | None:
+def detection(seen: list[tuple[float, str, str, str]], target: str) -> float | None:
     """Seconds from the injection to the first route agent's log line calling ``target`` down (``seen`` counts from
     ``PRE`` seconds before the injection, to catch peers called down before it)."""
-    return next((at - PRE for at, _o, peer in seen if peer == target), None)
+    return next((at - PRE for at, _o, peer, _w in seen if peer == target), None)
 
 
 def judge(
@@ -193,7 +194,10 @@ def window(lab: LabLayout, broker: Path, fault: soak_faults.Fault, groups: list[
     detect = detection(seen, fault.target) if fault.kind in ("power-loss", "wan-flap") else None
     # Peers called down that the fault did not take down: probes lost on the loaded machine (all of a node's peers
     # at once is its own stall). Said with the row: they explain losses of groups that did not cross the fault.
-    spurious = sorted({f"{obs}->{peer}" for _at, obs, peer in seen if peer != fault.target})
+    # Not counted: what the target itself saw (a node whose WAN or underlay is cut rightly loses its peers), and a
+    # gateway's reach of a cluster the fault touches (it did lose that cluster, and its workers follow).
+    spurious = sorted({f"{obs}->{peer}" for _at, obs, peer, what in seen
+                       if fault.target not in (peer, obs) and what not in fault.touches})  # fmt: skip
     crossed = [r for r in rows if r.get("crossed")]
     return {
         "kind": fault.kind, "target": fault.target, "touches": sorted(fault.touches), "hold_s": fault.hold,
