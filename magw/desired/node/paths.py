@@ -108,14 +108,12 @@ def _health_view(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> tuple[
 def cluster_paths(snapshot: Snapshot, role: NodeRole, cluster: Cluster) -> ClusterPaths:
     """Candidates and usable gateways toward ``cluster`` from this node (fail static: see the module)."""
     candidates, usable = _health_view(snapshot, role, cluster)
-    inter_cluster = role.gateway
-
-    def hops(endpoints: list[Endpoint]) -> tuple[Hop, ...]:
-        made = (_hop(e.hostname, e.private_ip, inter_cluster=inter_cluster) for e in endpoints)
-        return tuple(sorted(made, key=lambda h: h.via))
-
-    ordered = hops(candidates)
-    return ClusterPaths(cluster=cluster, candidates=ordered, usable=hops(usable) if usable else ordered)
+    made = (_hop(e.hostname, e.private_ip, inter_cluster=role.gateway) for e in candidates)
+    ordered = tuple(sorted(made, key=lambda h: h.via))
+    if not usable or len(usable) == len(candidates):  # fail static, or every candidate usable
+        return ClusterPaths(cluster=cluster, candidates=ordered, usable=ordered)
+    names = {e.hostname for e in usable}
+    return ClusterPaths(cluster=cluster, candidates=ordered, usable=tuple(h for h in ordered if h.hostname in names))
 
 
 def fail_static_clusters(snapshot: Snapshot, node: str) -> tuple[str, ...]:
