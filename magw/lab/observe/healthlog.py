@@ -3,7 +3,8 @@
 Reads every ``route-agent-*.log`` of the lab (JSON lines, docs/health.md) and
 keeps the events that change which gateways carry traffic: probe state changes
 (``health.state_changed``) and Endpoint documents expiring or coming back
-(``filebroker.endpoint_expired``, ``filebroker.endpoint_renewed``). Bounded: at
+(``filebroker.endpoint_expired``, ``filebroker.endpoint_renewed``), or kept although stale
+(``filebroker.endpoint_stale_kept``, fail static). Bounded: at
 most ``limit`` lines, the latest ones.
 """
 
@@ -15,7 +16,8 @@ from typing import Any
 from magw.lab.build.state import LabState
 from magw.lab.observe.jsonlog import json_events
 
-EVENTS = ("health.state_changed", "filebroker.endpoint_expired", "filebroker.endpoint_renewed")
+EVENTS = ("health.state_changed", "filebroker.endpoint_expired", "filebroker.endpoint_stale_kept",
+          "filebroker.endpoint_renewed")
 
 
 def _line(node: str, event: dict[str, Any]) -> str:
