@@ -16,7 +16,6 @@ the gateway down (so the probes, not a slow restart, are what the test crosses),
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -26,11 +25,12 @@ import pytest
 from benchmarks.soak_faults import kill_daemon
 from magw.lab.build import state
 from magw.lab.build.state import LabState
-from magw.lab.planes.daemons import agent_status, daemons_installed
+from magw.lab.observe.jsonlog import json_events
+from magw.lab.planes.daemons import daemons_installed
 from magw.lab.scenarios.failover import measure_event
 from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import parse_topology
-from tests.support.labkit import poll, running_lab
+from tests.support.labkit import poll, running_lab, seen_down_by
 
 pytestmark = [
     pytest.mark.kernel,
@@ -47,11 +47,6 @@ def lab() -> Iterator[tuple[LabLayout, LabState]]:
     topology = parse_topology({"clusters": [{"id": "east", **spec}, {"id": "west", **spec}]})
     with running_lab(topology, daemons=True) as built:
         yield built
-
-
-def _down_in(st: LabState, lab: LabLayout, observer: str, peer: str) -> bool:
-    health = (agent_status(st, lab.node(observer)) or {}).get("health") or {}
-    return any(p["hostname"] == peer and p["state"] == "down" for p in health.get("peers", []))
 
 
 def assert_lossless(lab: LabLayout, st: LabState, event: Callable[[], None], *, victim: str, duration: float) -> None:
@@ -77,7 +72,7 @@ def test_lone_gateway_route_agent_killed_loses_nothing(lab: tuple[LabLayout, Lab
     def event() -> None:
         kill()
         try:
-            poll("the peers call east-gw1 down", lambda: all(_down_in(st, layout_, o, victim) for o in observers),
+            poll("the peers call east-gw1 down", lambda: all(seen_down_by(st, layout_, o, victim) for o in observers),
                  limit=SEEN_DOWN_LIMIT)  # fmt: skip
             seen.extend(observers)
         finally:
@@ -85,25 +80,16 @@ def test_lone_gateway_route_agent_killed_loses_nothing(lab: tuple[LabLayout, Lab
 
     assert_lossless(layout_, st, event, victim=victim, duration=9.0)
     assert seen == list(observers)
-    poll("the peers see east-gw1 up again", lambda: not any(_down_in(st, layout_, o, victim) for o in observers))
+    poll("the peers see east-gw1 up again", lambda: not any(seen_down_by(st, layout_, o, victim) for o in observers))
     fresh = state.read(st.name)
     assert fresh is not None and [r for r in fresh.processes if r.kind == "route-agent" and r.owner == victim]
 
 
 def _logged_since(st: LabState, node: str, event: str, since: float) -> list[dict[str, object]]:
     """``event`` lines of ``node``'s route agent log written after wall time ``since``."""
-    out = []
-    for line in (st.logs_dir / f"route-agent-{node}.log").read_text(errors="replace").splitlines():
-        if event not in line:
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        stamp = datetime.fromisoformat(str(doc.get("timestamp", "")).replace("Z", "+00:00")).timestamp()
-        if doc.get("event") == event and stamp >= since:
-            out.append(doc)
-    return out
+    return [e for e in json_events(st.logs_dir / f"route-agent-{node}.log")
+            if e.get("event") == event
+            and datetime.fromisoformat(str(e.get("timestamp", "")).replace("Z", "+00:00")).timestamp() >= since]
 
 
 def test_lone_gateway_daemon_dead_past_the_endpoint_ttl_loses_nothing(lab: tuple[LabLayout, LabState]) -> None:

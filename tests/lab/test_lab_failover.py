@@ -18,7 +18,7 @@ import pytest
 
 from magw.desired.node.ids import nexthop_id
 from magw.lab.build.state import LabState
-from magw.lab.planes.daemons import agent_status, daemons_installed
+from magw.lab.planes.daemons import daemons_installed
 from magw.lab.scenarios.failover import FailoverResult, measure_failover, measure_recovery
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout, PodLayout
 from magw.lab.spec.topology import Topology, parse_topology
@@ -27,7 +27,7 @@ from magw.lab.verify.matrix import Cell, run_matrix
 from magw.model.vtep import vtep_ip
 from tests.support import netns as checker
 from tests.support.cli import MagwCli
-from tests.support.labkit import POLL_LIMIT, poll, running_lab
+from tests.support.labkit import POLL_LIMIT, poll, running_lab, seen_down_by
 
 pytestmark = [
     pytest.mark.kernel,
@@ -121,14 +121,6 @@ def health(magw_cli: MagwCli, name: str) -> dict[str, dict[str, dict[str, object
     doc = json.loads(magw_cli.lab("status", "--name", name, "--json"))
     clusters: dict[str, dict[str, dict[str, object]]] = doc["health"]["clusters"]
     return clusters
-
-
-def seen_down_by(st: LabState, lab: LabLayout, observer: str, peer: str) -> bool:
-    """True when ``observer``'s route agent still probes ``peer`` and has it down. Checked together with the
-    effect of a failover, it proves the fast path: the broker has not yet dropped the peer's endpoint (then
-    it would not be probed at all), so the probes, not the endpoint's expiry, moved the traffic."""
-    health = (agent_status(st, lab.node(observer)) or {}).get("health") or {}
-    return any(p["hostname"] == peer and p["state"] == "down" for p in health.get("peers", []))
 
 
 def states(magw_cli: MagwCli, name: str) -> dict[str, dict[str, object]]:

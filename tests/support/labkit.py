@@ -15,6 +15,7 @@ from magw.lab.build import lifecycle as build
 from magw.lab.build import netns, procs
 from magw.lab.build.procs import ProcRecord
 from magw.lab.build.state import LabState
+from magw.lab.planes.daemons import agent_status
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, layout
 from magw.lab.spec.topology import Topology
@@ -89,3 +90,11 @@ def poll(what: str, condition: Callable[[], bool], limit: float = POLL_LIMIT) ->
         if time.monotonic() >= deadline:
             pytest.fail(f"{what}: not reached within {limit:g} s")
         time.sleep(0.1)
+
+
+def seen_down_by(st: LabState, lab: LabLayout, observer: str, peer: str) -> bool:
+    """True when ``observer``'s route agent still probes ``peer`` and has it down. Checked together with the
+    effect of a failover, it proves the fast path: the broker has not yet dropped the peer's endpoint (then
+    it would not be probed at all), so the probes, not the endpoint's expiry, moved the traffic."""
+    health = (agent_status(st, lab.node(observer)) or {}).get("health") or {}
+    return any(p["hostname"] == peer and p["state"] == "down" for p in health.get("peers", []))
