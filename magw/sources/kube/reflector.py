@@ -53,6 +53,37 @@ class Gone(Exception):
     """The watch's resourceVersion is too old (410): list again."""
 
 
+class _PlainObjects:
+    """What ``Watch`` asks of its client when events are plain objects (``return_type="object"``): the event's
+    object parsed from JSON, as ``ApiClient.deserialize`` does for "object"; and a close that has nothing to do."""
+
+    @staticmethod
+    def deserialize(response: Any, response_type: str) -> Any:
+        return json.loads(response.data)
+
+    async def close(self) -> None:
+        return None
+
+
+class PlainWatch(Watch):
+    """kubernetes_asyncio's ``Watch`` without the ``ApiClient`` its ``__init__`` builds for every watch.
+
+    Shaped for speed (profiled): that client's REST client makes an SSL context and loads the system's CA
+    bundle, 137 ms of CPU on the event loop here, for every watch of every kind. A dropped connection restarts
+    a route agent's 13 watches at once: 1.8 s with its loop blocked, longer than the liveness set's 1 s lease,
+    so every peer called the node's gateways down (the kube soak's ``watch-drop``, docs/robustness.md). Our
+    events are plain objects, for which the client only parses JSON (``_PlainObjects``). ``__init__`` sets
+    exactly the attributes ``Watch.__init__`` sets (a test compares them), without calling it.
+    """
+
+    def __init__(self) -> None:  # no super().__init__(): its ApiClient is what this class avoids
+        self._raw_return_type = "object"
+        self._stop = False
+        self._api_client = _PlainObjects()  # type: ignore[assignment]  # the part of ApiClient a Watch uses
+        self.resource_version = None
+        self.resp = None
+
+
 @attrs.frozen(kw_only=True)
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, or SYNCED after a complete list
@@ -182,7 +213,7 @@ class Reflector:
     async def _watch(self) -> None:
         """One watch from ``resource_version`` until it ends (timeout, inactivity); raises Gone on 410."""
         timeout = int(self.timing.watch_timeout * random.uniform(0.8, 1.0)) or 1  # spread relists of many agents
-        watch = Watch(return_type="object")  # events as plain dicts, like the list's items
+        watch = PlainWatch()  # events as plain dicts, like the list's items
         stream = watch.stream(
             self.list_fn,
             *self.args,
