@@ -8,6 +8,7 @@ is foreign: it must stay byte-identical, and everything else must be exactly the
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any
 
@@ -229,13 +230,35 @@ def ours(dump: Dump, base: Baseline) -> dict[str, list[str]]:
     return {kind: sorted(v if kind == "nft" else _key(o) for o in values for v in [o]) for kind, values in out.items()}
 
 
+def _as_nft_prints(value: Any) -> Any:
+    """An address range as ``nft -j`` prints it back: one that is exactly a prefix (242.1.0.4-242.1.0.5) as that
+    prefix, one address as the address; every other value unchanged."""
+    if isinstance(value, list):
+        return [_as_nft_prints(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    span = value.get("range") if len(value) == 1 else None
+    if isinstance(span, list) and len(span) == 2 and all(isinstance(a, str) for a in span):
+        try:
+            nets = list(ipaddress.summarize_address_range(ipaddress.ip_address(span[0]), ipaddress.ip_address(span[1])))
+        except (ValueError, TypeError):
+            nets = []
+        if len(nets) == 1:
+            net = nets[0]
+            if net.num_addresses == 1:
+                return str(net.network_address)
+            return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
+    return {k: _as_nft_prints(v) for k, v in value.items()}
+
+
 def planned(plan: dict[str, Any]) -> dict[str, list[str]]:
-    """``magw plan --format json`` output in the same canonical form as :func:`ours`."""
+    """``magw plan --format json`` output in the same canonical form as :func:`ours` (address ranges as nft prints
+    them back: ``_as_nft_prints``)."""
     out: dict[str, list[str]] = {}
     for kind in KINDS:
         if kind == "nft":
             objects = [] if plan["nft"] is None else plan["nft"]["nftables"]
-            out[kind] = sorted(text for o in objects for text in _nft_objects(o))
+            out[kind] = sorted(text for o in objects for text in _nft_objects(_as_nft_prints(o)))
         elif kind == "links":
             out[kind] = sorted(_key({**link, "kind": "vxlan"}) for link in plan[kind])
         else:
