@@ -11,7 +11,9 @@ its underlay namespace, the broker's in the WAN namespace) and serves on a unix 
 directory, ``kube/cluster-<id>.sock`` and ``kube/broker.sock``: a path on the file system, which every node
 namespace reaches, and nothing listens on any network. The kubeconfigs next to them point there
 (``unix://``). ``up`` then creates each cluster's objects (``magw.lab.planes.kube_objects``) through HTTP, as any
-client would; the broker starts empty, the gateways fill it.
+client would; the broker starts empty, the gateways fill it. Each emulator keeps its objects in
+``kube/<stem>.state.json`` (``--persist``), so one SIGKILLed and started again with its command line comes back
+with them (``benchmarks/soak.py``, fault ``kill-apiserver``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class ApiServer:
     socket: Path
     kubeconfig: Path
     pidfile: Path
+    state_file: Path  # --persist: the objects survive a SIGKILL of the emulator (its restart loads them)
 
     @property
     def kind(self) -> str:
@@ -64,8 +67,9 @@ class ApiServer:
 def _api(st: LabState, stem: str, **fields: str) -> ApiServer:
     d = st.kube_dir
     return ApiServer(
-        socket=d / f"{stem}.sock", kubeconfig=d / f"{stem}.kubeconfig", pidfile=d / f"{stem}.pid", **fields
-    )
+        socket=d / f"{stem}.sock", kubeconfig=d / f"{stem}.kubeconfig", pidfile=d / f"{stem}.pid",
+        state_file=d / f"{stem}.state.json", **fields,
+    )  # fmt: skip
 
 
 def cluster_api(st: LabState, cluster: str) -> ApiServer:
@@ -90,10 +94,12 @@ def api_servers(st: LabState) -> tuple[ApiServer, ...]:
 
 
 def emulator_argv(api: ApiServer) -> list[str]:
-    """The daemons' unix socket and the CRDs' columns and schemas (``up`` adds kubectl's TCP listener, inside the
-    emulator's lab namespace: ``kube_kubectl.listen_flags``)."""
+    """The daemons' unix socket, the state file and the CRDs' columns and schemas (``up`` adds kubectl's TCP
+    listener, inside the emulator's lab namespace: ``kube_kubectl.listen_flags``). With ``--persist`` an emulator
+    restarted with the same command line (the soak's ``kill-apiserver``) comes back with every object, as an API
+    server does over etcd, and its clients' watches from older versions get 410 and list again."""
     return [sys.executable, "-m", "magw.kubeemu", "--socket", str(api.socket), "--pidfile", str(api.pidfile),
-            *crd_flags()]  # fmt: skip
+            "--persist", str(api.state_file), *crd_flags()]  # fmt: skip
 
 
 def source_flags(st: LabState, cluster: str) -> list[str]:
