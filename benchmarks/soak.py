@@ -1,8 +1,11 @@
 """Soak: one lab with three clusters, Globalnet, the egress gateway and WireGuard, traffic all along, seeded faults.
 
-Usage (root): ``.venv/bin/python benchmarks/soak.py --minutes N --seed S [--json FILE] [--name NAME]``
+Usage (root): ``.venv/bin/python benchmarks/soak.py --minutes N --seed S [--json FILE] [--name NAME]
+[--control-plane file|kube]``
 
-The lab is ``examples/lab-soak.yaml`` (docs/robustness.md, "Soak", says what it combines and what it leaves out).
+The lab is ``examples/lab-soak.yaml`` (docs/robustness.md, "Soak", says what it combines and what it leaves out);
+with ``--control-plane kube`` its daemons run on API server emulators, without the egress gateway, and the API
+servers' own faults join (``benchmarks/soak_kube.py``).
 The run is a sequence of fault windows, back to back, until ``--minutes`` are spent. In each window, traffic
 starts in every group (``benchmarks/soak_watch.py``: UDP flows with sequence numbers and long-lived TCP
 connections, in a ring between the clusters by global IPs and both ways through the egress VIP); ``PRE`` s later
@@ -47,11 +50,12 @@ import attrs
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import soak_faults, soak_kernel, soak_watch  # after sys.path
+from benchmarks import soak_faults, soak_kernel, soak_view, soak_watch  # after sys.path
+from benchmarks.soak_view import SnapshotOf  # after sys.path
 from magw.lab.build import lifecycle as build  # after sys.path
 from magw.lab.build import state  # after sys.path
 from magw.lab.spec.layout import LabLayout, layout  # after sys.path
-from magw.lab.spec.topology import load_topology  # after sys.path
+from magw.lab.spec.topology import Topology, load_topology  # after sys.path
 from magw.model.cable import Cable  # after sys.path
 from magw.util.logsetup import configure_logging  # after sys.path
 
@@ -63,6 +67,13 @@ RSS_BOUND_MIB = 24.0
 FD_BOUND = 16
 FLOWS, RATE, CONNS = 4, 50, 2  # per group: UDP flows at RATE datagrams/s (20 ms resolution), TCP connections
 FRESH_CYCLE = 8  # --fresh-ports: windows (each >= 11 s) before a set of source ports returns: > the 30 s UDP timeout
+
+
+def lab_topology(control_plane: str) -> Topology:
+    """``examples/lab-soak.yaml``; on a kube lab without its ``egress:`` (the lab runs the egress gateway only on the
+    file broker: docs/lab.md)."""
+    topo = load_topology(TOPOLOGY)
+    return attrs.evolve(topo, egressgw=None) if control_plane == "kube" else topo
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -136,17 +147,17 @@ def judge(
     return figures, problems
 
 
-def converge(lab: LabLayout, broker: Path, started: float) -> tuple[float | None, list[str]]:
+def converge(lab: LabLayout, snapshot_of: SnapshotOf, started: float) -> tuple[float | None, list[str]]:
     """Poll the convergence invariants until they hold (seconds since ``started``) or the bound is spent."""
     nodes = [n.name for n in lab.nodes]
     problems: list[str] = []
     while time.monotonic() - started < CONVERGE_BOUND:
         problems = soak_watch.agent_statuses(lab.name, nodes)
         if not problems:
-            problems = soak_watch.globalnet_problems(broker, [c.id for c in lab.topology.clusters])
+            problems = soak_watch.globalnet_problems(snapshot_of, [c.id for c in lab.topology.clusters])
         if not problems:
             for node in lab.nodes:
-                plan = soak_kernel.plan_json(broker, node.cluster, node.name)
+                plan = soak_kernel.plan_json(snapshot_of, node.cluster, node.name)
                 problems += [f"{node.name}: {p}" for p in soak_kernel.node_problems(node.namespace, plan)]
         if not problems:
             return time.monotonic() - started, []
@@ -154,7 +165,7 @@ def converge(lab: LabLayout, broker: Path, started: float) -> tuple[float | None
     return None, problems
 
 
-def window(lab: LabLayout, broker: Path, fault: soak_faults.Fault, groups: list[soak_watch.Group],
+def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, groups: list[soak_watch.Group],
            res: soak_watch.Resources, base_port: int = soak_watch.BASE_PORT) -> dict[str, Any]:  # fmt: skip
     duration = PRE + fault.hold + POST
     running = {g.name: soak_watch.start(g, duration, flows=FLOWS, rate=RATE, conns=CONNS, base_port=base_port)
@@ -185,7 +196,7 @@ def window(lab: LabLayout, broker: Path, fault: soak_faults.Fault, groups: list[
         figures, bad = judge(fault, g, docs[g.name], mine)
         rows.append(figures)
         problems += bad
-    took, left = converge(lab, broker, heal_at)
+    took, left = converge(lab, snapshot_of, heal_at)
     problems += [f"not converged {CONVERGE_BOUND:.0f} s after the heal: {p}" for p in left[:6]]
     problems += res.sample(lab.name)
     st = state.read(lab.name)
@@ -227,25 +238,30 @@ HEADER = ("  # kind               target                             detected   
 
 
 def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bool = False, cable: str = "",
-         fresh_ports: bool = False, kinds: frozenset[str] = frozenset()) -> dict[str, Any]:  # fmt: skip
+         fresh_ports: bool = False, kinds: frozenset[str] = frozenset(),
+         control_plane: str = "file") -> dict[str, Any]:  # fmt: skip
     rng = random.Random(seed)
-    topo = load_topology(TOPOLOGY)
+    topo = lab_topology(control_plane)
     if cable:
         topo = attrs.evolve(topo, cable=Cable(cable))
     lab = layout(name, topo)
     started = time.monotonic()
     doc: dict[str, Any] = {"seed": seed, "minutes": minutes, "lab": name, "cable": topo.cable.value,
+                           "control_plane": control_plane,
                            "fresh_ports": fresh_ports, "kinds": sorted(kinds) or "all", "bounds": {
         "failover_s": FAILOVER_BOUND, "converge_s": CONVERGE_BOUND, "rss_mib": RSS_BOUND_MIB, "fds": FD_BOUND}}
     try:
         if not existing:
-            build.up(topo, name=name, wait_timeout=300.0, remote_wait=False)
-        broker = state.read(name).broker_dir  # type: ignore[union-attr]
+            build.up(topo, name=name, wait_timeout=300.0, remote_wait=False, control_plane=control_plane)
+        st = state.read(name)
+        if st is None or st.control_plane != control_plane:
+            raise RuntimeError(f"lab {name}: not a {control_plane} lab")
+        broker, snapshot_of = st.broker_dir, soak_view.lab_snapshots(name)
         up_s = time.monotonic() - started
-        took, left = converge(lab, broker, time.monotonic())
+        took, left = converge(lab, snapshot_of, time.monotonic())
         if took is None:
             raise RuntimeError(f"the lab did not converge after up: {left[:6]}")
-        groups = soak_watch.groups(lab, broker)
+        groups = soak_watch.groups(lab, snapshot_of)
         res = soak_watch.Resources(rss_bound_mib=RSS_BOUND_MIB, fd_bound=FD_BOUND)
         res.sample(name)  # baselines
         report(f"lab {name} up in {up_s:.0f} s and converged; seed {seed}; groups: "
@@ -253,14 +269,14 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         report(HEADER)
         end = started + minutes * 60
         rows: list[dict[str, Any]] = []
-        faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds)
+        faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds, control_plane)
         for fault in faults:
             if time.monotonic() + PRE + fault.hold + POST > end and rows:
                 break
             # --fresh-ports: each window's UDP flows from other source ports than the last FRESH_CYCLE windows'
             # (longer ago than the kernel's UDP conntrack timeout), so no per-5-tuple state can outlive a window
             base = soak_watch.BASE_PORT + (len(rows) % FRESH_CYCLE) * FLOWS if fresh_ports else soak_watch.BASE_PORT
-            row = window(lab, broker, fault, groups, res, base)
+            row = window(lab, snapshot_of, fault, groups, res, base)
             rows.append(row)
             report(row_text(len(rows), row))
         doc["faults"] = rows
@@ -305,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones")
     p.add_argument("--kinds", default="",
                    help="comma list of fault kinds to draw from (default: every kind; see docs/robustness.md)")
+    p.add_argument("--control-plane", choices=("file", "kube"), default="file",
+                   help="what feeds the daemons: file (the file broker, with the egress gateway) or kube (API server "
+                   "emulators, without the egress gateway; its own fault kinds: docs/robustness.md)")  # fmt: skip
     p.add_argument("--existing", action="store_true",
                    help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)
@@ -320,11 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.existing and not args.name:
         p.error("--existing: needs --name")
     kinds = frozenset(k.strip() for k in args.kinds.split(",") if k.strip())
-    if kinds - set(soak_faults.KINDS):
-        p.error(f"--kinds: {', '.join(sorted(kinds - set(soak_faults.KINDS)))} unknown; known: "
-                f"{', '.join(soak_faults.KINDS)}")  # fmt: skip
+    known = soak_faults.kinds_of(args.control_plane)
+    if kinds - set(known):
+        p.error(f"--kinds: {', '.join(sorted(kinds - set(known)))} unknown with --control-plane "
+                f"{args.control_plane}; known: {', '.join(known)}")  # fmt: skip
     doc = soak(args.minutes, seed, name, report=lambda s: print(s, flush=True), existing=args.existing,
-               cable=args.cable, fresh_ports=args.fresh_ports, kinds=kinds)  # fmt: skip
+               cable=args.cable, fresh_ports=args.fresh_ports, kinds=kinds,
+               control_plane=args.control_plane)  # fmt: skip
     lines = summary(doc)
     for line in lines:
         print(line)

@@ -21,16 +21,27 @@ from pathlib import Path
 import attrs
 import yaml
 
+from benchmarks import soak_kube
 from magw.lab.build import netns, procs, state
 from magw.lab.planes.daemons import agent_status
+from magw.lab.planes.kube import BROKER
 from magw.lab.scenarios import failure
 from magw.lab.spec.layout import LabLayout, NodeLayout, layout
 from magw.sources.file.broker import withdraw_endpoint
 
 Action = Callable[[], str]
-KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-blip", "kill-conntrackd", "kill-egress",
-         "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent", "power-loss",
-         "underlay-flap", "wan-flap")  # fmt: skip
+# The kinds of a file-broker lab (examples/lab-soak.yaml, with the egress gateway) and of a kube lab (the same
+# clusters without the egress gateway, which the lab runs only on the file broker): docs/robustness.md, "Soak".
+FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-blip", "kill-conntrackd",
+              "kill-egress", "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived",
+              "kill-route-agent", "power-loss", "underlay-flap", "wan-flap")  # fmt: skip
+KUBE_KINDS = ("globalnet-blip", "kill-apiserver", "kill-gateway", "kill-globalnet", "kill-route-agent", "power-loss",
+              "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
+KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS}))
+
+
+def kinds_of(control_plane: str) -> tuple[str, ...]:
+    return KUBE_KINDS if control_plane == "kube" else FILE_KINDS
 
 
 @attrs.frozen
@@ -228,18 +239,17 @@ def globalnet_blip(broker: Path, cluster: str, rng: random.Random) -> tuple[Acti
     return inject, (lambda: "nothing to heal")
 
 
-def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int,
-             only: frozenset[str] = frozenset()) -> list[Fault]:  # fmt: skip
+def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only: frozenset[str] = frozenset(),
+             control_plane: str = "file") -> list[Fault]:  # fmt: skip
     """``count`` faults drawn from ``rng``: every kind once (in a random order) before any kind repeats; ``only``:
-    these kinds alone (ValueError for a kind there is none of)."""
+    these kinds alone (ValueError for a kind there is none of on ``control_plane``: ``kinds_of``)."""
     name = lab.name
     egress = lab.topology.egressgw
-    assert egress is not None
-    ecl = egress.cluster
+    ecl = egress.cluster if egress is not None else ""
     gateways = [n for n in lab.nodes if n.gateway]
     multi = [n for n in gateways if sum(g.cluster == n.cluster for g in gateways) > 1]
     workers = [n for n in lab.nodes if not n.gateway]
-    candidates = [f"{ecl}-{c}" for v in egress.vips for c in v.candidates]
+    candidates = [f"{ecl}-{c}" for v in egress.vips for c in v.candidates] if egress is not None else []
     kinds: dict[str, Callable[[], Fault]] = {}
 
     def cl(node: str) -> str:
@@ -319,10 +329,15 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int,
     add("broker-truncate", broker_bad(False))
     add("broker-garbage", broker_bad(True))
     add("globalnet-blip", blip)
-    assert tuple(sorted(kinds)) == KINDS, sorted(kinds)
+    assert tuple(sorted(kinds)) == FILE_KINDS, sorted(kinds)
+    if control_plane == "kube":
+        kinds = {k: v for k, v in kinds.items() if k in KUBE_KINDS} | kube_kinds(lab, rng)
+    known = kinds_of(control_plane)
+    assert tuple(sorted(kinds)) == known, sorted(kinds)
     unknown = sorted(only - set(kinds))
     if unknown:
-        raise ValueError(f"fault kinds: {', '.join(unknown)} unknown; known: {', '.join(KINDS)}")
+        raise ValueError(f"fault kinds: {', '.join(unknown)} unknown on a {control_plane} lab; known: "
+                         f"{', '.join(known)}")  # fmt: skip
     drawn = sorted(only or kinds)
     out: list[Fault] = []
     while len(out) < count:
@@ -330,3 +345,28 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int,
         rng.shuffle(order)
         out += [kinds[k]() for k in order[: count - len(out)]]
     return out
+
+
+def kube_kinds(lab: LabLayout, rng: random.Random) -> dict[str, Callable[[], Fault]]:
+    """The kube lab's own kinds (``benchmarks/soak_kube.py``), and its ``globalnet-blip`` through the API. An API
+    server's fault touches no flow: every group must lose nothing."""
+    servers = [c.id for c in lab.topology.clusters] + [BROKER]
+
+    def apiserver(kind: str, make: Callable[[str], tuple[Action, Action]], hold: float) -> Callable[[], Fault]:
+        def build() -> Fault:
+            owner = rng.choice(servers)
+            inject, heal = make(owner)
+            return Fault(kind, owner, frozenset(), inject, heal, hold=hold, outage=False)
+        return build
+
+    def blip() -> Fault:
+        cid = rng.choice([c.id for c in lab.topology.clusters])
+        inject, heal = soak_kube.globalnet_blip(lab.name, cid, rng)
+        return Fault("globalnet-blip", cid, frozenset(), inject, heal, hold=0.0, outage=False)
+
+    return {
+        "kill-apiserver": apiserver("kill-apiserver", lambda o: soak_kube.kill_apiserver(lab.name, o), 3.0),
+        "watch-410": apiserver("watch-410", lambda o: soak_kube.signal_apiserver(lab.name, o, signal.SIGUSR1), 0.0),
+        "watch-drop": apiserver("watch-drop", lambda o: soak_kube.signal_apiserver(lab.name, o, signal.SIGUSR2), 0.0),
+        "globalnet-blip": blip,
+    }

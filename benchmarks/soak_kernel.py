@@ -1,9 +1,10 @@
 """The soak's convergence check: each lab node's kernel, read back independently, against ``magw plan``.
 
-The plan: the node's cluster as the file broker assembles it (``FileBroker``, exactly what the route agent reads),
-written as a snapshot file and given to ``magw plan --format json`` as a user runs it (the command's JSON, not the
-planner's objects). The kernel: ``tests.support.kernel_dump.read`` (``ip -json -d``, ``bridge -json``,
-``nft -j``), never magw's drivers.
+The plan: the node's cluster as its control plane gives it (``benchmarks/soak_view.py``: the file broker's
+directory or the cluster's API server, assembled exactly as the route agent's source does), written as a snapshot
+file and given to ``magw plan --format json`` as a user runs it (the command's JSON, not the planner's objects).
+The kernel: ``tests.support.kernel_dump.read`` (``ip -json -d``, ``bridge -json``, ``nft -j``), never magw's
+drivers.
 
 What the lab itself made on a node is foreign and left out of the comparison, by what it is, not by asking magw:
 links that are not VXLAN (``lo``, ``eth0``, ``cni0``, pod veths, ``wan0``, and the WireGuard cable's ``magw-wg``,
@@ -25,8 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.soak_view import SnapshotOf
 from magw.snapshot.load import dump_snapshot
-from magw.sources.file.broker import FileBroker
 from tests.support.kernel_dump import Baseline, Dump, differences, ours, planned, read
 
 MAGW_PROTO = "157"
@@ -62,14 +63,11 @@ def attrs_dump(dump: Dump, **changes: Any) -> Dump:
     return Dump(**fields)
 
 
-def plan_json(broker_dir: Path, cluster: str, node: str) -> dict[str, Any]:
-    """``magw plan --format json`` of ``node`` from the broker directory as the file broker reads it now."""
-    broker = FileBroker(broker_dir, local_cluster=cluster)
-    broker.scan()
-    snap = broker.snapshot
+def plan_json(snapshot_of: SnapshotOf, cluster: str, node: str) -> dict[str, Any]:
+    """``magw plan --format json`` of ``node`` from its cluster's snapshot as the lab's daemons read it now."""
+    snap = snapshot_of(cluster)
     if snap is None:
-        bad = sorted(broker.problem_files())
-        raise RuntimeError(f"the broker directory gives cluster {cluster} no snapshot (problem files: {bad})")
+        raise RuntimeError(f"cluster {cluster}: no snapshot (incomplete, or its control plane does not answer)")
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="magw-soak-") as f:
         f.write(dump_snapshot(snap))
         f.flush()

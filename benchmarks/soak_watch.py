@@ -17,10 +17,11 @@ from typing import Any
 
 import attrs
 
+from benchmarks.soak_view import SnapshotOf
 from magw.lab.build import procs, state
 from magw.lab.observe import globalview
 from magw.lab.spec.layout import LabLayout
-from magw.sources.file.broker import FileBroker
+from magw.model.globalnet import Globalnet
 
 BASE_PORT = 41000  # losswatch stream: flow i sends from BASE_PORT + i
 DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent")
@@ -39,7 +40,7 @@ class Group:
     backends: frozenset[str] = frozenset()
 
 
-def groups(lab: LabLayout, broker: Path) -> list[Group]:
+def groups(lab: LabLayout, snapshot_of: SnapshotOf) -> list[Group]:
     """Between the three clusters in a ring (by exported service global IPs: pod CIDRs overlap), and through
     the egress VIP both ways (a bound pod to the outside server; the outside client to the VIP's Service)."""
     ids = [c.id for c in lab.topology.clusters]
@@ -47,7 +48,9 @@ def groups(lab: LabLayout, broker: Path) -> list[Group]:
     for i, src in enumerate(ids):
         dst = ids[(i + 1) % len(ids)]
         gws = tuple(n.name for n in lab.nodes if n.cluster == dst and n.gateway)
-        ip = globalview.read_cluster(broker, dst, gws).service_ip("default", "echo")
+        snap = snapshot_of(dst)
+        gn = snap.globalnet if snap is not None else Globalnet()
+        ip = globalview.cluster_view(dst, gn, gws).service_ip("default", "echo")
         if ip is None:
             raise RuntimeError(f"cluster {dst}: exported service echo has no global IP")
         on = frozenset(n.name for n in lab.nodes if n.cluster == dst)  # echo: the default pod of every node
@@ -142,14 +145,12 @@ class Resources:
 # --- Globalnet allocations and statuses ---------------------------------------------------------------------------
 
 
-def globalnet_problems(broker: Path, clusters: Iterable[str], prefix: str = "soak-") -> list[str]:
+def globalnet_problems(snapshot_of: SnapshotOf, clusters: Iterable[str], prefix: str = "soak-") -> list[str]:
     """Per cluster: every allocated global IP held by one object only and inside the cluster's global CIDRs, and
     no status left of an object the soak deleted (``prefix``)."""
     problems = []
     for cid in clusters:
-        fb = FileBroker(broker, local_cluster=cid)
-        fb.scan()
-        snap = fb.snapshot
+        snap = snapshot_of(cid)
         if snap is None:
             problems.append(f"{cid}: no snapshot")
             continue

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks import soak, soak_faults, soak_watch
+from benchmarks import soak, soak_faults, soak_view, soak_watch
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import load_topology
@@ -92,14 +92,15 @@ def test_globalnet_problems_duplicates_outside_and_leaked(tmp_path: Path) -> Non
     _write(tmp_path, "cluster-east.yaml", {"kind": "Cluster", "id": "east", "pod_cidrs": ["10.0.0.0/16"],
                                            "service_cidrs": ["100.0.0.0/16"], "global_cidrs": ["242.1.0.0/16"]})
     _ingress(tmp_path, "svc-a", "242.1.0.5")
-    assert soak_watch.globalnet_problems(tmp_path, ["east"]) == []
+    snapshots = soak_view.file_snapshots(tmp_path)
+    assert soak_watch.globalnet_problems(snapshots, ["east"]) == []
     _ingress(tmp_path, "svc-b", "242.1.0.5")
-    assert soak_watch.globalnet_problems(tmp_path, ["east"]) == [
+    assert soak_watch.globalnet_problems(snapshots, ["east"]) == [
         "east: 242.1.0.5 held by ['GlobalIngressIP/svc-a', 'GlobalIngressIP/svc-b']"
     ]
     _ingress(tmp_path, "svc-b", "242.9.0.1")
     _ingress(tmp_path, "soak-1", "242.1.0.6")
-    assert sorted(soak_watch.globalnet_problems(tmp_path, ["east"])) == [
+    assert sorted(soak_watch.globalnet_problems(snapshots, ["east"])) == [
         "east: GlobalIngressIP/svc-b holds 242.9.0.1 outside ['242.1.0.0/16']",
         "east: leaked status of deleted GlobalIngressIP default/soak-1",
     ]
@@ -113,10 +114,28 @@ def test_schedule_draws_only_the_kinds_asked_for(tmp_path: Path) -> None:
     multi = {n.name for n in gateways if sum(g.cluster == n.cluster for g in gateways) > 1}
     assert {f.target for f in faults} <= multi and all(f.touches == {lab.node(f.target).cluster} for f in faults)
     (tmp_path / "node-east-w1.yaml").write_text("")  # the broker faults pick a document to break
-    every = soak_faults.schedule(lab, tmp_path, random.Random(1), len(soak_faults.KINDS))
-    assert sorted(f.kind for f in every) == list(soak_faults.KINDS)
-    with pytest.raises(ValueError, match="fault kinds: nope unknown; known: broker-garbage"):
+    every = soak_faults.schedule(lab, tmp_path, random.Random(1), len(soak_faults.FILE_KINDS))
+    assert sorted(f.kind for f in every) == list(soak_faults.FILE_KINDS)
+    with pytest.raises(ValueError, match="fault kinds: nope unknown on a file lab; known: broker-garbage"):
         soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"nope"}))
+    with pytest.raises(ValueError, match="fault kinds: kill-apiserver unknown on a file lab"):
+        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-apiserver"}))
+
+
+def test_kube_schedule_has_the_control_plane_kinds_and_no_file_or_egress_one(tmp_path: Path) -> None:
+    """A kube lab's soak: no egress gateway, no broker files; its API servers (every cluster's and the broker's)
+    killed, 410-stormed and their watches dropped, each touching no flow (every group must lose nothing)."""
+    lab = layout("skunit", soak.lab_topology("kube"))
+    assert lab.topology.egressgw is None
+    every = soak_faults.schedule(lab, tmp_path, random.Random(2), 3 * len(soak_faults.KUBE_KINDS), control_plane="kube")
+    assert sorted({f.kind for f in every}) == list(soak_faults.KUBE_KINDS)
+    api = [f for f in every if f.kind in ("kill-apiserver", "watch-410", "watch-drop")]
+    assert {f.target for f in api} <= {"east", "west", "north", "broker"} and len({f.target for f in api}) > 1
+    assert all(f.touches == frozenset() and not f.outage for f in api)
+    assert next(f.hold for f in api if f.kind == "kill-apiserver") > 0
+    for kind in ("gateway-remove", "broker-garbage", "kill-egress", "kill-keepalived"):
+        with pytest.raises(ValueError, match=f"fault kinds: {kind} unknown on a kube lab"):
+            soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({kind}), control_plane="kube")
 
 
 def _run_soak(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
@@ -160,7 +179,7 @@ def test_soak_a_gateway_removed_and_added_back(tmp_path: Path) -> None:
 def test_soak_two_minutes(tmp_path: Path) -> None:
     # The kinds there were when seed 30 was chosen: the same schedule (a GlobalEgressIP blip, a Globalnet
     # controller kill, a gateway daemon kill) whatever kinds are added; gateway-remove has its own test above.
-    before = ",".join(k for k in soak_faults.KINDS if k != "gateway-remove")
+    before = ",".join(k for k in soak_faults.FILE_KINDS if k != "gateway-remove")
     doc = _run_soak(tmp_path, unique_name(), "--minutes", str(MINUTES), "--seed", "30", "--kinds", before)
     rows = doc["faults"]
     assert len(rows) >= 2, f"only {len(rows)} fault windows in {MINUTES} minutes"
@@ -173,3 +192,27 @@ def test_soak_two_minutes(tmp_path: Path) -> None:
             if not g["crossed"]:
                 assert g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"], (r["kind"], g)
     assert doc["resources"], "no daemon's resources were sampled twice"
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
+@pytest.mark.timeout(600)
+def test_soak_kube_control_plane_faults(tmp_path: Path) -> None:
+    """``--control-plane kube`` with the API servers' own kinds (seed 5: an API server SIGKILLed and restarted over
+    its state file, then a 410 storm, then dropped watches): nothing in the data plane waits for the control plane,
+    so no group loses a datagram or a TCP connection, and every node converges to the plan of its cluster as its
+    API server now holds it. Before the reflector stopped building a client per watch, the 410 storm and dropped
+    watches stalled the daemons' loops past the liveness lease: peers were called down and TCP connections broke."""
+    kinds = ("kill-apiserver", "watch-410", "watch-drop")
+    doc = _run_soak(tmp_path, unique_name(), "--control-plane", "kube", "--minutes", "2", "--seed", "5",
+                    "--kinds", ",".join(kinds))  # fmt: skip
+    rows = doc["faults"]
+    assert doc["control_plane"] == "kube" and len(rows) >= 2, rows
+    assert rows[0]["kind"] == "kill-apiserver" and "answering after" in rows[0]["healed"], rows[0]
+    assert len({r["kind"] for r in rows}) == min(len(rows), len(kinds))
+    for r in rows:
+        assert r["problems"] == [] and r["converged_s"] is not None, r
+        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east"}
+        for g in r["groups"]:
+            assert not g["crossed"] and g["sent"] > 0, g
+            assert g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"] == soak.CONNS, (r["kind"], g)

@@ -1,0 +1,115 @@
+"""The soak's faults on a kube lab's control plane (``benchmarks/soak.py --control-plane kube``).
+
+Each returns ``(inject, heal)`` actions, as ``benchmarks/soak_faults.py``'s do:
+
+- ``kill_apiserver``: an API server emulator (a cluster's, or the broker's) SIGKILLed; heal: started again with its
+  command line, which carries ``--persist`` (``magw.lab.planes.kube``), so it comes back with every object and a
+  compacted history, and waits (bounded) until it answers. Its clients' requests fail meanwhile; their watches
+  from versions before the restart get 410 and they list again;
+- ``signal_apiserver``: SIGUSR1 (history compacted and every watch dropped: a 410 storm) or SIGUSR2 (every watch
+  dropped) to an emulator (``magw.kubeemu``, docs/kubeemu.md);
+- ``globalnet_blip``: a GlobalEgressIP created and deleted 5 ms later through the cluster's API, as the file
+  soak's ``globalnet-blip`` does with a broker document.
+
+None of them may cost a datagram: the data plane never waits for the control plane (docs/kubernetes.md).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+
+import attrs
+
+from magw.lab.build import procs, state
+from magw.lab.planes.kube import ApiServer, api_servers
+from magw.lab.planes.kube_http import KubeHttpError
+
+Action = Callable[[], str]
+SERVE_TIMEOUT = 60.0  # s for a restarted emulator to answer (Python and aiohttp start slowly on a loaded machine)
+
+
+def _api(name: str, owner: str) -> tuple[ApiServer, procs.ProcRecord]:
+    st = state.read(name)
+    assert st is not None
+    api = next((a for a in api_servers(st) if a.name == owner), None)
+    rec = next((r for r in st.processes if api is not None and r.kind == api.kind and r.owner == owner), None)
+    if api is None or rec is None:
+        raise RuntimeError(f"no API server emulator {owner} in lab {name}")
+    return api, rec
+
+
+def _serving(api: ApiServer, deadline: float) -> int:
+    """The number of Nodes (a cluster's) or Endpoints (the broker's) it lists once it answers."""
+    kind, ns = ("Node", None) if api.role == "cluster" else ("Endpoint", api.namespace)
+    while True:
+        try:
+            return len(api.http(timeout=2.0).list(kind, ns))
+        except KubeHttpError:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"API server emulator {api.name} not answering {SERVE_TIMEOUT:g} s after its "
+                                   "restart") from None  # fmt: skip
+            time.sleep(0.1)
+
+
+def kill_apiserver(name: str, owner: str) -> tuple[Action, Action]:
+    killed: list[int] = []
+
+    def inject() -> str:
+        rec = _api(name, owner)[1]
+        os.kill(rec.pid, signal.SIGKILL)  # the lab's own process, by the PID its state file recorded
+        deadline = time.monotonic() + 5
+        while procs.alive(rec) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        killed.append(rec.pid)
+        return f"SIGKILL pid {rec.pid}"
+
+    def heal() -> str:
+        api, rec = _api(name, owner)
+        if procs.alive(rec):
+            return "was running again"
+        started = time.monotonic()
+        new = procs.restart(rec)
+        st = state.read(name)
+        assert st is not None
+        state.write(attrs.evolve(st, processes=tuple(new if r == rec else r for r in st.processes)))
+        count = _serving(api, started + SERVE_TIMEOUT)
+        what = "Nodes" if api.role == "cluster" else "Endpoints"
+        return f"restarted as pid {new.pid}, answering after {time.monotonic() - started:.1f} s with {count} {what}"
+
+    return inject, heal
+
+
+def signal_apiserver(name: str, owner: str, sig: signal.Signals) -> tuple[Action, Action]:
+    what = {signal.SIGUSR1: "history compacted, every watch dropped (410 storm)",
+            signal.SIGUSR2: "every watch dropped"}[sig]  # fmt: skip
+
+    def inject() -> str:
+        rec = _api(name, owner)[1]
+        if not procs.alive(rec):
+            raise RuntimeError(f"API server emulator {owner} is not running")
+        os.kill(rec.pid, sig)
+        return f"{sig.name} to pid {rec.pid}: {what}"
+
+    return inject, (lambda: "nothing to heal")
+
+
+def globalnet_blip(name: str, cluster: str, rng: random.Random) -> tuple[Action, Action]:
+    """A GlobalEgressIP created and deleted within milliseconds (a namespace-wide one in ``default``)."""
+    obj_name = f"soak-{rng.randrange(10**6)}"
+    obj = {"apiVersion": "submariner.io/v1", "kind": "GlobalEgressIP",
+           "metadata": {"name": obj_name, "namespace": "default"}, "spec": {"numberOfIPs": 1}}  # fmt: skip
+
+    def inject() -> str:
+        api, _rec = _api(name, cluster)
+        http = api.http()
+        created = http.create(obj)
+        time.sleep(0.005)
+        http.request("DELETE", f"/apis/submariner.io/v1/namespaces/default/globalegressips/{obj_name}")
+        rv = (created.get("metadata") or {}).get("resourceVersion")
+        return f"GlobalEgressIP default/{obj_name} created (version {rv}) and deleted 5 ms later"
+
+    return inject, (lambda: "nothing to heal")
