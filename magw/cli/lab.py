@@ -361,8 +361,6 @@ def _check_demo_flags(args: argparse.Namespace) -> None:
     chosen = "--globalnet" if args.globalnet else "--egress-gateway" if args.egress_gateway else None
     if chosen is not None and args.flows is not None:
         raise LabInputError(f"demo: --flows is the default demo's spread measurement; {chosen} sends no such flows")
-    if args.egress_gateway and args.control_plane != "file":
-        raise LabInputError("demo: --egress-gateway runs with the file broker only (not --control-plane kube)")
     if args.cni != "generic" and args.egress_gateway:
         raise LabInputError(f"demo: --cni {args.cni}: not with --egress-gateway (its agents run on the generic CNI)")
 
@@ -376,7 +374,7 @@ def _demo(args: argparse.Namespace) -> int:
         topo = _with_cable(args, load_topology(args.topology) if args.topology else egressgw_topology())
         if topo.egressgw is None:
             raise LabInputError(f"{args.topology}: --egress-gateway needs a topology with an egress: key")
-        return run_egressgw_demo(topo, name=args.name, keep=args.keep, out=_out)
+        return run_egressgw_demo(topo, name=args.name, keep=args.keep, out=_out, control_plane=args.control_plane)
     if args.globalnet:
         from magw.lab.scenarios.globalnet_demo import demo_topology, run_globalnet_demo
 

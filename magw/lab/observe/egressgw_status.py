@@ -4,9 +4,9 @@ Two views, side by side, because they can disagree for a moment and that is wort
 
 - ``kernel``: the candidates whose underlay interface carries the VIP right now (``ip -j addr``), the truth of
   the datapath. Exactly one is the healthy state; none is a VIP down; two is a split brain.
-- ``status``: what the ``EgressVIPStatus`` document in the broker says (holder and since, and its port
-  ``conflicts``, each shown as a ``CONFLICT:`` line), written by the controller from the agents' reports;
-  empty while nothing reported.
+- ``status``: what the ``EgressVIPStatus`` document in the broker says (with ``--control-plane kube``, the
+  EgressVIP object's status in the cluster's API server): holder and since, and its port ``conflicts``, each
+  shown as a ``CONFLICT:`` line, written by the controller from the agents' reports; empty while nothing reported.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ from typing import Any
 
 import yaml
 
+from magw.lab.build.state import LabState
 from magw.lab.planes.egressgw import cluster_of, egressgw_model
+from magw.lab.planes.kube import cluster_api
+from magw.lab.planes.kube_http import KubeHttpError
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout
 
@@ -66,10 +69,20 @@ def kernel_holders(lab: LabLayout) -> dict[str, list[str]]:
     return {v.name: [n for n in v.candidates if str(v.vip) in addrs[n]] for v in model.vips}
 
 
-def status_doc(lab: LabLayout, broker_dir: Path) -> dict[str, Any]:
+def _kube_statuses(st: LabState, cluster: str) -> dict[str, dict[str, Any]]:
+    """VIP name -> the status of its EgressVIP object in the cluster's API server (empty when it does not answer)."""
+    api = cluster_api(st, cluster)
+    try:
+        objs = api.http(timeout=2.0).list("EgressVIP", api.namespace)
+    except KubeHttpError:
+        return {}
+    return {str(o["metadata"]["name"]): dict(o.get("status") or {}) for o in objs}
+
+
+def status_doc(lab: LabLayout, st: LabState) -> dict[str, Any]:
     model = egressgw_model(lab)
     held = kernel_holders(lab)
-    reported = _statuses(broker_dir)
+    reported = _kube_statuses(st, cluster_of(lab).id) if st.kube else _statuses(st.broker_dir)
     vips = []
     for v in model.vips:
         rep = reported.get(v.name, {})

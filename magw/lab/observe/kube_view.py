@@ -35,10 +35,11 @@ _GLOBALNET_INPUTS = {
     "ClusterGlobalEgressIP": True, "GlobalEgressIP": False, "GlobalIngressIP": False,
 }  # fmt: skip
 _GLOBALNET_KINDS = ("ClusterGlobalEgressIP", "GlobalEgressIP", "GlobalIngressIP")
+_EGRESS_INPUTS = {"EgressConfig": True, "EgressVIP": True}  # the egress cluster's route agents run with --egress
 
 
-def _list_inputs(http: KubeHttp, namespace: str, globalnet: bool) -> dict[str, list[dict[str, Any]]]:
-    inputs = {**_INPUTS, **(_GLOBALNET_INPUTS if globalnet else {})}
+def _list_inputs(http: KubeHttp, namespace: str, globalnet: bool, egress: bool) -> dict[str, list[dict[str, Any]]]:
+    inputs = {**_INPUTS, **(_GLOBALNET_INPUTS if globalnet or egress else {}), **(_EGRESS_INPUTS if egress else {})}
     return {kind: http.list(kind, namespace if local else None) for kind, local in inputs.items()}
 
 
@@ -53,7 +54,8 @@ def _slices_of(service: Obj, slices: Iterable[Obj]) -> list[Obj]:
 
 
 def documents(cluster: str, namespace: str, objects: Mapping[str, list[dict[str, Any]]]) -> list[Document]:
-    """The documents of ``cluster``'s objects (``KubeSource._map`` and ``_documents``); unmappable ones left out."""
+    """The documents of ``cluster``'s objects (``KubeSource._map`` and ``_documents``), the egress gateway's kinds
+    included; unmappable ones left out."""
     maps: dict[str, Callable[[Obj], tuple[Document, ...]]] = {
         "Node": lambda o: mapping.node_docs(o, cluster),
         "Cluster": mapping.cluster_docs,
@@ -65,6 +67,8 @@ def documents(cluster: str, namespace: str, objects: Mapping[str, list[dict[str,
     }
     for kind in _GLOBALNET_KINDS:
         maps[kind] = functools.partial(_globalnet_docs, kind, cluster)
+    maps["EgressVIP"] = lambda o: mapping.egress_vip_docs(o, cluster)
+    maps["EgressConfig"] = lambda o: mapping.egress_config_docs(o, cluster)
     docs: list[Document] = []
     for kind, fn in maps.items():
         for obj in objects.get(kind, ()):
@@ -94,8 +98,9 @@ def _named(objs: Iterable[Obj], namespace: str, name: str) -> Obj | None:
 def cluster_snapshot(st: LabState, cluster: str) -> Snapshot | None:
     """``cluster``'s snapshot as its daemons see it; None while it is incomplete or its emulator is away."""
     api = cluster_api(st, cluster)
+    egress = st.topology.egressgw is not None and st.topology.egressgw.cluster == cluster
     try:
-        objects = _list_inputs(api.http(), api.namespace, st.topology.globalnet)
+        objects = _list_inputs(api.http(), api.namespace, st.topology.globalnet, egress)
     except KubeHttpError:
         return None
     return assemble(cluster, documents(cluster, api.namespace, objects), {}).snapshot

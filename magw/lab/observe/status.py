@@ -197,7 +197,7 @@ def status_doc(st: LabState) -> dict[str, Any]:
         "control_plane": _control_plane_doc(st),
         "cni": st.cni,
         **({"ovn": lab_ovn.status_doc(lab, st)} if st.ovn else {}),
-        **({"egress": egressgw_status.status_doc(lab, st.broker_dir)} if st.topology.egressgw is not None else {}),
+        **({"egress": egressgw_status.status_doc(lab, st)} if st.topology.egressgw is not None else {}),
         "daemons": [_daemon_doc(p, agents) for p in st.processes if p.kind not in _NOT_DAEMONS],
         "servers": [{"pod": p.owner, "pid": p.pid, "alive": procs.alive(p)} for p in st.processes if p.kind == "echo"],
         "health": health_doc(lab, st, {node: doc for node, (_sync, doc) in agents.items()}),

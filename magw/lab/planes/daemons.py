@@ -170,6 +170,9 @@ def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
 def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
     cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
+    egress = st.topology.egressgw
+    if st.kube and egress is not None and egress.cluster == node.cluster:
+        cni.append("--egress")  # the kube source reads the egress kinds only when asked (their CRDs may be absent)
     ovn: list[str] = []
     if st.ovn:
         cluster = layout(st.name, st.topology).cluster(node.cluster)

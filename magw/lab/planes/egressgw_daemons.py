@@ -2,8 +2,8 @@
 candidate.
 
 - ``magw-egress`` (kind ``egress``, owner the cluster) in the cluster's underlay namespace: it needs no network,
-  only the broker directory and its API socket, ``<state dir>/egress/api.sock`` (the agents report holders
-  there with the seed's ``master_notify``).
+  only the broker directory (with ``--control-plane kube``, the cluster's API server) and its API socket,
+  ``<state dir>/egress/api.sock`` (the agents report holders there with the seed's ``master_notify``).
 - ``magw-egress-agent`` (kind ``egress-agent``, owner the node) in every node namespace of the egress cluster:
   keepalived and conntrackd for the VIPs the node is a candidate of (as its children, in
   ``<state dir>/egress/<node>/``), the status endpoint on ``<node IP>:9620``, holder reports to the controller.
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from magw.lab.build import builds, procs
 from magw.lab.build.state import LabState
+from magw.lab.planes import kube
 from magw.lab.planes.egressgw import cluster_of
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, NodeLayout
@@ -34,9 +35,15 @@ def api_socket(st: LabState) -> Path:
     return st.dir / "egress" / "api.sock"
 
 
+def source_flags(st: LabState, cluster: str) -> list[str]:
+    """The broker directory, or with ``--control-plane kube`` the cluster's API server (read and, for the
+    controller, written: statuses and bindings)."""
+    return kube.source_flags(st, cluster) if st.kube else ["--broker-dir", str(st.broker_dir)]
+
+
 def controller_argv(lab: LabLayout, st: LabState, script: Script, build: str = "") -> list[str]:
     c = cluster_of(lab)
-    return [str(script(CONTROLLER)), "--broker-dir", str(st.broker_dir), "--cluster", c.id,
+    return [str(script(CONTROLLER)), *source_flags(st, c.id), "--cluster", c.id,
             "--socket", str(api_socket(st)), "--log-format", "json",
             *builds.metrics_flags(build, "egressgw", METRICS_PORT)]  # fmt: skip
 
@@ -55,7 +62,7 @@ def agent_workdir(st: LabState, node: NodeLayout) -> Path:
 
 
 def agent_argv(st: LabState, node: NodeLayout, script: Script) -> list[str]:
-    return [str(script(AGENT)), "--broker-dir", str(st.broker_dir), "--cluster", node.cluster, "--node", node.name,
+    return [str(script(AGENT)), *source_flags(st, node.cluster), "--cluster", node.cluster, "--node", node.name,
             "--interface", naming.UNDERLAY_IF, "--workdir", str(agent_workdir(st, node)),
             "--controller-socket", str(api_socket(st)), "--status-listen", f"{node.node_ip}:{STATUS_PORT}",
             "--log-format", "json"]  # fmt: skip

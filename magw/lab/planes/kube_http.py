@@ -36,11 +36,13 @@ PLURALS: dict[str, tuple[str, bool]] = {
     "GlobalIngressIP": ("globalingressips", True),
     "Submariner": ("submariners", True),
     "ServiceExport": ("serviceexports", True),
+    "EgressConfig": ("egressconfigs", True),
+    "EgressVIP": ("egressvips", True),
 }
 API_VERSIONS: dict[str, str] = {
     "EndpointSlice": "discovery.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1",
-    "Submariner": "submariner.io/v1alpha1",
+    **dict.fromkeys(("Submariner", "EgressConfig", "EgressVIP"), "submariner.io/v1alpha1"),
     "ServiceExport": "multicluster.x-k8s.io/v1alpha1",
     **dict.fromkeys(("Cluster", "Endpoint", "Gateway", "ClusterGlobalEgressIP", "GlobalEgressIP", "GlobalIngressIP"),
                     "submariner.io/v1"),

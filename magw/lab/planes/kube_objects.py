@@ -11,7 +11,8 @@ Per cluster, in its own emulator (the shapes of deploy/crds and docs/kubernetes.
   ``keepClientIP`` when the topology turns it on);
 - with Globalnet, what ``magw.lab.planes.globalnet_docs`` writes for the file broker: Namespaces, Pods (Running on
   their lab node, with their IP in the status), Services, ServiceExports, the cluster egress template and the
-  topology's GlobalEgressIPs, and an EndpointSlice for each headless Service without a selector.
+  topology's GlobalEgressIPs, and an EndpointSlice for each headless Service without a selector;
+- in the egress cluster (``egress:``), its EgressConfig and EgressVIPs, and its workloads (without Globalnet too).
 
 EndpointSlices: a real cluster has them for every Service with endpoints. The lab writes them only where the
 file broker names the addresses too (a headless Service without a selector): the Kubernetes source turns the
@@ -24,9 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from magw.lab.build.cloud import cable_port
+from magw.lab.planes.egressgw import egressgw_model
 from magw.lab.planes.globalnet_docs import CLUSTER_EGRESS_TEMPLATE
 from magw.lab.spec.cluster import DEFAULT_NAMESPACE, GlobalEgressSpec
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout, ServiceLayout
+from magw.snapshot.egressgw import config_to_doc, vip_to_doc
 from magw.sources.kube import mapping
 
 NAMESPACE = "submariner-operator"
@@ -126,14 +129,20 @@ def _global_egress(e: GlobalEgressSpec) -> Obj:
     return _obj("GlobalEgressIP", "submariner.io/v1", e.name, e.namespace, spec=spec)
 
 
-def globalnet_objects(c: ClusterLayout) -> list[Obj]:
-    """The workloads and Globalnet objects of a Globalnet cluster (``magw.lab.planes.globalnet_docs`` as objects)."""
+def workload_objects(c: ClusterLayout) -> list[Obj]:
+    """The cluster's Namespaces, Pods and Services (with their EndpointSlices and ServiceExports)."""
     namespaces = {DEFAULT_NAMESPACE, *(p.kube_namespace for p in c.pods), *(s.namespace for s in c.services)}
     namespaces |= {e.namespace for e in c.global_egress_ips}
     out = [_obj("Namespace", "v1", ns) for ns in sorted(namespaces)]
     out += [_pod(p) for p in c.pods]
     for s in c.services:
         out += _service(s)
+    return out
+
+
+def globalnet_objects(c: ClusterLayout) -> list[Obj]:
+    """The workloads and Globalnet objects of a Globalnet cluster (``magw.lab.planes.globalnet_docs`` as objects)."""
+    out = workload_objects(c)
     template = {"numberOfIPs": c.cluster_egress_ips}
     out.append(_obj("ClusterGlobalEgressIP", "submariner.io/v1", CLUSTER_EGRESS_TEMPLATE, NAMESPACE, spec=template))
     out += [_global_egress(e) for e in c.global_egress_ips]
@@ -162,10 +171,28 @@ def load_balancer_services(c: ClusterLayout, cable_port: int) -> list[Obj]:
     return out
 
 
+def egress_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
+    """With ``egress:`` in cluster ``c``: its EgressConfig ``default`` and its EgressVIPs (deploy/crds), whose specs
+    are the file broker's documents (``magw.lab.planes.egressgw``), and the workloads their bindings resolve
+    against unless Globalnet writes them already. No status: the controller writes it."""
+    spec = lab.topology.egressgw
+    if spec is None or spec.cluster != c.id:
+        return []
+    model = egressgw_model(lab)
+    out = [] if lab.topology.globalnet else workload_objects(c)
+    config = config_to_doc(model.config)
+    out.append(_obj("EgressConfig", "submariner.io/v1alpha1", mapping.EGRESS_CONFIG, NAMESPACE, spec=config))
+    for v in model.vips:
+        body = vip_to_doc(v)
+        name = body.pop("name")
+        out.append(_obj("EgressVIP", "submariner.io/v1alpha1", name, NAMESPACE, spec=body))
+    return out
+
+
 def cluster_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
     """Everything ``up`` writes into cluster ``c``'s emulator, in creation order."""
     out = [*config_objects(lab, c), cluster_object(c), *(node_object(n) for n in c.nodes)]
     out += load_balancer_services(c, cable_port(lab))
     if lab.topology.globalnet:
         out += globalnet_objects(c)
-    return out
+    return out + egress_objects(lab, c)

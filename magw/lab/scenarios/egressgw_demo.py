@@ -189,10 +189,11 @@ def show_failover(lab: LabLayout, out: Output) -> bool:
     return moved and (survived or not model.config.conntrack_sync)
 
 
-def run_egressgw_demo(topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0) -> int:
+def run_egressgw_demo(topology: Topology, *, name: str, keep: bool, out: Output, wait_timeout: float = 90.0,
+                      control_plane: str = "file") -> int:  # fmt: skip
     lab = layout(name, topology)
-    out(f"== bringing up the egress gateway lab {name}")
-    build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out)
+    out(f"== bringing up the egress gateway lab {name} (control plane: {control_plane})")
+    build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane)
     try:
         time.sleep(1.0)  # the VRRP election (a few advert intervals)
         held = kernel_holders(lab)

@@ -1,7 +1,7 @@
 """``magw show --kubeconfig FILE``: one cluster read from its API server as its Kubernetes source reads it.
 
 One list of every input (``magw.sources.kube.oneshot``), mapped and assembled exactly as ``KubeSource`` does
-(``magw.lab.observe.kube_view.documents``, plus the egress gateway's kinds), so the snapshot is the one its
+(``magw.lab.observe.kube_view.documents``, the egress gateway's kinds included), so the snapshot is the one its
 daemons plan with. The ``Gateway`` objects give each gateway's status as its gateway daemon wrote it (HA status,
 connections with state and RTT). The cluster is ``--cluster``, else the cluster of the Endpoints whose hostname
 is one of this API server's Nodes. No route agent status and no kernel: connections come from the Gateway
@@ -19,8 +19,6 @@ from magw.lab.observe.kube_view import documents
 from magw.ops.show.broker_source import SourceError, status_files
 from magw.ops.show.inputs import Inputs
 from magw.sources.file.assemble import assemble
-from magw.sources.file.documents import Document
-from magw.sources.kube import mapping
 from magw.sources.kube.oneshot import list_once
 
 Objects = Mapping[str, list[dict[str, Any]]]
@@ -36,21 +34,6 @@ def infer_cluster(objects: Objects) -> str | None:
     }
     found.discard(None)
     return str(found.pop()) if len(found) == 1 else None
-
-
-def _egress_docs(cluster: str, objects: Objects) -> list[Document]:
-    docs: list[Document] = []
-    for obj in objects.get("EgressVIP", ()):
-        try:
-            docs.extend(mapping.egress_vip_docs(obj, cluster))
-        except mapping.MappingError:
-            continue
-    for obj in objects.get("EgressConfig", ()):
-        try:
-            docs.extend(mapping.egress_config_docs(obj, cluster))
-        except mapping.MappingError:
-            continue
-    return docs
 
 
 def gateway_statuses(objects: Objects) -> dict[str, dict[str, Any]]:
@@ -70,7 +53,7 @@ def inputs_from_objects(
     if cid is None:
         raise SourceError("--cluster: cannot tell which cluster this API server is (no Endpoint of its Nodes): "
                           "give --cluster ID")  # fmt: skip
-    docs = documents(cid, namespace, objects) + _egress_docs(cid, objects)
+    docs = documents(cid, namespace, objects)
     assembly = assemble(cid, docs, {})
     if assembly.snapshot is None:
         raise SourceError(f"cluster {cid!r}: its snapshot is incomplete ({assembly.missing or 'nothing to read'})")

@@ -36,8 +36,6 @@ def _no_lab(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
          "demo: --flows is the default demo's spread measurement; --globalnet sends no such flows"),
         (["--egress-gateway", "--flows", "8"],
          "demo: --flows is the default demo's spread measurement; --egress-gateway sends no such flows"),
-        (["--egress-gateway", "--control-plane", "kube"],
-         "demo: --egress-gateway runs with the file broker only (not --control-plane kube)"),
         (["--egress-gateway", "--cni", "ovn"],
          "demo: --cni ovn: not with --egress-gateway (its agents run on the generic CNI)"),
         (["--cni", "calico"], "argument --cni: invalid choice: 'calico' (choose from 'generic', 'ovn')"),

@@ -23,6 +23,8 @@ from pathlib import Path
 import attrs
 import pytest
 
+from magw.daemons.egressgw import main as egress_daemon
+from magw.daemons.egressgw_agent import main as egress_agent
 from magw.daemons.gateway import main as gateway
 from magw.daemons.globalnet import main as globalnet_daemon
 from magw.daemons.route_agent import main as route_agent
@@ -30,19 +32,21 @@ from magw.lab.build import state
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.observe.kube_view import cluster_snapshot
-from magw.lab.planes import kube
+from magw.lab.planes import egressgw_daemons, kube
 from magw.lab.planes.daemons import gateway_argv, globalnet_argv, route_agent_argv, write_broker
 from magw.lab.planes.kube_objects import cluster_object, cluster_objects, config_objects, node_object
 from magw.lab.scenarios.globalnet_demo import demo_topology
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, layout
-from magw.lab.spec.topology import Topology, default_topology
+from magw.lab.spec.topology import Topology, default_topology, load_topology
 from magw.sources.file.broker import FileBroker
 from magw.sources.kube import mapping
 from magw.sources.kube.client import write_kubeconfig
 from tests.support.cli import MagwCli
+from tests.support.paths import REPO
 
 MERGE = "application/merge-patch+json"
+EXAMPLES = REPO / "examples"
 
 
 @contextlib.contextmanager
@@ -86,8 +90,14 @@ def load_as_the_daemons_would(lab: LabLayout, st: LabState) -> None:
                 http.create(cluster_object(other))
 
 
-@pytest.mark.parametrize("topo", [default_topology(), demo_topology()], ids=["default", "globalnet"])
+TOPOLOGIES = [default_topology(), demo_topology(), load_topology(EXAMPLES / "lab-egress-gateway.yaml"),
+              load_topology(EXAMPLES / "lab-soak.yaml")]  # fmt: skip
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=["default", "globalnet", "egress", "globalnet-egress"])
 def test_each_clusters_objects_give_the_file_brokers_snapshot(topo: Topology, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also with the egress gateway: the egress cluster's EgressConfig, EgressVIPs and workloads (without Globalnet
+    too) as its route agents read them with ``--egress``."""
     with kube_lab(topo, monkeypatch) as (lab, st):
         load_as_the_daemons_would(lab, st)
         write_broker(lab, st.broker_dir)
@@ -96,7 +106,11 @@ def test_each_clusters_objects_give_the_file_brokers_snapshot(topo: Topology, mo
             broker.scan()
             assert broker.snapshot is not None
             assert cluster_snapshot(st, c.id) == broker.snapshot, c.id
-        if topo.globalnet:
+        if topo.egressgw is not None:
+            eg = cluster_snapshot(st, topo.egressgw.cluster)
+            assert eg is not None and [v.name for v in eg.egressgw.vips] == [v.name for v in topo.egressgw.vips]
+            assert eg.egressgw.config.vip_ranges
+        if topo.globalnet and topo.egressgw is None:
             gn = cluster_snapshot(st, "east")
             assert gn is not None and [p.name for p in gn.globalnet.pods if p.namespace == "shop"] == [
                 "batch-1",
@@ -178,6 +192,27 @@ def test_the_daemons_accept_the_kube_command_lines(monkeypatch: pytest.MonkeyPat
         )
         args = globalnet_daemon.parser().parse_args(globalnet_argv(st, east)[1:])
         assert (args.source, args.namespace, args.broker_dir) == ("kube", "submariner-operator", None)
+
+
+def test_the_egress_daemons_accept_the_kube_command_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the egress gateway on a kube lab: its controller and agents on the cluster's API server (no broker
+    directory), and the egress cluster's route agents with ``--egress`` (the other cluster's without)."""
+    monkeypatch.setattr("magw.lab.planes.daemons.script", lambda name: Path("/bin") / name)
+    with kube_lab(load_topology(EXAMPLES / "lab-egress-gateway.yaml"), monkeypatch) as (lab, st):
+        kubeconfig = str(kube.cluster_api(st, "east").kubeconfig)
+        script = lambda name: Path("/bin") / name  # noqa: E731
+        egressgw_daemons.api_socket(st).parent.mkdir(parents=True)  # as start_controller makes it
+        for n in lab.cluster("east").nodes:
+            egressgw_daemons.agent_workdir(st, n).parent.mkdir(parents=True, exist_ok=True)
+        args = egress_daemon.parser().parse_args(egressgw_daemons.controller_argv(lab, st, script)[1:])
+        assert (args.source, args.kubeconfig, args.namespace, args.broker_dir) == (
+            "kube", kubeconfig, "submariner-operator", None)
+        agent = egressgw_daemons.agent_argv(st, lab.node("east-w1"), script)
+        args = egress_agent.parser().parse_args(agent[1:])
+        assert (args.source, args.kubeconfig, args.broker_dir) == ("kube", kubeconfig, None)
+        for node, egress in (("east-w1", True), ("east-gw2", True), ("west-gw1", False)):
+            args = route_agent.build_parser().parse_args(route_agent_argv(st, lab.node(node))[1:])
+            assert args.egress is egress, node
 
 
 def test_the_state_file_keeps_the_control_plane(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
