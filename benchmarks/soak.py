@@ -4,8 +4,8 @@ Usage (root): ``.venv/bin/python benchmarks/soak.py --minutes N --seed S [--json
 [--control-plane file|kube]``
 
 The lab is ``examples/lab-soak.yaml`` (docs/robustness.md, "Soak", says what it combines and what it leaves out);
-with ``--control-plane kube`` its daemons run on API server emulators, without the egress gateway, and the API
-servers' own faults join (``benchmarks/soak_kube.py``).
+with ``--control-plane kube`` its daemons run on API server emulators and the API servers' own faults join
+(``benchmarks/soak_kube.py``).
 The run is a sequence of fault windows, back to back, until ``--minutes`` are spent. In each window, traffic
 starts in every group (``benchmarks/soak_watch.py``: UDP flows with sequence numbers and long-lived TCP
 connections, in a ring between the clusters by global IPs and both ways through the egress VIP); ``PRE`` s later
@@ -55,7 +55,7 @@ from benchmarks.soak_view import SnapshotOf  # after sys.path
 from magw.lab.build import lifecycle as build  # after sys.path
 from magw.lab.build import state  # after sys.path
 from magw.lab.spec.layout import LabLayout, layout  # after sys.path
-from magw.lab.spec.topology import Topology, load_topology  # after sys.path
+from magw.lab.spec.topology import load_topology  # after sys.path
 from magw.model.cable import Cable  # after sys.path
 from magw.util.logsetup import configure_logging  # after sys.path
 
@@ -67,13 +67,6 @@ RSS_BOUND_MIB = 24.0
 FD_BOUND = 16
 FLOWS, RATE, CONNS = 4, 50, 2  # per group: UDP flows at RATE datagrams/s (20 ms resolution), TCP connections
 FRESH_CYCLE = 8  # --fresh-ports: windows (each >= 11 s) before a set of source ports returns: > the 30 s UDP timeout
-
-
-def lab_topology(control_plane: str) -> Topology:
-    """``examples/lab-soak.yaml``; on a kube lab without its ``egress:`` (the lab runs the egress gateway only on the
-    file broker: docs/lab.md)."""
-    topo = load_topology(TOPOLOGY)
-    return attrs.evolve(topo, egressgw=None) if control_plane == "kube" else topo
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -241,7 +234,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
          fresh_ports: bool = False, kinds: frozenset[str] = frozenset(),
          control_plane: str = "file") -> dict[str, Any]:  # fmt: skip
     rng = random.Random(seed)
-    topo = lab_topology(control_plane)
+    topo = load_topology(TOPOLOGY)
     if cable:
         topo = attrs.evolve(topo, cable=Cable(cable))
     lab = layout(name, topo)
@@ -322,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kinds", default="",
                    help="comma list of fault kinds to draw from (default: every kind; see docs/robustness.md)")
     p.add_argument("--control-plane", choices=("file", "kube"), default="file",
-                   help="what feeds the daemons: file (the file broker, with the egress gateway) or kube (API server "
-                   "emulators, without the egress gateway; its own fault kinds: docs/robustness.md)")  # fmt: skip
+                   help="what feeds the daemons: file (the file broker) or kube (API server emulators, with their own "
+                   "fault kinds: docs/robustness.md)")  # fmt: skip
     p.add_argument("--existing", action="store_true",
                    help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)

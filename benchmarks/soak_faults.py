@@ -30,13 +30,14 @@ from magw.lab.spec.layout import LabLayout, NodeLayout, layout
 from magw.sources.file.broker import withdraw_endpoint
 
 Action = Callable[[], str]
-# The kinds of a file-broker lab (examples/lab-soak.yaml, with the egress gateway) and of a kube lab (the same
-# clusters without the egress gateway, which the lab runs only on the file broker): docs/robustness.md, "Soak".
+# The kinds of a file-broker lab and of a kube lab (examples/lab-soak.yaml both): docs/robustness.md, "Soak". A kube
+# lab has no broker files, and a gateway stops being one there when its Node loses the label (not built).
 FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-blip", "kill-conntrackd",
               "kill-egress", "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived",
               "kill-route-agent", "power-loss", "underlay-flap", "wan-flap")  # fmt: skip
-KUBE_KINDS = ("globalnet-blip", "kill-apiserver", "kill-gateway", "kill-globalnet", "kill-route-agent", "power-loss",
-              "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
+KUBE_KINDS = ("globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress", "kill-egress-agent",
+              "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent", "power-loss", "underlay-flap",
+              "wan-flap", "watch-410", "watch-drop")  # fmt: skip
 KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS}))
 
 

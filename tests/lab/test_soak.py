@@ -122,18 +122,18 @@ def test_schedule_draws_only_the_kinds_asked_for(tmp_path: Path) -> None:
         soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-apiserver"}))
 
 
-def test_kube_schedule_has_the_control_plane_kinds_and_no_file_or_egress_one(tmp_path: Path) -> None:
-    """A kube lab's soak: no egress gateway, no broker files; its API servers (every cluster's and the broker's)
+def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_path: Path) -> None:
+    """A kube lab's soak: no broker files and no gateway-remove; its API servers (every cluster's and the broker's)
     killed, 410-stormed and their watches dropped, each touching no flow (every group must lose nothing)."""
-    lab = layout("skunit", soak.lab_topology("kube"))
-    assert lab.topology.egressgw is None
+    lab = layout("skunit", load_topology(soak.TOPOLOGY))
     every = soak_faults.schedule(lab, tmp_path, random.Random(2), 3 * len(soak_faults.KUBE_KINDS), control_plane="kube")
     assert sorted({f.kind for f in every}) == list(soak_faults.KUBE_KINDS)
     api = [f for f in every if f.kind in ("kill-apiserver", "watch-410", "watch-drop")]
     assert {f.target for f in api} <= {"east", "west", "north", "broker"} and len({f.target for f in api}) > 1
     assert all(f.touches == frozenset() and not f.outage for f in api)
     assert next(f.hold for f in api if f.kind == "kill-apiserver") > 0
-    for kind in ("gateway-remove", "broker-garbage", "kill-egress", "kill-keepalived"):
+    assert {"kill-egress", "kill-egress-agent", "kill-keepalived", "kill-conntrackd"} <= {f.kind for f in every}
+    for kind in ("gateway-remove", "broker-garbage", "broker-truncate"):
         with pytest.raises(ValueError, match=f"fault kinds: {kind} unknown on a kube lab"):
             soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({kind}), control_plane="kube")
 
@@ -200,9 +200,10 @@ def test_soak_two_minutes(tmp_path: Path) -> None:
 def test_soak_kube_control_plane_faults(tmp_path: Path) -> None:
     """``--control-plane kube`` with the API servers' own kinds (seed 5: an API server SIGKILLed and restarted over
     its state file, then a 410 storm, then dropped watches): nothing in the data plane waits for the control plane,
-    so no group loses a datagram or a TCP connection, and every node converges to the plan of its cluster as its
-    API server now holds it. Before the reflector stopped building a client per watch, the 410 storm and dropped
-    watches stalled the daemons' loops past the liveness lease: peers were called down and TCP connections broke."""
+    so no group, through the egress VIP included, loses a datagram or a TCP connection, and every node converges to
+    the plan of its cluster as its API server now holds it. Before the reflector stopped building a client per
+    watch, the 410 storm and dropped watches stalled the daemons' loops past the liveness lease: peers were called
+    down and TCP connections broke."""
     kinds = ("kill-apiserver", "watch-410", "watch-drop")
     doc = _run_soak(tmp_path, unique_name(), "--control-plane", "kube", "--minutes", "2", "--seed", "5",
                     "--kinds", ",".join(kinds))  # fmt: skip
@@ -212,7 +213,7 @@ def test_soak_kube_control_plane_faults(tmp_path: Path) -> None:
     assert len({r["kind"] for r in rows}) == min(len(rows), len(kinds))
     for r in rows:
         assert r["problems"] == [] and r["converged_s"] is not None, r
-        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east"}
+        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east", "egress", "ingress"}
         for g in r["groups"]:
             assert not g["crossed"] and g["sent"] > 0, g
             assert g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"] == soak.CONNS, (r["kind"], g)
