@@ -95,13 +95,19 @@ def _other_gateways(snapshot: Snapshot, role: NodeRole) -> list[tuple[str, int, 
     """(name, index, VTEP on vx-submariner) of every other local gateway that remote clusters may send through:
     active (``role.local_gateways``) and, by this node's health view, reaching some remote cluster. A gateway that
     is down, lost its WAN or stands by carries no connection whose replies could be returned to it, so no table
-    points at it (the failover tests check that nothing routes toward a dead gateway)."""
+    points at it (the failover tests check that nothing routes toward a dead gateway). Unless health allows none
+    toward a remote cluster: then the routes keep every one (fail static, ``magw.desired.node.paths``), and so do
+    the return tables, or a reply would follow the main table's hash instead of its request's gateway."""
     indexes = local_gateways(snapshot)
-    remote = [c.id for c in snapshot.remote_clusters]
+    active = [e for e in role.local_gateways if e.hostname in indexes]
+    kept: set[str] = set()
+    for c in snapshot.remote_clusters:
+        allowed = {e.hostname for e in active if snapshot.health.usable(e.hostname, c.id)}
+        kept |= allowed or {e.hostname for e in active}
     return [
         (e.hostname, indexes[e.hostname], vtep_ip(e.private_ip, inter_cluster=False))
-        for e in role.local_gateways
-        if e.hostname in indexes and any(snapshot.health.usable(e.hostname, c) for c in remote)
+        for e in active
+        if e.hostname in kept
     ]
 
 

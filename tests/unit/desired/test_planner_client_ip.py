@@ -142,3 +142,16 @@ def test_no_return_table_points_at_a_gateway_that_carries_nothing() -> None:
     assert _client_ip_tables(plan(down, "e-w1")) == {11000 + indexes["e-gw2"]}
     assert _client_ip_tables(plan(cut, "e-w1")) == {11000 + indexes["e-gw2"]}
     assert _client_ip_tables(plan(standby, "e-w1")) == {11000 + indexes["e-gw1"]}
+
+
+def test_return_tables_fail_static_as_the_routes_do() -> None:
+    """When health allows no local gateway toward the remote cluster, the worker's routes keep every one (fail
+    static), so the return tables keep them too: a connection that came through either still has its replies
+    sent back through it, not through the main table's hash."""
+    indexes = clientip.gateway_indexes(["e-gw1", "e-gw2"])
+    both = {11000 + indexes["e-gw1"], 11000 + indexes["e-gw2"]}
+    assert _client_ip_tables(plan(SNAPSHOT, "e-w1")) == both
+    for health in (Health(down={"e-gw1", "e-gw2"}), Health(reach={"e-gw1": [], "e-gw2": []})):
+        state = plan(attrs.evolve(SNAPSHOT, health=health), "e-w1")
+        assert _client_ip_tables(state) == both, health
+        assert state.groups == plan(SNAPSHOT, "e-w1").groups  # the routes' groups hold both, as when healthy
