@@ -142,9 +142,9 @@ def judge(
 
 def converge(lab: LabLayout, snapshot_of: SnapshotOf, started: float,
              rounds: list[float] | None = None) -> tuple[float | None, list[str]]:  # fmt: skip
-    """Poll the convergence invariants until they hold (seconds since ``started``, when the passing check ended)
-    or the bound is spent. ``rounds`` gets each check's own duration: a passing one's is the figure's floor (a
-    ``magw plan`` process per node)."""
+    """Poll the convergence invariants until they hold (seconds since ``started``, when the passing check ended:
+    an upper bound) or the bound is spent. ``rounds`` gets each check's own duration (a ``magw plan`` process per
+    node)."""
     nodes = [n.name for n in lab.nodes]
     problems: list[str] = []
     while time.monotonic() - started < CONVERGE_BOUND:

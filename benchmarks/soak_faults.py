@@ -31,13 +31,13 @@ from magw.sources.file.broker import withdraw_endpoint
 
 Action = Callable[[], str]
 # The kinds of a file-broker lab and of a kube lab (examples/lab-soak.yaml both): docs/robustness.md, "Soak". A kube
-# lab has no broker files, and a gateway stops being one there when its Node loses the label (not built).
+# lab has no broker files; its gateway-remove takes the Node's label away.
 FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-blip", "kill-conntrackd",
               "kill-egress", "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived",
               "kill-route-agent", "power-loss", "underlay-flap", "wan-flap")  # fmt: skip
-KUBE_KINDS = ("globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress", "kill-egress-agent",
-              "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent", "power-loss", "underlay-flap",
-              "wan-flap", "watch-410", "watch-drop")  # fmt: skip
+KUBE_KINDS = ("gateway-remove", "globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress",
+              "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent",
+              "power-loss", "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
 KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS}))
 
 
@@ -153,16 +153,17 @@ def kill_child(lab: LabLayout, node: str, comm: str) -> tuple[Action, Action]:
     return inject, heal
 
 
-def gateway_remove(name: str, broker: Path, node: str, cluster: str) -> tuple[Action, Action]:
+def gateway_remove(name: str, node: str, withdraw: Action, relabel: Action | None = None) -> tuple[Action, Action]:
     """The node stops being a gateway, as when an operator removes its gateway label: its gateway daemon ends and
-    its Endpoint is withdrawn (what ``magw-gateway --withdraw-on-exit`` does on SIGTERM); every route agent then
-    plans without it and its own route agent plans the node as a worker. Heal: the gateway daemon starts again
-    (same command line) and publishes: the node is a gateway again and takes its share of the flows back."""
+    its Endpoint is withdrawn (``withdraw``: what ``magw-gateway --withdraw-on-exit`` does on SIGTERM; on a kube
+    lab the label goes too, ``soak_kube.unlabel_and_withdraw``); every route agent then plans without it and its
+    own route agent plans the node as a worker. Heal: (``relabel``, then) the gateway daemon starts again (same
+    command line) and publishes: the node is a gateway again and takes its share of the flows back."""
     kill, restart = kill_daemon(name, "gateway", node)
 
     def inject() -> str:
         killed = kill()
-        existed = withdraw_endpoint(broker, cluster, node)
+        withdrawn = withdraw()
         started = time.monotonic()
         st = state.read(name)
         assert st is not None
@@ -173,9 +174,17 @@ def gateway_remove(name: str, broker: Path, node: str, cluster: str) -> tuple[Ac
             still = _probing(st, lab, node)
         gone = (f"out of every route agent's peers after {time.monotonic() - started:.1f} s" if not still
                 else f"still probed after 3 s by {', '.join(still)}")  # fmt: skip
-        return f"gateway daemon {killed}; Endpoint {'withdrawn' if existed else 'was already gone'}; {gone}"
+        return f"gateway daemon {killed}; {withdrawn}; {gone}"
 
-    return inject, restart
+    def heal() -> str:
+        back = relabel() if relabel is not None else ""
+        return "; ".join(x for x in (back, restart()) if x)
+
+    return inject, heal
+
+
+def file_withdraw(broker: Path, cluster: str, node: str) -> Action:
+    return lambda: "Endpoint withdrawn" if withdraw_endpoint(broker, cluster, node) else "Endpoint was already gone"
 
 
 def _probing(st: state.LabState, lab: LabLayout, node: str) -> list[str]:
@@ -294,7 +303,11 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
 
     def remove_gateway() -> Fault:
         node = rng.choice(multi).name
-        inject, heal = gateway_remove(name, broker, node, cl(node))
+        if control_plane == "kube":
+            inject, heal = gateway_remove(name, node, lambda: soak_kube.unlabel_and_withdraw(name, cl(node), node),
+                                          lambda: soak_kube.relabel(name, cl(node), node))  # fmt: skip
+        else:
+            inject, heal = gateway_remove(name, node, file_withdraw(broker, cl(node), node))
         return Fault("gateway-remove", node, frozenset({cl(node)}), inject, heal, hold=4.0, outage=True)
 
     def wan_flap() -> Fault:

@@ -9,9 +9,13 @@ Each returns ``(inject, heal)`` actions, as ``benchmarks/soak_faults.py``'s do:
 - ``signal_apiserver``: SIGUSR1 (history compacted and every watch dropped: a 410 storm) or SIGUSR2 (every watch
   dropped) to an emulator (``magw.kubeemu``, docs/kubeemu.md);
 - ``globalnet_blip``: a GlobalEgressIP created and deleted 5 ms later through the cluster's API, as the file
-  soak's ``globalnet-blip`` does with a broker document.
+  soak's ``globalnet-blip`` does with a broker document;
+- ``unlabel_and_withdraw`` / ``relabel``: the Kubernetes half of ``gateway-remove`` (the operator takes the Node's
+  gateway label away, the gateway's Endpoint is withdrawn; then the label comes back), around the gateway
+  daemon's kill and restart (``benchmarks/soak_faults.py``).
 
-None of them may cost a datagram: the data plane never waits for the control plane (docs/kubernetes.md).
+None of the API servers' faults may cost a datagram: the data plane never waits for the control plane
+(docs/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import attrs
 from magw.lab.build import procs, state
 from magw.lab.planes.kube import ApiServer, api_servers
 from magw.lab.planes.kube_http import KubeHttpError
+from magw.sources.kube import mapping
 
 Action = Callable[[], str]
 SERVE_TIMEOUT = 60.0  # s for a restarted emulator to answer (Python and aiohttp start slowly on a loaded machine)
@@ -113,3 +118,31 @@ def globalnet_blip(name: str, cluster: str, rng: random.Random) -> tuple[Action,
         return f"GlobalEgressIP default/{obj_name} created (version {rv}) and deleted 5 ms later"
 
     return inject, (lambda: "nothing to heal")
+
+
+def _label(name: str, cluster: str, node: str, value: str | None) -> None:
+    api = _api(name, cluster)[0]
+    body = {"metadata": {"labels": {mapping.GATEWAY_LABEL: value}}}  # merge patch: None removes the label
+    api.http().request("PATCH", f"/api/v1/nodes/{node}", body, content_type="application/merge-patch+json")
+
+
+def unlabel_and_withdraw(name: str, cluster: str, node: str) -> str:
+    """The Node's gateway label removed (as an operator does: the gateway DaemonSet then leaves the node), and the
+    node's Endpoint deleted from its cluster's API server, what ``magw-gateway --withdraw-on-exit`` does on the
+    SIGTERM of its pod (the other gateways' broker sync then deletes the broker's copy and every cluster's)."""
+    _label(name, cluster, node, None)
+    api = _api(name, cluster)[0]
+    path = f"/apis/submariner.io/v1/namespaces/{api.namespace}/endpoints/{mapping.endpoint_object_name(cluster, node)}"
+    try:
+        api.http().request("DELETE", path)
+        gone = "Endpoint withdrawn"
+    except KubeHttpError as exc:
+        if " 404 " not in str(exc):
+            raise
+        gone = "Endpoint was already gone"
+    return f"label {mapping.GATEWAY_LABEL} removed; {gone}"
+
+
+def relabel(name: str, cluster: str, node: str) -> str:
+    _label(name, cluster, node, "true")
+    return f"label {mapping.GATEWAY_LABEL}=true back"

@@ -123,8 +123,9 @@ def test_schedule_draws_only_the_kinds_asked_for(tmp_path: Path) -> None:
 
 
 def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_path: Path) -> None:
-    """A kube lab's soak: no broker files and no gateway-remove; its API servers (every cluster's and the broker's)
-    killed, 410-stormed and their watches dropped, each touching no flow (every group must lose nothing)."""
+    """A kube lab's soak: no broker files; its API servers (every cluster's and the broker's) killed, 410-stormed
+    and their watches dropped, each touching no flow (every group must lose nothing); a gateway removed by its
+    label, touching its cluster."""
     lab = layout("skunit", load_topology(soak.TOPOLOGY))
     every = soak_faults.schedule(lab, tmp_path, random.Random(2), 3 * len(soak_faults.KUBE_KINDS), control_plane="kube")
     assert sorted({f.kind for f in every}) == list(soak_faults.KUBE_KINDS)
@@ -133,7 +134,9 @@ def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_pa
     assert all(f.touches == frozenset() and not f.outage for f in api)
     assert next(f.hold for f in api if f.kind == "kill-apiserver") > 0
     assert {"kill-egress", "kill-egress-agent", "kill-keepalived", "kill-conntrackd"} <= {f.kind for f in every}
-    for kind in ("gateway-remove", "broker-garbage", "broker-truncate"):
+    removed = [f for f in every if f.kind == "gateway-remove"]
+    assert removed and all(f.touches == {lab.node(f.target).cluster} and f.outage for f in removed)
+    for kind in ("broker-garbage", "broker-truncate"):
         with pytest.raises(ValueError, match=f"fault kinds: {kind} unknown on a kube lab"):
             soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({kind}), control_plane="kube")
 
@@ -156,15 +159,20 @@ def _run_soak(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
 @pytest.mark.kernel
 @pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
 @pytest.mark.timeout(600)
-def test_soak_a_gateway_removed_and_added_back(tmp_path: Path) -> None:
-    """``--kinds gateway-remove``: a gateway stops being one (daemon gone, Endpoint withdrawn) and comes back;
-    flows that did not cross it lose nothing, the others come back, and every node's kernel converges to its plan
-    (the removed gateway's as a worker's while it is out is not checked: the soak judges after the heal)."""
-    doc = _run_soak(tmp_path, unique_name(), "--minutes", "0.4", "--seed", "7", "--kinds", "gateway-remove")
+@pytest.mark.parametrize("plane", ["file", "kube"])
+def test_soak_a_gateway_removed_and_added_back(tmp_path: Path, plane: str) -> None:
+    """``--kinds gateway-remove``: a gateway stops being one (daemon gone, Endpoint withdrawn; on Kubernetes its
+    Node's gateway label removed too, and put back at the heal) and comes back; flows that did not cross it lose
+    nothing, the others come back, and every node's kernel converges to its plan (the removed gateway's as a
+    worker's while it is out is not checked: the soak judges after the heal)."""
+    doc = _run_soak(tmp_path, unique_name(), "--minutes", "0.4" if plane == "file" else "0.7", "--seed", "7",
+                    "--kinds", "gateway-remove", "--control-plane", plane)  # fmt: skip
     rows = doc["faults"]
-    assert rows and doc["kinds"] == ["gateway-remove"]
+    assert rows and doc["kinds"] == ["gateway-remove"] and doc["control_plane"] == plane
     for r in rows:
         assert r["kind"] == "gateway-remove" and "Endpoint withdrawn" in r["injected"], r
+        if plane == "kube":
+            assert "label submariner.io/gateway removed" in r["injected"] and "label" in r["healed"], r
         assert "out of every route agent's peers after" in r["injected"], r
         assert r["problems"] == [] and r["converged_s"] is not None, r
         assert any(g["crossed"] for g in r["groups"]), r
