@@ -171,14 +171,14 @@ def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
     cni = ["--cni-interface", naming.CNI_BRIDGE] if st.kube else []  # it publishes its Node's cniIfaceIp from there
     egress = st.topology.egressgw
-    if st.kube and egress is not None and egress.cluster == node.cluster:
-        cni.append("--egress")  # the kube source reads the egress kinds only when asked (their CRDs may be absent)
+    # The kube source reads the egress gateway's kinds only when asked (their CRDs may be absent): its cluster's.
+    egress_flag = ["--egress"] if st.kube and egress is not None and egress.cluster == node.cluster else []
     ovn: list[str] = []
     if st.ovn:
         cluster = layout(st.name, st.topology).cluster(node.cluster)
         ovn = [*ovn_nodes.route_agent_flags(st, node), *lab_ovn.hosted_syncer_flags(st, cluster, node)]
-    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *ovn,
-            *_cable_probe_flags(st), "--lease-exit-hold", RESTART_HOLD]  # fmt: skip
+    return [str(script(ROUTE_AGENT)), *_common_flags(st, node, ROUTE_AGENT_METRICS_PORT), *status, *cni, *egress_flag,
+            *ovn, *_cable_probe_flags(st), "--lease-exit-hold", RESTART_HOLD]  # fmt: skip
 
 
 # With the WireGuard cable the lab's gateways run wireguard-go, and the probes between them cross it in userspace
