@@ -24,7 +24,7 @@ import yaml
 from benchmarks import soak_kube
 from magw.lab.build import netns, procs, state
 from magw.lab.planes.daemons import agent_status
-from magw.lab.planes.kube import BROKER
+from magw.lab.planes.kube import BROKER, BROKER_EMULATOR, CLUSTER_EMULATOR
 from magw.lab.scenarios import failure
 from magw.lab.spec.layout import LabLayout, NodeLayout, layout
 from magw.sources.file.broker import withdraw_endpoint
@@ -379,7 +379,8 @@ def kube_kinds(lab: LabLayout, rng: random.Random) -> dict[str, Callable[[], Fau
         return Fault("globalnet-blip", cid, frozenset(), inject, heal, hold=0.0, outage=False)
 
     return {
-        "kill-apiserver": apiserver("kill-apiserver", lambda o: soak_kube.kill_apiserver(lab.name, o), 3.0),
+        "kill-apiserver": apiserver("kill-apiserver", lambda o: soak_kube.kill_apiserver(
+            lab.name, o, kill_daemon(lab.name, BROKER_EMULATOR if o == BROKER else CLUSTER_EMULATOR, o)), 3.0),
         "watch-410": apiserver("watch-410", lambda o: soak_kube.signal_apiserver(lab.name, o, signal.SIGUSR1), 0.0),
         "watch-drop": apiserver("watch-drop", lambda o: soak_kube.signal_apiserver(lab.name, o, signal.SIGUSR2), 0.0),
         "globalnet-blip": blip,

@@ -26,11 +26,9 @@ import signal
 import time
 from collections.abc import Callable
 
-import attrs
-
 from magw.lab.build import procs, state
 from magw.lab.planes.kube import ApiServer, api_servers
-from magw.lab.planes.kube_http import KubeHttpError
+from magw.lab.planes.kube_http import KubeHttpError, object_path
 from magw.sources.kube import mapping
 
 Action = Callable[[], str]
@@ -60,32 +58,20 @@ def _serving(api: ApiServer, deadline: float) -> int:
             time.sleep(0.1)
 
 
-def kill_apiserver(name: str, owner: str) -> tuple[Action, Action]:
-    killed: list[int] = []
-
-    def inject() -> str:
-        rec = _api(name, owner)[1]
-        os.kill(rec.pid, signal.SIGKILL)  # the lab's own process, by the PID its state file recorded
-        deadline = time.monotonic() + 5
-        while procs.alive(rec) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        killed.append(rec.pid)
-        return f"SIGKILL pid {rec.pid}"
+def kill_apiserver(name: str, owner: str, kill: tuple[Action, Action]) -> tuple[Action, Action]:
+    """``kill``: the SIGKILL and restart of the emulator's process (``soak_faults.kill_daemon``); the heal then
+    waits until the restarted emulator answers."""
+    sigkill, restart = kill
 
     def heal() -> str:
-        api, rec = _api(name, owner)
-        if procs.alive(rec):
-            return "was running again"
         started = time.monotonic()
-        new = procs.restart(rec)
-        st = state.read(name)
-        assert st is not None
-        state.write(attrs.evolve(st, processes=tuple(new if r == rec else r for r in st.processes)))
+        restarted = restart()
+        api = _api(name, owner)[0]
         count = _serving(api, started + SERVE_TIMEOUT)
         what = "Nodes" if api.role == "cluster" else "Endpoints"
-        return f"restarted as pid {new.pid}, answering after {time.monotonic() - started:.1f} s with {count} {what}"
+        return f"{restarted}, answering after {time.monotonic() - started:.1f} s with {count} {what}"
 
-    return inject, heal
+    return sigkill, heal
 
 
 def signal_apiserver(name: str, owner: str, sig: signal.Signals) -> tuple[Action, Action]:
@@ -113,7 +99,7 @@ def globalnet_blip(name: str, cluster: str, rng: random.Random) -> tuple[Action,
         http = api.http()
         created = http.create(obj)
         time.sleep(0.005)
-        http.request("DELETE", f"/apis/submariner.io/v1/namespaces/default/globalegressips/{obj_name}")
+        http.request("DELETE", object_path(obj))
         rv = (created.get("metadata") or {}).get("resourceVersion")
         return f"GlobalEgressIP default/{obj_name} created (version {rv}) and deleted 5 ms later"
 
@@ -123,7 +109,8 @@ def globalnet_blip(name: str, cluster: str, rng: random.Random) -> tuple[Action,
 def _label(name: str, cluster: str, node: str, value: str | None) -> None:
     api = _api(name, cluster)[0]
     body = {"metadata": {"labels": {mapping.GATEWAY_LABEL: value}}}  # merge patch: None removes the label
-    api.http().request("PATCH", f"/api/v1/nodes/{node}", body, content_type="application/merge-patch+json")
+    node_obj = {"kind": "Node", "metadata": {"name": node}}
+    api.http().request("PATCH", object_path(node_obj), body, content_type="application/merge-patch+json")
 
 
 def unlabel_and_withdraw(name: str, cluster: str, node: str) -> str:
@@ -132,9 +119,10 @@ def unlabel_and_withdraw(name: str, cluster: str, node: str) -> str:
     SIGTERM of its pod (the other gateways' broker sync then deletes the broker's copy and every cluster's)."""
     _label(name, cluster, node, None)
     api = _api(name, cluster)[0]
-    path = f"/apis/submariner.io/v1/namespaces/{api.namespace}/endpoints/{mapping.endpoint_object_name(cluster, node)}"
+    endpoint = {"kind": "Endpoint", "metadata": {"namespace": api.namespace,
+                                                  "name": mapping.endpoint_object_name(cluster, node)}}  # fmt: skip
     try:
-        api.http().request("DELETE", path)
+        api.http().request("DELETE", object_path(endpoint))
         gone = "Endpoint withdrawn"
     except KubeHttpError as exc:
         if " 404 " not in str(exc):
