@@ -193,6 +193,12 @@ def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, gr
         # A Service may have sent a flow to a pod of the failed node: lost while the node is down.
         mine = FAILOVER_BOUND + fault.hold if fault.outage and fault.target in g.backends else bound
         figures, bad = judge(fault, g, docs[g.name], mine)
+        dark = [f["sport"] for f in docs[g.name].get("udp", {}).get("flows", []) if f["lost_tail"]]
+        if dark:  # the evidence, before the entries expire
+            eg = lab.topology.egressgw
+            clusters = {eg.cluster if t == "egress" and eg is not None else t for t in g.touches}
+            spaces = {n.name: n.namespace for n in lab.nodes if n.cluster in clusters}
+            figures["dark_conntrack"] = soak_kernel.conntrack_evidence(spaces, dark)
         rows.append(figures)
         problems += bad
     rounds: list[float] = []
@@ -230,8 +236,11 @@ def row_text(i: int, r: dict[str, Any]) -> str:
     if r.get("spurious_downs"):
         some = ", ".join(r["spurious_downs"][:4])
         verdict += f" [probes called {len(r['spurious_downs'])} live peer(s) down: {some}]"
+    evidence = [f"\n      {g['group']}: a flow that did not come back: {e}" for g in r["groups"]
+                for e in g.get("dark_conntrack", [])]  # fmt: skip
     return (f"{i:>3} {r['kind']:<18} {r['target'][:34]:<34} {det:>8} {r['crossed_lost']:>6} "
-            f"{r['crossed_window_ms']:>7.0f} {r['untouched_lost']:>5} {conv:>7}  {verdict}")  # fmt: skip
+            f"{r['crossed_window_ms']:>7.0f} {r['untouched_lost']:>5} {conv:>7}  {verdict}"
+            + "".join(evidence))  # fmt: skip
 
 
 HEADER = ("  # kind               target                             detected   lost  window  other  conv.   verdict\n"

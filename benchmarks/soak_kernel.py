@@ -153,3 +153,17 @@ def node_problems(ns: str, plan: dict[str, Any]) -> list[str]:
         elif "UP" not in dev[0].get("flags", []):
             lines.append(f"cable: device {cable['name']} not up")
     return lines
+
+
+def conntrack_evidence(namespaces: dict[str, str], sports: list[int], limit: int = 12) -> list[str]:
+    """``node: entry`` for each UDP conntrack entry (``conntrack -L``, not our reader) of the given source ports in
+    each node's namespace (``namespaces``: node -> namespace): where a flow that did not come back left state, read
+    right after the window's traffic ends (UDP entries live 30-120 s), so a run that fails says why."""
+    wanted = [f"sport={p} " for p in sports] + [f"dport={p} " for p in sports]
+    out: list[str] = []
+    for node, ns in sorted(namespaces.items()):
+        done = subprocess.run(["ip", "netns", "exec", ns, "conntrack", "-L", "-p", "udp"], capture_output=True,
+                              text=True, timeout=30, check=False)  # fmt: skip
+        out += [f"{node}: {' '.join(line.split())}" for line in done.stdout.splitlines()
+                if any(w in line for w in wanted)]  # fmt: skip
+    return out[:limit]

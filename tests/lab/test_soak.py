@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks import soak, soak_faults, soak_view, soak_watch
+from benchmarks import soak, soak_faults, soak_kernel, soak_view, soak_watch
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import load_topology
 from tests.support.labkit import unique_name
+from tests.support.netns import NsFactory, run
 from tests.support.paths import REPO as ROOT
 
 MINUTES = 2.0
@@ -71,6 +72,31 @@ def test_judge_crossed_group_must_come_back_within_the_bound() -> None:
     assert len(bad) == 1 and "did not come back" in bad[0]
     _f, bad = soak.judge(fault, GROUP, {"udp": {"error": "exit 1"}, "tcp": _tcp()}, 3.0)
     assert len(bad) == 1 and "traffic tool failed" in bad[0]
+
+
+def test_a_row_shows_where_a_dark_flow_left_state() -> None:
+    """A flow that did not come back: the row prints the conntrack entries found for it (a CI failure says why)."""
+    row = {"kind": "gateway-remove", "target": "west-gw1", "detection_s": None, "converged_s": 15.8,
+           "crossed_lost": 620, "crossed_window_ms": 12399.0, "untouched_lost": 0, "problems": ["east>west: x"],
+           "groups": [{"group": "east>west", "dark_conntrack": ["west-gw2: udp 17 115 src=100.0.0.10"]},
+                      {"group": "ingress"}]}  # fmt: skip
+    lines = soak.row_text(1, row).splitlines()
+    assert len(lines) == 2 and "VIOLATED: east>west: x" in lines[0]
+    assert lines[1].split() == ["east>west:", "a", "flow", "that", "did", "not", "come", "back:", "west-gw2:", "udp",
+                                "17", "115", "src=100.0.0.10"]  # fmt: skip
+
+
+@pytest.mark.kernel
+def test_conntrack_evidence_reads_the_entries_of_the_given_ports(ns_factory: NsFactory) -> None:
+    """Entries of the given source ports, either direction, by node; others left out."""
+    ns = ns_factory("magwt-ctev")
+    run(ns, "ip", "link", "set", "lo", "up")
+    run(ns, "nft", "add table ip t; add chain ip t c { type filter hook output priority 0; ct state new accept; }")
+    send = ("import socket\nfor p in (41001, 41002):\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "    s.bind(('127.0.0.1', p)); s.sendto(b'x', ('127.0.0.1', 9))")  # fmt: skip
+    run(ns, sys.executable, "-c", send)
+    got = soak_kernel.conntrack_evidence({"west-gw2": ns}, [41001])
+    assert len(got) == 1 and got[0].startswith("west-gw2: udp ") and "sport=41001 dport=9 " in got[0], got
 
 
 def _write(directory: Path, file: str, doc: dict[str, Any]) -> None:

@@ -15,10 +15,12 @@ Chains and why:
     inter-cluster traffic and pod source IPs survive. An ``accept`` here would
     not help: it ends only our chain, and the CNI's table still sees the packet.
 - ``forward`` (filter, priority 0): MSS clamping to the route MTU both ways
-  first (the VXLAN MTU is 50 bytes below the underlay), then, on gateways,
-  accept what comes from or goes into ``vxlan-tunnel``: a reply may return
-  through another gateway than its request left by, where no conntrack state
-  exists, and a stateful CNI firewall would drop it.
+  first (the VXLAN MTU is 50 bytes below the underlay), then, on gateways, drop
+  a Service's reply from ``vx-submariner`` that would open a connection (its
+  DNAT state is on another node: ``_orphan_replies``), and accept what comes
+  from or goes into ``vxlan-tunnel``: a reply may return through another
+  gateway than its request left by, where no conntrack state exists, and a
+  stateful CNI firewall would drop it.
 - ``client-ip`` (filter, prerouting priority -90) with ``Config.keep_client_ip``: steer remote clients' service
   connections to the backend's node and their replies back to the ingress gateway, so the SNAT above applies
   only where the backend's node is not known (magw.desired.node.clientip).
@@ -130,9 +132,34 @@ def _svc_return_fallback(role: NodeRole) -> NftRule:
     )
 
 
-def _forward(role: NodeRole, *, client_ip: bool) -> list[NftRule]:
+def _orphan_replies(service_cidrs: Iterable[IPv4Network]) -> list[NftRule]:
+    """A gateway drops a Service's reply that would open a connection: one whose DNAT state lives on another node.
+
+    kube-proxy's DNAT, undone on the node that made it, gives a reply the Service's ClusterIP as its source; a
+    ClusterIP never opens a connection. Such a reply reaches this gateway over ``vx-submariner`` when the node
+    holding the DNAT state has stopped being a gateway (its remote clients' flows move here; replies to requests
+    still in flight there, and of connections whose backend it hosts, now route through us). Accepted, it would
+    open a conntrack entry here in the reply's direction, and the flow's next requests would match it as replies
+    and skip the DNAT: the flow stays dark for as long as it sends (the soak's ``gateway-remove`` fault found it,
+    docs/robustness.md). Dropped, the next request opens the right entry."""
+    return [
+        x.rule(
+            "forward",
+            x.iifname(VX_SUBMARINER),
+            x.match(x.ip_saddr(), x.prefix(net)),
+            x.flags_in(x.ct("state"), "new"),
+            x.drop(),
+            comment="magw: a Service's reply whose DNAT state is on another node must not open a connection here",
+        )
+        for net in service_cidrs
+    ]
+
+
+def _forward(role: NodeRole, *, client_ip: bool, service_cidrs: Iterable[IPv4Network]) -> list[NftRule]:
     # first: the gateways' accept rules below end the chain before a later rule could clear the mark
     rules = [clientip.forward_clear()] if client_ip else []
+    if role.gateway:
+        rules += _orphan_replies(service_cidrs)
     rules += [
         x.rule(
             "forward",
@@ -300,7 +327,10 @@ def plan_nft(snapshot: Snapshot, role: NodeRole, memo: PlanMemo) -> NftTable | N
         NftChain(name="input", type="filter", hook="input", priority=FILTER_PRIORITY, policy="accept"),
     ]
     client_ip = clientip.enabled(snapshot)
-    rules = [*_postrouting(role, globalnet=globalnet, client_ip=client_ip), *_forward(role, client_ip=client_ip)]
+    rules = [
+        *_postrouting(role, globalnet=globalnet, client_ip=client_ip),
+        *_forward(role, client_ip=client_ip, service_cidrs=local.service_cidrs),
+    ]
     if client_ip:
         chains.append(clientip.chain())
         rules += clientip.nft_rules(snapshot, role, LOCAL_SET)

@@ -88,12 +88,24 @@ def test_printer_gives_nft_text(key: str) -> None:
 
 
 def test_planned_rules_use_the_example_shapes() -> None:
-    """The planner's gateway rules are exactly the example's rules (same expr strings), plus the reverse clamp."""
+    """The planner's gateway rules are exactly the example's rules (same expr strings), plus the reverse clamp and
+    the guard against a Service's orphan replies (one per Service CIDR of the cluster)."""
     table = plan(seed_east(), "e-gw1").nft
     assert table is not None
     planned = {r.expr for r in table.rules}
     assert set(EXAMPLE.values()) <= planned
-    assert len(planned - set(EXAMPLE.values())) == 1
+    assert sorted(expr_text(e) for e in planned - set(EXAMPLE.values())) == [
+        'iifname "vx-submariner" ip saddr 100.1.0.0/16 ct state new drop',
+        "tcp flags syn / syn,rst ip saddr @remote_cidrs tcp option maxseg size set rt mtu",
+    ]
+
+
+def test_only_gateways_drop_a_services_orphan_replies() -> None:
+    """A worker forwards what its pods' Services answer; the guard is a gateway's (magw.desired.nft.plan)."""
+    for node, want in (("e-gw1", 1), ("e-w1", 0)):
+        table = plan(seed_east(), node).nft
+        assert table is not None
+        assert sum('iifname "vx-submariner" ip saddr 100.1.0.0/16' in expr_text(r.expr) for r in table.rules) == want
 
 
 def test_rule_text_adds_the_comment_quoted() -> None:
