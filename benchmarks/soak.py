@@ -54,6 +54,7 @@ from benchmarks import soak_faults, soak_kernel, soak_view, soak_watch  # after 
 from benchmarks.soak_view import SnapshotOf  # after sys.path
 from magw.lab.build import lifecycle as build  # after sys.path
 from magw.lab.build import state  # after sys.path
+from magw.lab.planes import ovn as lab_ovn  # after sys.path
 from magw.lab.spec.layout import LabLayout, layout  # after sys.path
 from magw.lab.spec.topology import load_topology  # after sys.path
 from magw.model.cable import Cable  # after sys.path
@@ -152,9 +153,16 @@ def converge(lab: LabLayout, snapshot_of: SnapshotOf, started: float,
         problems = soak_watch.agent_statuses(lab.name, nodes)
         if not problems:
             problems = soak_watch.globalnet_problems(snapshot_of, [c.id for c in lab.topology.clusters])
+        st = state.read(lab.name)
+        if not problems and st is not None and st.ovn:
+            problems = [f"{c.id}: the OVN syncer's last sync is not ok with every gateway's router: "
+                        f"{(lab_ovn.syncer_status(st, c.id) or {}).get('last_sync')}"
+                        for c in lab.clusters if not lab_ovn.synced(lab, st, c)]  # fmt: skip
         if not problems:
+            argv = {r.owner: r.argv for r in (st.processes if st is not None else ()) if r.kind == "route-agent"}
             for node in lab.nodes:
-                plan = soak_kernel.plan_json(snapshot_of, node.cluster, node.name)
+                flags = soak_kernel.plan_flags(argv.get(node.name, ()))
+                plan = soak_kernel.plan_json(snapshot_of, node.cluster, node.name, flags)
                 problems += [f"{node.name}: {p}" for p in soak_kernel.node_problems(node.namespace, plan)]
         if rounds is not None:
             rounds.append(time.monotonic() - began)
@@ -249,29 +257,37 @@ HEADER = ("  # kind               target                             detected   
 
 def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bool = False, cable: str = "",
          fresh_ports: bool = False, kinds: frozenset[str] = frozenset(),
-         control_plane: str = "file") -> dict[str, Any]:  # fmt: skip
+         control_plane: str = "file", cni: str = "generic") -> dict[str, Any]:  # fmt: skip
     rng = random.Random(seed)
     topo = load_topology(TOPOLOGY)
     if cable:
         topo = attrs.evolve(topo, cable=Cable(cable))
+    if cni == "ovn":  # the lab's egress gateway runs on its generic CNI only (magw.lab.build.lifecycle.up)
+        topo = attrs.evolve(topo, egressgw=None)
     lab = layout(name, topo)
     started = time.monotonic()
     doc: dict[str, Any] = {"seed": seed, "minutes": minutes, "lab": name, "cable": topo.cable.value,
-                           "control_plane": control_plane,
+                           "control_plane": control_plane, "cni": cni,
                            "fresh_ports": fresh_ports, "kinds": sorted(kinds) or "all", "bounds": {
         "failover_s": FAILOVER_BOUND, "converge_s": CONVERGE_BOUND, "rss_mib": RSS_BOUND_MIB, "fds": FD_BOUND}}
     try:
         if not existing:
-            build.up(topo, name=name, wait_timeout=300.0, remote_wait=False, control_plane=control_plane)
+            build.up(topo, name=name, wait_timeout=300.0, remote_wait=False, control_plane=control_plane, cni=cni)
         st = state.read(name)
-        if st is None or st.control_plane != control_plane:
-            raise RuntimeError(f"lab {name}: not a {control_plane} lab")
+        if st is None or st.control_plane != control_plane or st.ovn != (cni == "ovn"):
+            raise RuntimeError(f"lab {name}: not a {control_plane} lab with --cni {cni}")
         broker, snapshot_of = st.broker_dir, soak_view.lab_snapshots(name)
         up_s = time.monotonic() - started
         took, left = converge(lab, snapshot_of, time.monotonic())
         if took is None:
             raise RuntimeError(f"the lab did not converge after up: {left[:6]}")
         groups = soak_watch.groups(lab, snapshot_of)
+        if cni == "ovn":
+            warm, dark = soak_watch.warm_up(groups)
+            doc["warm_up_s"] = None if warm is None else round(warm, 1)
+            if warm is None:
+                raise RuntimeError(f"OVN lab: flows still dark after the warm-up's 60 s: {dark[:8]}")
+            report(f"OVN lab: every group's flows pass {warm:.1f} s after convergence (warm-up, docs/robustness.md)")
         res = soak_watch.Resources(rss_bound_mib=RSS_BOUND_MIB, fd_bound=FD_BOUND)
         res.sample(name)  # baselines
         report(f"lab {name} up in {up_s:.0f} s and converged; seed {seed}; groups: "
@@ -279,7 +295,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         report(HEADER)
         end = started + minutes * 60
         rows: list[dict[str, Any]] = []
-        faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds, control_plane)
+        faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds, control_plane, cni)
         for fault in faults:
             if time.monotonic() + PRE + fault.hold + POST > end and rows:
                 break
@@ -336,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control-plane", choices=("file", "kube"), default="file",
                    help="what feeds the daemons: file (the file broker) or kube (API server emulators, with their own "
                    "fault kinds: docs/robustness.md)")  # fmt: skip
+    p.add_argument("--cni", choices=("generic", "ovn"), default="generic",
+                   help="the clusters' CNI: generic (the lab's) or ovn (OVN-Kubernetes with real packets: file control "
+                   "plane only, no egress gateway, OVN's own fault kinds: docs/robustness.md)")  # fmt: skip
     p.add_argument("--existing", action="store_true",
                    help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)
@@ -351,13 +370,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.existing and not args.name:
         p.error("--existing: needs --name")
     kinds = frozenset(k.strip() for k in args.kinds.split(",") if k.strip())
-    known = soak_faults.kinds_of(args.control_plane)
+    if args.cni == "ovn" and args.control_plane != "file":
+        p.error("--cni ovn: only with --control-plane file (the lab's OVN syncer follows the file broker)")
+    known = soak_faults.kinds_of(args.control_plane, args.cni)
     if kinds - set(known):
         p.error(f"--kinds: {', '.join(sorted(kinds - set(known)))} unknown with --control-plane "
-                f"{args.control_plane}; known: {', '.join(known)}")  # fmt: skip
+                f"{args.control_plane} --cni {args.cni}; known: {', '.join(known)}")  # fmt: skip
     doc = soak(args.minutes, seed, name, report=lambda s: print(s, flush=True), existing=args.existing,
                cable=args.cable, fresh_ports=args.fresh_ports, kinds=kinds,
-               control_plane=args.control_plane)  # fmt: skip
+               control_plane=args.control_plane, cni=args.cni)  # fmt: skip
     lines = summary(doc)
     for line in lines:
         print(line)

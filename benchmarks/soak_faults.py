@@ -38,10 +38,17 @@ FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-
 KUBE_KINDS = ("gateway-remove", "globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress",
               "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent",
               "power-loss", "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
-KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS}))
+# An OVN lab (``--cni ovn``: file broker only, no egress gateway) has no egress kinds, and OVN's own: its processes
+# SIGKILLed and restarted by the harness (magw.lab.build.procs keeps their environment for that).
+EGRESS_KINDS = ("kill-conntrackd", "kill-egress", "kill-egress-agent", "kill-keepalived")
+OVN_PROCESS_KINDS = ("kill-ovn-controller", "kill-ovn-northd", "kill-ovsdb-nb", "kill-ovsdb-sb")
+OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS} - set(EGRESS_KINDS)))
+KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS, *OVN_KINDS}))
 
 
-def kinds_of(control_plane: str) -> tuple[str, ...]:
+def kinds_of(control_plane: str, cni: str = "generic") -> tuple[str, ...]:
+    if cni == "ovn":
+        return OVN_KINDS
     return KUBE_KINDS if control_plane == "kube" else FILE_KINDS
 
 
@@ -250,9 +257,9 @@ def globalnet_blip(broker: Path, cluster: str, rng: random.Random) -> tuple[Acti
 
 
 def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only: frozenset[str] = frozenset(),
-             control_plane: str = "file") -> list[Fault]:  # fmt: skip
+             control_plane: str = "file", cni: str = "generic") -> list[Fault]:  # fmt: skip
     """``count`` faults drawn from ``rng``: every kind once (in a random order) before any kind repeats; ``only``:
-    these kinds alone (ValueError for a kind there is none of on ``control_plane``: ``kinds_of``)."""
+    these kinds alone (ValueError for a kind there is none of on ``control_plane`` and ``cni``: ``kinds_of``)."""
     name = lab.name
     egress = lab.topology.egressgw
     ecl = egress.cluster if egress is not None else ""
@@ -346,12 +353,14 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
     assert tuple(sorted(kinds)) == FILE_KINDS, sorted(kinds)
     if control_plane == "kube":
         kinds = {k: v for k, v in kinds.items() if k in KUBE_KINDS} | kube_kinds(lab, rng)
-    known = kinds_of(control_plane)
+    if cni == "ovn":
+        kinds = {k: v for k, v in kinds.items() if k in OVN_KINDS} | ovn_kinds(lab, rng)
+    known = kinds_of(control_plane, cni)
     assert tuple(sorted(kinds)) == known, sorted(kinds)
     unknown = sorted(only - set(kinds))
     if unknown:
-        raise ValueError(f"fault kinds: {', '.join(unknown)} unknown on a {control_plane} lab; known: "
-                         f"{', '.join(known)}")  # fmt: skip
+        what = f"{control_plane} lab" + (" with --cni ovn" if cni == "ovn" else "")
+        raise ValueError(f"fault kinds: {', '.join(unknown)} unknown on a {what}; known: {', '.join(known)}")
     drawn = sorted(only or kinds)
     out: list[Fault] = []
     while len(out) < count:
@@ -384,4 +393,27 @@ def kube_kinds(lab: LabLayout, rng: random.Random) -> dict[str, Callable[[], Fau
         "watch-410": apiserver("watch-410", lambda o: soak_kube.signal_apiserver(lab.name, o, signal.SIGUSR1), 0.0),
         "watch-drop": apiserver("watch-drop", lambda o: soak_kube.signal_apiserver(lab.name, o, signal.SIGUSR2), 0.0),
         "globalnet-blip": blip,
+    }
+
+
+def ovn_kinds(lab: LabLayout, rng: random.Random) -> dict[str, Callable[[], Fault]]:
+    """An OVN lab's own kinds: SIGKILL of a node's ovn-controller, of a cluster's ovn-northd or one of its
+    ovsdb-servers (NB, SB), each restarted by the heal with the same command line and environment. None of them is
+    on a packet's path: Open vSwitch keeps forwarding by the flows it holds, and every group must lose nothing.
+    (magw's OVN syncer runs in the route agent of the cluster's worker: ``kill-route-agent`` kills it too.)"""
+    clusters = [c.id for c in lab.topology.clusters]
+    nodes = [n.name for n in lab.nodes]
+
+    def process(kind: str, pool: list[str]) -> Callable[[], Fault]:
+        def build() -> Fault:
+            owner = rng.choice(pool)
+            inject, heal = kill_daemon(lab.name, kind, owner)
+            return Fault(f"kill-{kind}", owner, frozenset(), inject, heal, hold=2.0, outage=False)
+        return build
+
+    return {
+        "kill-ovn-controller": process("ovn-controller", nodes),
+        "kill-ovn-northd": process("ovn-northd", clusters),
+        "kill-ovsdb-nb": process("ovsdb-nb", clusters),
+        "kill-ovsdb-sb": process("ovsdb-sb", clusters),
     }

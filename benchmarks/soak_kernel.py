@@ -33,6 +33,7 @@ from tests.support.kernel_dump import Baseline, Dump, differences, ours, planned
 MAGW_PROTO = "157"
 FOREIGN_TABLES = ("lab-kube", "lab-cni", "lab-ovnk", "magw_health", "magw_lab_flows")
 BIN = Path(sys.executable).parent
+PLAN_FLAGS = ("--ovn-mgmt-nexthop",)
 
 
 def _proto(obj: dict[str, Any]) -> str:
@@ -63,8 +64,9 @@ def attrs_dump(dump: Dump, **changes: Any) -> Dump:
     return Dump(**fields)
 
 
-def plan_json(snapshot_of: SnapshotOf, cluster: str, node: str) -> dict[str, Any]:
-    """``magw plan --format json`` of ``node`` from its cluster's snapshot as the lab's daemons read it now."""
+def plan_json(snapshot_of: SnapshotOf, cluster: str, node: str, flags: list[str] | None = None) -> dict[str, Any]:
+    """``magw plan --format json`` of ``node`` from its cluster's snapshot as the lab's daemons read it now
+    (``flags``: more of its flags, ``plan_flags``)."""
     snap = snapshot_of(cluster)
     if snap is None:
         raise RuntimeError(f"cluster {cluster}: no snapshot (incomplete, or its control plane does not answer)")
@@ -72,13 +74,32 @@ def plan_json(snapshot_of: SnapshotOf, cluster: str, node: str) -> dict[str, Any
         f.write(dump_snapshot(snap))
         f.flush()
         done = subprocess.run(
-            [str(BIN / "magw"), "plan", "--snapshot", f.name, "--node", node, "--format", "json"],
+            [str(BIN / "magw"), "plan", "--snapshot", f.name, "--node", node, "--format", "json",
+             *(flags or [])],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"magw plan --node {node} failed: {done.stderr.strip()[-300:]}")
     doc: dict[str, Any] = json.loads(done.stdout)
     return doc
+
+
+def plan_flags(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """The route agent's flags that ``magw plan`` takes too, from its command line: the plan is then the one the agent
+    applies (``--ovn-mgmt-nexthop``: on an OVN node, table 150's next hop)."""
+    out: list[str] = []
+    for i, arg in enumerate(argv[:-1]):
+        if arg in PLAN_FLAGS:
+            out += [arg, argv[i + 1]]
+    return out
+
+
+def foreign_device_addresses(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's addresses on devices it does not create as links: an OVN gateway's ``ovn-k8s-sub0``, an Open
+    vSwitch internal port the route agent makes through OVS. The reader leaves such devices to the lab (they are not
+    VXLAN), so their addresses are compared apart."""
+    links = {str(link["name"]) for link in plan["links"]}
+    return [a for a in plan.get("addresses", []) if a["dev"] not in links]
 
 
 def external_links(plan: dict[str, Any]) -> frozenset[str]:
@@ -92,6 +113,8 @@ def wanted(plan: dict[str, Any]) -> dict[str, list[str]]:
     apart = external_links(plan)
     on = ("links", "addresses", "neighbors", "fdb")
     plan = {k: ([o for o in v if o.get("dev", o.get("name")) not in apart] if k in on else v) for k, v in plan.items()}
+    foreign = foreign_device_addresses(plan)
+    plan["addresses"] = [a for a in plan["addresses"] if a not in foreign]
     plan["routes"] = [r for r in plan["routes"] if "encap" not in r]
     plan["rules"] = [{k: v for k, v in r.items() if k not in ("fwmark", "fwmask")} for r in plan["rules"]]
     want = planned(plan)
@@ -145,6 +168,11 @@ def node_problems(ns: str, plan: dict[str, Any]) -> list[str]:
         data = dev[0].get("linkinfo", {}).get("info_data", {}) if dev else {}
         if not dev or "UP" not in dev[0].get("flags", []) or not data.get("external"):
             lines.append(f"links: external VXLAN device {name} missing, down or not external")
+    for a in foreign_device_addresses(plan):
+        held = [f"{i['local']}/{i['prefixlen']}" for d in dump.addrs if d["ifname"] == a["dev"]
+                for i in d.get("addr_info", [])]  # fmt: skip
+        if a["address"] not in held:
+            lines.append(f"addresses: {a['address']} missing on {a['dev']} (it holds {held})")
     cable = plan.get("cable")
     if cable:
         dev = [link for link in dump.links if link["ifname"] == cable["name"]]

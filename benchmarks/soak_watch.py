@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from ipaddress import IPv4Address
 from pathlib import Path
@@ -24,7 +25,7 @@ from magw.lab.spec.layout import LabLayout
 from magw.model.globalnet import Globalnet
 
 BASE_PORT = 41000  # losswatch stream: flow i sends from BASE_PORT + i
-DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent")
+DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent", "ovn-syncer")
 
 
 @attrs.frozen
@@ -80,6 +81,36 @@ def start(group: Group, duration: float, *, flows: int, rate: int, conns: int,
         "tcp": run("magw.lab.payload.tcpkeep", "hold", "--target", group.target, "--conns", str(conns),
                    "--duration", f"{duration:.1f}", "--interval", "0.05", "--timeout", "20"),
     }  # fmt: skip
+
+
+WARM_PORT = 51000  # warm-up flows' first source port: far from BASE_PORT's windows (and --fresh-ports' cycle)
+
+
+def warm_up(groups: list[Group], bound: float = 60.0, flows: int = 8) -> tuple[float | None, list[str]]:
+    """Rounds of 2 s of UDP flows on every group, from source ports no window uses, until a round in which no flow
+    lost more than half its datagrams (seconds it took), or ``bound`` is spent (None, the last round's dark flows).
+
+    An OVN lab needs it (docs/robustness.md, "OVN"): UDP flows started within about 3 s after the lab converges
+    may be balanced by a gateway router without its ``lb_force_snat_ip``, their replies leave by another gateway
+    router and the client drops them, for as long as the flow keeps sending. The windows then start on paths that
+    work, and this says how long that took."""
+    started = time.monotonic()
+    dark: list[str] = []
+    for n in range(int(bound // 2.5) + 1):
+        if time.monotonic() - started > bound:
+            break
+        port = WARM_PORT + (n % 20) * flows
+        running = {g.name: {"udp": subprocess.Popen(
+            ["ip", "netns", "exec", g.ns, sys.executable, "-m", "magw.lab.payload.losswatch", "stream", "--target",
+             g.target, "--flows", str(flows), "--rate", "20", "--duration", "2", "--drain", "1", "--base-port",
+             str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)} for g in groups}  # fmt: skip
+        docs = {name: collect(r, 30) for name, r in running.items()}
+        dark = [f"{name}:{f['sport']}" for name, d in docs.items() for f in d["udp"].get("flows", [])
+                if f["lost"] * 2 > f["sent"]] + [f"{name}: {d['udp']['error']}" for name, d in docs.items()
+                                                 if "error" in d["udp"]]  # fmt: skip
+        if not dark:
+            return time.monotonic() - started, []
+    return None, dark
 
 
 def collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from ipaddress import IPv4Address
 
 import attrs
 import structlog
@@ -40,13 +41,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="override the snapshot's strategy (default: the snapshot's, itself resilient by default)",
     )
+    parser.add_argument(
+        "--ovn-mgmt-nexthop",
+        type=_ipv4,
+        metavar="IP",
+        default=None,
+        help="cni ovn: the next hop of ovn-k8s-mp0 for table 150, as the route agent's flag of the same name "
+        "(default: the node's cni_ip minus one)",
+    )
+
+
+def _ipv4(text: str) -> IPv4Address:
+    try:
+        return IPv4Address(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
 
 
 def run(args: argparse.Namespace) -> int:
     snapshot = _load(args.snapshot)
     if args.strategy is not None:
         snapshot = attrs.evolve(snapshot, config=attrs.evolve(snapshot.config, strategy=Strategy(args.strategy)))
-    state = plan_node(snapshot, args.node)
+    state = plan_node(snapshot, args.node, ovn_mgmt_nexthop=args.ovn_mgmt_nexthop)
     log.info(
         "cli.plan_done",
         node=args.node,
@@ -71,11 +87,11 @@ def check_node(snapshot: Snapshot, node: str) -> None:
         raise UsageError(f"--node: unknown node {node!r} (known nodes: {', '.join(known) or 'none'})")
 
 
-def plan_node(snapshot: Snapshot, node: str) -> DesiredState:
+def plan_node(snapshot: Snapshot, node: str, *, ovn_mgmt_nexthop: IPv4Address | None = None) -> DesiredState:
     """The plan of ``node``; an unknown node or input the planner refuses is a UsageError."""
     check_node(snapshot, node)
     try:
-        return plan(snapshot, node)
+        return plan(snapshot, node, ovn_mgmt_nexthop=ovn_mgmt_nexthop)
     except ValueError as exc:
         raise UsageError(f"plan: {exc}") from None
 

@@ -21,11 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import yaml
 
 from benchmarks import soak, soak_faults, soak_kernel, soak_view, soak_watch
 from magw.lab.planes.daemons import daemons_installed
+from magw.lab.planes.ovn_nodes import ovs_missing
+from magw.lab.planes.ovn_servers import ovn_missing
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import load_topology
 from tests.support.labkit import unique_name
@@ -167,6 +170,31 @@ def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_pa
             soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({kind}), control_plane="kube")
 
 
+def test_ovn_schedule_has_ovns_processes_and_no_egress_kind(tmp_path: Path) -> None:
+    """An OVN lab's soak (no egress gateway): the egress kinds are gone; ovn-controller (per node), ovn-northd and
+    both ovsdb-servers (per cluster) are killed, each touching no flow (Open vSwitch keeps forwarding)."""
+    topo = attrs.evolve(load_topology(soak.TOPOLOGY), egressgw=None)
+    lab = layout("skunit", topo)
+    (tmp_path / "node-east-w1.yaml").write_text("")
+    every = soak_faults.schedule(lab, tmp_path, random.Random(3), 3 * len(soak_faults.OVN_KINDS), cni="ovn")
+    kinds = {f.kind for f in every}
+    assert sorted(kinds) == list(soak_faults.OVN_KINDS) and not kinds & set(soak_faults.EGRESS_KINDS)
+    ovn = [f for f in every if f.kind in soak_faults.OVN_PROCESS_KINDS]
+    clusters, nodes = {c.id for c in topo.clusters}, {n.name for n in lab.nodes}
+    assert all(f.touches == frozenset() and not f.outage for f in ovn)
+    assert {f.target for f in ovn if f.kind == "kill-ovn-controller"} <= nodes
+    assert {f.target for f in ovn if f.kind != "kill-ovn-controller"} <= clusters
+    with pytest.raises(ValueError, match="fault kinds: kill-keepalived unknown on a file lab with --cni ovn"):
+        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-keepalived"}), cni="ovn")
+
+
+def test_soak_refuses_ovn_on_the_kube_control_plane() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--cni", "ovn", "--control-plane",
+                           "kube"], capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+        "soak.py: error: --cni ovn: only with --control-plane file (the lab's OVN syncer follows the file broker)")
+
+
 def _run_soak(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
     out = tmp_path / "soak.json"
     done = subprocess.run(
@@ -251,3 +279,26 @@ def test_soak_kube_control_plane_faults(tmp_path: Path) -> None:
         for g in r["groups"]:
             assert not g["crossed"] and g["sent"] > 0, g
             assert g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"] == soak.CONNS, (r["kind"], g)
+
+
+@pytest.mark.kernel
+@pytest.mark.ovn
+@pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
+@pytest.mark.timeout(600)
+def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) -> None:
+    """``--cni ovn``: the soak lab on OVN-Kubernetes with real packets (Globalnet, two gateways in east and west);
+    ovn-controller, ovn-northd and the NB and SB ovsdb-servers SIGKILLed and restarted: no group loses anything,
+    every TCP connection survives, and every node's kernel and every cluster's OVN syncer converge."""
+    reason = ovn_missing() or ovs_missing()
+    if reason:
+        pytest.skip(reason)
+    doc = _run_soak(tmp_path, unique_name(), "--cni", "ovn", "--minutes", "1.6", "--seed", "1",
+                    "--kinds", ",".join(soak_faults.OVN_PROCESS_KINDS))  # fmt: skip
+    rows = doc["faults"]
+    assert doc["cni"] == "ovn" and doc["warm_up_s"] is not None
+    assert {r["kind"] for r in rows} == set(soak_faults.OVN_PROCESS_KINDS), [r["kind"] for r in rows]
+    for r in rows:
+        assert r["problems"] == [] and r["converged_s"] is not None, r
+        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east"}
+        for g in r["groups"]:
+            assert g["sent"] > 0 and g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"], (r["kind"], g)

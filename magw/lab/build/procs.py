@@ -48,6 +48,9 @@ class ProcRecord:
     argv: tuple[str, ...]
     log: str
     build: str = ""  # the magw source tree on its PYTHONPATH; "" = the installed magw
+    # What ``start`` was given on top of the lab's own environment (OVN's and Open vSwitch's run directories):
+    # ``restart`` gives it again, or an ovn-controller restarted would look for its sockets elsewhere.
+    env: tuple[tuple[str, str], ...] = ()
 
     def to_doc(self) -> dict[str, object]:
         doc: dict[str, object] = {
@@ -61,6 +64,8 @@ class ProcRecord:
         }
         if self.build:
             doc["build"] = self.build
+        if self.env:
+            doc["env"] = dict(self.env)
         return doc
 
     @classmethod
@@ -77,7 +82,16 @@ class ProcRecord:
             argv=tuple(str(a) for a in argv),
             log=str(doc["log"]),
             build=str(doc.get("build") or ""),  # absent: the installed magw (and every lab from before)
+            env=_env_of(doc.get("env")),
         )
+
+
+def _env_of(raw: object) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()  # a lab from before: nothing recorded
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"env: expected a mapping, got {type(raw).__name__}")
+    return tuple(sorted((str(k), str(v)) for k, v in raw.items()))
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -162,14 +176,23 @@ def start(
         argv=tuple(argv),
         log=str(log_path),
         build=build,
+        env=_added(env),
     )
+
+
+def _added(env: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """What ``env`` sets beyond this process's environment (``PYTHONPATH`` comes from the record's build)."""
+    if env is None:
+        return ()
+    return tuple(sorted((k, v) for k, v in env.items() if k != "PYTHONPATH" and os.environ.get(k) != v))
 
 
 def restart(rec: ProcRecord, *, build: str | None = None, argv: Sequence[str] | None = None) -> ProcRecord:
     """Start ``rec``'s command again (same kind, owner, namespace, argv and log), from ``build`` if given, else
     from the build it ran; ``argv`` instead of the recorded one if given."""
+    env = {**os.environ, **dict(rec.env)} if rec.env else None
     return start(kind=rec.kind, owner=rec.owner, namespace=rec.namespace, argv=rec.argv if argv is None else argv,
-                 log_path=Path(rec.log), build=rec.build if build is None else build)  # fmt: skip
+                 log_path=Path(rec.log), env=env, build=rec.build if build is None else build)  # fmt: skip
 
 
 def _signal(pid: int, ticks: int, sig: signal.Signals) -> None:

@@ -209,6 +209,9 @@ def start_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
     return st
 
 
+OFCTRL_WAIT_MS = 3000
+
+
 def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: NodeLayout) -> None:
     """The chassis configuration, ``br-phy`` and ``br-int`` with the pods and ``ovn-k8s-mp0``: one transaction;
     then the kernel side (addresses, routes, checksum offload)."""
@@ -219,6 +222,9 @@ def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: Node
         "ovn-encap-type": ENCAP_TYPE,
         "ovn-encap-ip": str(encap_ip(c, node).ip),
         "ovn-bridge-datapath-type": "netdev",
+        # A restarted ovn-controller computes its flows before it clears the old ones (ovn-controller(8)); at 0, the
+        # default, the node's datapath drops for the recompute (the soak's kill-ovn-controller: docs/robustness.md).
+        "ovn-ofctrl-wait-before-clear": str(OFCTRL_WAIT_MS),
     }
     args = ["set", "Open_vSwitch", ".", *(f"external_ids:{k}={json.dumps(v)}" for k, v in ext.items())]
     args += ["--", "add-br", INT_BRIDGE, "--", "set", "Bridge", INT_BRIDGE, "datapath_type=netdev",

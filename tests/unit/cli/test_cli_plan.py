@@ -12,13 +12,15 @@ import textwrap
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 import structlog
 
 from magw.cli import main as cli_main
 from magw.desired.node.planner import plan
 from magw.desired.render import render_text
-from magw.snapshot.load import load_snapshot
+from magw.model import Cni
+from magw.snapshot.load import dump_snapshot, load_snapshot
 from tests.support.cli import MagwCli
 from tests.support.paths import REPO
 
@@ -301,3 +303,24 @@ def test_exit_codes_of_a_subcommand(
     assert cli_main.main(args) == code
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (out, err)
+
+
+
+def test_ovn_mgmt_nexthop_sets_table_150s_next_hop_as_the_route_agents_flag(
+    magw_cli: MagwCli, tmp_path: pathlib.Path
+) -> None:
+    """With ``cni: ovn`` a worker's table 150 goes through ovn-k8s-mp0's next hop, which this seed's cni_ip (the
+    subnet's .1, OVN-K's router) cannot give: the plan asks for the flag, as the route agent does, and uses it."""
+    snap = load_snapshot(SEED)
+    ovn = tmp_path / "ovn.yaml"
+    ovn.write_text(dump_snapshot(attrs.evolve(snap, config=attrs.evolve(snap.config, cni=Cni.OVN))))
+    base = ("plan", "--snapshot", str(ovn), "--node", "e-w1")
+    result = magw_cli(*base, "--format", "json", "--ovn-mgmt-nexthop", "10.1.3.77")
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    routes = [r for r in json.loads(result.stdout)["routes"] if r["table"] == 150]
+    assert routes and {h["via"] for r in routes for h in r["nexthops"]} == {"10.1.3.77"}
+    assert_usage_error(magw_cli(*base), "plan: node cni_ip 10.1.3.1: OVN-Kubernetes gives ovn-k8s-mp0 "
+                       "the subnet's second address and its router the first, so the management next hop cannot be "
+                       "derived from it; give --ovn-mgmt-nexthop")  # fmt: skip
+    assert_usage_error(magw_cli(*base, "--ovn-mgmt-nexthop", "x"),
+                       "argument --ovn-mgmt-nexthop: 'x' is not an IPv4 address")  # fmt: skip
