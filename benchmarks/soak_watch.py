@@ -69,17 +69,23 @@ def groups(lab: LabLayout, snapshot_of: SnapshotOf) -> list[Group]:
     return out
 
 
+def _run(group: Group, module: str, *args: str) -> subprocess.Popen[str]:
+    argv = ["ip", "netns", "exec", group.ns, sys.executable, "-m", module, *args]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _udp(group: Group, duration: float, flows: int, rate: int, base_port: int, drain: float) -> subprocess.Popen[str]:
+    return _run(group, "magw.lab.payload.losswatch", "stream", "--target", group.target, "--flows", str(flows),
+                "--rate", str(rate), "--duration", f"{duration:.1f}", "--drain", f"{drain:g}",
+                "--base-port", str(base_port))  # fmt: skip
+
+
 def start(group: Group, duration: float, *, flows: int, rate: int, conns: int,
           base_port: int = BASE_PORT) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
-    def run(module: str, *args: str) -> subprocess.Popen[str]:
-        argv = ["ip", "netns", "exec", group.ns, sys.executable, "-m", module, *args]
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
     return {
-        "udp": run("magw.lab.payload.losswatch", "stream", "--target", group.target, "--flows", str(flows),
-                   "--rate", str(rate), "--duration", f"{duration:.1f}", "--drain", "2", "--base-port", str(base_port)),
-        "tcp": run("magw.lab.payload.tcpkeep", "hold", "--target", group.target, "--conns", str(conns),
-                   "--duration", f"{duration:.1f}", "--interval", "0.05", "--timeout", "20"),
+        "udp": _udp(group, duration, flows, rate, base_port, 2.0),
+        "tcp": _run(group, "magw.lab.payload.tcpkeep", "hold", "--target", group.target, "--conns", str(conns),
+                    "--duration", f"{duration:.1f}", "--interval", "0.05", "--timeout", "20"),
     }  # fmt: skip
 
 
@@ -100,10 +106,7 @@ def warm_up(groups: list[Group], bound: float = 60.0, flows: int = 8) -> tuple[f
         if time.monotonic() - started > bound:
             break
         port = WARM_PORT + (n % 20) * flows
-        running = {g.name: {"udp": subprocess.Popen(
-            ["ip", "netns", "exec", g.ns, sys.executable, "-m", "magw.lab.payload.losswatch", "stream", "--target",
-             g.target, "--flows", str(flows), "--rate", "20", "--duration", "2", "--drain", "1", "--base-port",
-             str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)} for g in groups}  # fmt: skip
+        running = {g.name: {"udp": _udp(g, 2.0, flows, 20, port, 1.0)} for g in groups}
         docs = {name: collect(r, 30) for name, r in running.items()}
         dark = [f"{name}:{f['sport']}" for name, d in docs.items() for f in d["udp"].get("flows", [])
                 if f["lost"] * 2 > f["sent"]] + [f"{name}: {d['udp']['error']}" for name, d in docs.items()

@@ -292,7 +292,7 @@ def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) ->
     reason = ovn_missing() or ovs_missing()
     if reason:
         pytest.skip(reason)
-    doc = _run_soak(tmp_path, unique_name(), "--cni", "ovn", "--minutes", "1.6", "--seed", "1",
+    doc = _run_soak(tmp_path, unique_name(), "--cni", "ovn", "--minutes", "3.2", "--seed", "1",
                     "--kinds", ",".join(soak_faults.OVN_PROCESS_KINDS))  # fmt: skip
     rows = doc["faults"]
     assert doc["cni"] == "ovn" and doc["warm_up_s"] is not None
