@@ -26,16 +26,14 @@ import select
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from ipaddress import IPv4Address, IPv4Network
 
 import attrs
 import pytest
 
 from magw.desired.nft.values import NftTable
-from magw.desired.node.planner import plan
 from magw.drivers.nft import NftDriver
-from magw.model import Cluster, Endpoint, Node, Snapshot
 from magw.reconcile.changeset import NftChange
+from tests.support.east_west import apply_planned_table, east_west_snapshot
 from tests.support.netns import NsFactory, run
 
 pytestmark = pytest.mark.kernel
@@ -188,32 +186,9 @@ def _seen(topo: Topology, *, reverse: bool = False) -> dict[str, str]:
     return seen
 
 
-def _snapshot() -> Snapshot:
-    """East (10.1.0.0/16) with the router as gateway (CNI IP 10.1.0.1) and a worker; west is 10.2.0.0/16."""
-    net = IPv4Network
-    return Snapshot(
-        local_cluster="east",
-        clusters=(
-            Cluster(id="east", pod_cidrs=(net("10.1.0.0/16"),), service_cidrs=(net("100.1.0.0/16"),)),
-            Cluster(id="west", pod_cidrs=(net("10.2.0.0/16"),), service_cidrs=(net("100.2.0.0/16"),)),
-        ),
-        nodes=(
-            Node(name="router", ip=IPv4Address("172.18.0.6"), cni_ip=IPv4Address(ROUTER_IN_IP), gateway=True),
-            Node(name="worker", ip=IPv4Address("172.18.0.3"), cni_ip=IPv4Address("10.1.3.1")),
-        ),
-        endpoints=(
-            Endpoint(cluster="east", hostname="router", private_ip=IPv4Address("172.18.0.6")),
-            Endpoint(cluster="west", hostname="w-gw1", private_ip=IPv4Address("172.19.0.4")),
-        ),
-    )
-
-
 def _apply_ours(ns: str, node: str) -> NftTable:
-    table = plan(_snapshot(), node).nft
-    assert table is not None
-    with NftDriver(ns) as driver:
-        assert driver.apply([NftChange(family="ip", name="magw", table=table)]).failed == ()
-    return table
+    """East (10.1.0.0/16) with the router as gateway (CNI IP 10.1.0.1) and a worker; west is 10.2.0.0/16."""
+    return apply_planned_table(ns, east_west_snapshot("router", ROUTER_IN_IP, "worker", "10.1.3.1"), node)
 
 
 def test_cni_masquerade_hides_the_client_without_our_table(topo: Topology) -> None:

@@ -18,21 +18,16 @@ removal), then through ``gw`` (its flow moved), from the same source port.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import select
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from ipaddress import IPv4Address, IPv4Network
+from collections.abc import Callable
 
 import attrs
 import pytest
 
-from magw.desired.node.planner import plan
-from magw.drivers.nft import NftDriver
-from magw.model import Cluster, Endpoint, Node, Snapshot
-from magw.reconcile.changeset import NftChange
+from tests.support.east_west import apply_planned_table, east_west_snapshot
+from tests.support.egress_world import echo_server
 from tests.support.netns import NsFactory, run
 
 pytestmark = pytest.mark.kernel
@@ -50,22 +45,6 @@ table ip kube {{
     ip daddr {SERVICE_IP} udp dport 80 dnat to {POD_IP}:{POD_PORT}
   }}
 }}
-"""
-
-# Answers each datagram with the source it saw; stops after 60 s at most.
-SERVER = f"""
-import socket, time
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("0.0.0.0", {POD_PORT}))
-u.settimeout(1)
-print("ready", flush=True)
-deadline = time.monotonic() + 60
-while time.monotonic() < deadline:
-    try:
-        _, peer = u.recvfrom(64)
-    except socket.timeout:
-        continue
-    u.sendto(peer[0].encode(), peer)
 """
 
 # One request from CLIENT_IP:CLIENT_PORT to the Service, 2 tries of 1 s; prints the answer or null.
@@ -129,52 +108,16 @@ def topo(ns_factory: NsFactory) -> Topology:
     return _build(ns_factory)
 
 
-def _snapshot() -> Snapshot:
-    """East (pods 10.1.0.0/16, Services 100.1.0.0/16) with ``gw`` as its gateway (CNI IP its vx-submariner
-    address: the SNAT of a DNATed remote client's request); west is 10.2.0.0/16."""
-    net = IPv4Network
-    return Snapshot(
-        local_cluster="east",
-        clusters=(
-            Cluster(id="east", pod_cidrs=(net("10.1.0.0/16"),), service_cidrs=(net("100.1.0.0/16"),)),
-            Cluster(id="west", pod_cidrs=(net("10.2.0.0/16"),), service_cidrs=(net("100.2.0.0/16"),)),
-        ),
-        nodes=(
-            Node(name="gw", ip=IPv4Address("172.18.0.6"), cni_ip=IPv4Address(GW_VX), gateway=True),
-            Node(name="old", ip=IPv4Address("172.18.0.3"), cni_ip=IPv4Address(OLD_VX)),
-        ),
-        endpoints=(
-            Endpoint(cluster="east", hostname="gw", private_ip=IPv4Address("172.18.0.6")),
-            Endpoint(cluster="west", hostname="w-gw1", private_ip=IPv4Address("172.19.0.4")),
-        ),
-    )
-
-
 def _apply_ours(ns: str) -> None:
-    table = plan(_snapshot(), "gw").nft
-    assert table is not None
-    with NftDriver(ns) as driver:
-        assert driver.apply([NftChange(family="ip", name="magw", table=table)]).failed == ()
-
-
-@contextlib.contextmanager
-def _server(ns: str) -> Iterator[None]:
-    """The pod's echo server, ready when entered, killed (by its PID) on exit."""
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", SERVER],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 15)
-        assert (bool(ready) and proc.stdout.readline().strip()) == "ready"
-        yield
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    """``gw``'s planned table: east's gateway, its CNI IP its vx-submariner address (the SNAT of a DNATed remote
+    client's request); ``old`` is east's worker."""
+    apply_planned_table(ns, east_west_snapshot("gw", GW_VX, "old", OLD_VX), "gw")
 
 
 def _ask(t: Topology) -> str | None:
+    """The source address the pod saw for one request, None without an answer."""
     answer: str | None = json.loads(run(t.client, sys.executable, "-c", CLIENT).stdout)
-    return answer
+    return None if answer is None else answer.rsplit(":", 1)[0]
 
 
 def _entries_from_the_service(ns: str) -> list[str]:
@@ -185,7 +128,7 @@ def _entries_from_the_service(ns: str) -> list[str]:
 
 def _request_moves_to_gw(t: Topology) -> tuple[str | None, str | None]:
     """The answers to one request through ``old`` and then, from the same source port, one through ``gw``."""
-    with _server(t.pod):
+    with echo_server(t.pod, "udp", "0.0.0.0", POD_PORT):
         first = _ask(t)
         run(t.client, "ip", "route", "replace", SERVICE_IP, "via", GW_TUNNEL)
         return first, _ask(t)
