@@ -1,11 +1,13 @@
 """Soak: one lab with three clusters, Globalnet, the egress gateway and WireGuard, traffic all along, seeded faults.
 
 Usage (root): ``.venv/bin/python benchmarks/soak.py --minutes N --seed S [--json FILE] [--name NAME]
-[--control-plane file|kube]``
+[--control-plane file|kube] [--cni generic|ovn]``
 
 The lab is ``examples/lab-soak.yaml`` (docs/robustness.md, "Soak", says what it combines and what it leaves out);
 with ``--control-plane kube`` its daemons run on API server emulators and the API servers' own faults join
-(``benchmarks/soak_kube.py``).
+(``benchmarks/soak_kube.py``); with ``--cni ovn`` its clusters run OVN-Kubernetes with real packets (no egress
+gateway), OVN's processes are killed too, and the groups are warmed up before the first window
+(``soak_watch.warm_up``).
 The run is a sequence of fault windows, back to back, until ``--minutes`` are spent. In each window, traffic
 starts in every group (``benchmarks/soak_watch.py``: UDP flows with sequence numbers and long-lived TCP
 connections, in a ring between the clusters by global IPs and both ways through the egress VIP); ``PRE`` s later
