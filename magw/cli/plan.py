@@ -15,6 +15,7 @@ import attrs
 import structlog
 
 from magw.cli import UsageError
+from magw.daemons.common.flags import ipv4
 from magw.desired.node.planner import plan
 from magw.desired.render import render_json, render_text
 from magw.desired.state import DesiredState
@@ -43,19 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ovn-mgmt-nexthop",
-        type=_ipv4,
+        type=ipv4,
         metavar="IP",
         default=None,
         help="cni ovn: the next hop of ovn-k8s-mp0 for table 150, as the route agent's flag of the same name "
         "(default: the node's cni_ip minus one)",
     )
-
-
-def _ipv4(text: str) -> IPv4Address:
-    try:
-        return IPv4Address(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
 
 
 def run(args: argparse.Namespace) -> int:
