@@ -102,10 +102,10 @@ def warm_up(groups: list[Group], bound: float = 60.0, flows: int = 8) -> tuple[f
     work, and this says how long that took."""
     started = time.monotonic()
     dark: list[str] = []
-    for n in range(int(bound // 2.5) + 1):
-        if time.monotonic() - started > bound:
-            break
+    n = 0
+    while time.monotonic() - started <= bound:
         port = WARM_PORT + (n % 20) * flows
+        n += 1
         running = {g.name: {"udp": _udp(g, 2.0, flows, 20, port, 1.0)} for g in groups}
         docs = {name: collect(r, 30) for name, r in running.items()}
         dark = [f"{name}:{f['sport']}" for name, d in docs.items() for f in d["udp"].get("flows", [])
