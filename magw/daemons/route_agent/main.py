@@ -163,7 +163,7 @@ def _agent(
         node=args.node,
         driver=cable,
         cable=cable if isinstance(cable, CableDriver) else None,
-        audit=None if audit is None else ovn_node_driver(args, audit, wanted).observe,
+        audit=None if audit is None else ovn_node_driver(args, audit, wanted, announce=False).observe,
         resync_period=args.resync_period,
         pick_strategy=picker,
         status_file=args.status_file,

@@ -12,6 +12,10 @@ sync.
   the openvswitch kernel module is missing).
 - ``--ovn-mgmt-nexthop IP``: the next hop of ``ovn-k8s-mp0`` for table 150 (default: the node's ``cni_ip`` - 1,
   OVN-Kubernetes' layout; magw.desired.ovn.node).
+
+On a gateway (``ovn-k8s-sub0`` holds 169.254.254.10) the agent also sends ARP requests for the gateway router's
+169.254.254.9 from ``ovn-k8s-sub0``, so the router knows the host's MAC before the first reply must go there
+(magw.drivers.ovs.announce): a burst of six over 8 s when the address is added, and at each full sync.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import socket
 from collections.abc import Callable
+from ipaddress import IPv4Address
 from typing import Any
 
 import attrs
@@ -26,6 +31,7 @@ import structlog
 
 from magw.daemons.common.flags import ipv4
 from magw.desired.ovn.node import SUB_DEV
+from magw.desired.ovn.topology import HOST_IP, UP_IP
 from magw.desired.state import DesiredState
 from magw.reconcile.changeset import ChangeSet
 from magw.reconcile.driver import ApplyResult, Driver
@@ -78,15 +84,25 @@ class OvnBridgeDriver:
     inner: Driver
     bridge: Any  # magw.drivers.ovs.bridge.OvsBridge, or None without --ovs-db
     wanted: Callable[[], bool]  # the last plan was for cni ovn
+    announcer: Any = None  # magw.drivers.ovs.announce.Announcer: the main driver's, not the audit's
     _warned: bool = attrs.field(init=False, default=False)
 
     def observe(self) -> DesiredState:
         if self.wanted():
             self.prepare()
-        return self.inner.observe()
+        state = self.inner.observe()
+        if self.announcer is not None and any(a.dev == SUB_DEV for a in state.addresses):
+            self.announcer.trigger()  # a full sync: a router made again since the last burst learns the MAC
+        return state
 
     def apply(self, changes: ChangeSet) -> ApplyResult:
-        return self.inner.apply(changes)
+        result = self.inner.apply(changes)
+        if self.announcer is not None and any(
+            op.kind == "addresses" and op.verb != "delete" and getattr(op.obj, "dev", None) == SUB_DEV
+            for op in changes.ops
+        ):
+            self.announcer.trigger()  # this node just became a gateway: its router is new, or about to be
+        return result
 
     def prepare(self) -> None:
         if self.bridge is None:
@@ -112,8 +128,11 @@ class OvnBridgeDriver:
             log.error("route_agent.ovn_bridge_failed", error=str(exc))
 
 
-def ovn_node_driver(args: argparse.Namespace, inner: Driver, wanted: Callable[[], bool]) -> Driver:
-    """``inner`` wrapped for the OVN mode (a no-op until a plan says ``cni: ovn``); ``inner`` with ``--fake``."""
+def ovn_node_driver(
+    args: argparse.Namespace, inner: Driver, wanted: Callable[[], bool], *, announce: bool = True
+) -> Driver:
+    """``inner`` wrapped for the OVN mode (a no-op until a plan says ``cni: ovn``); ``inner`` with ``--fake``.
+    ``announce``: send the ARP requests above (the main driver; not the audit's, which only observes)."""
     if args.fake:
         return inner
     bridge = None
@@ -121,4 +140,11 @@ def ovn_node_driver(args: argparse.Namespace, inner: Driver, wanted: Callable[[]
         from magw.drivers.ovs.bridge import OvsBridge
 
         bridge = OvsBridge(args.ovs_db, datapath_type=args.ovs_datapath_type)
-    return OvnBridgeDriver(inner, bridge, wanted)
+    return OvnBridgeDriver(inner, bridge, wanted, _announcer() if announce else None)
+
+
+def _announcer() -> Any:
+    from magw.drivers.ovs.announce import Announcer, send_arp_request
+
+    host, router = IPv4Address(HOST_IP), IPv4Address(UP_IP)
+    return Announcer(lambda: send_arp_request(SUB_DEV, host, router), what=f"{SUB_DEV} {HOST_IP} -> {UP_IP}")
