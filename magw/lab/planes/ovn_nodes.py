@@ -249,11 +249,38 @@ def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: Node
     _run(["ip", "netns", "exec", ns, "nft", "-f", "-"], f"nft on {node.name}", stdin=mgmt_snat_script(node))
 
 
+def _phy_mac(node: NodeLayout) -> str:
+    return _run(["ip", "netns", "exec", node.namespace, "cat", f"/sys/class/net/{PHY_BRIDGE}/address"],
+                f"{PHY_BRIDGE}'s MAC on {node.name}").strip()  # fmt: skip
+
+
+def prime_tunnel_neighbours(lab: LabLayout, st: LabState) -> int:
+    """Give every node's userspace datapath the MAC of each other node's encap address (``tnl/neigh/set``).
+
+    The userspace datapath resolves a tunnel's next hop with an ARP of its own and drops the packet that needed
+    it; the first packets between two chassis are lost so. With OVN's load balancers that first-use loss left some
+    of the first UDP flows through a new gateway router dark for as long as they sent (docs/ovn.md, "A new gateway
+    router's first flows"); the kernel datapath of real nodes resolves through the kernel's neighbour table, which
+    queues instead. The lab therefore starts with its tunnels resolved. Returns the entries set."""
+    macs = {n.name: _phy_mac(n) for n in lab.nodes}
+    count = 0
+    for c in lab.clusters:
+        for node in c.nodes:
+            ctl = str(ovs_dir(st, node) / "vswitchd.ctl")
+            for peer in c.nodes:
+                if peer.name != node.name:
+                    _run(["ovs-appctl", "-t", ctl, "tnl/neigh/set", PHY_BRIDGE, str(encap_ip(c, peer).ip),
+                          macs[peer.name]], f"tnl/neigh/set on {node.name}")  # fmt: skip
+                    count += 1
+    return count
+
+
 def start_chassis(lab: LabLayout, st: LabState, step: Progress, sb: Callable[[ClusterLayout], OvnDir]) -> LabState:
     """Every node's bridges and ports, then its ``ovn-controller`` (``wait_chassis`` waits for their chassis)."""
     pairs = [(c, n) for c in lab.clusters for n in c.nodes]
     parallel(_bridges, ((st, lab, sb(c).sb, c, n) for c, n in pairs))
     step(f"ovn: br-int (pods, {MGMT_DEV}) and br-phy ({naming.ENCAP_IF}, the encap address) on {len(pairs)} nodes")
+    step(f"ovn: {prime_tunnel_neighbours(lab, st)} tunnel neighbours set in the userspace datapaths")
     for _c, node in pairs:
         d = ovs_dir(st, node)
         rec = _start(st, node, "ovn-controller", [
