@@ -285,11 +285,13 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
             raise RuntimeError(f"the lab did not converge after up: {left[:6]}")
         groups = soak_watch.groups(lab, snapshot_of)
         if cni == "ovn":
-            warm, dark = soak_watch.warm_up(groups)
+            warm, rounds, dark = soak_watch.warm_up(groups)
             doc["warm_up_s"] = None if warm is None else round(warm, 1)
+            doc["warm_up_rounds"] = rounds
             if warm is None:
                 raise RuntimeError(f"OVN lab: flows still dark after the warm-up's 60 s: {dark[:8]}")
-            report(f"OVN lab: every group's flows pass {warm:.1f} s after convergence (warm-up, docs/robustness.md)")
+            report(f"OVN lab: every group's flows pass {warm:.1f} s after convergence, in {rounds} round(s) of the "
+                   "warm-up (docs/robustness.md)")  # fmt: skip
         res = soak_watch.Resources(rss_bound_mib=RSS_BOUND_MIB, fd_bound=FD_BOUND)
         res.sample(name)  # baselines
         report(f"lab {name} up in {up_s:.0f} s and converged; seed {seed}; groups: "

@@ -288,7 +288,9 @@ def test_soak_kube_control_plane_faults(tmp_path: Path) -> None:
 def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) -> None:
     """``--cni ovn``: the soak lab on OVN-Kubernetes with real packets (Globalnet, two gateways in east and west);
     ovn-controller, ovn-northd and the NB and SB ovsdb-servers SIGKILLed and restarted: no group loses anything,
-    every TCP connection survives, and every node's kernel and every cluster's OVN syncer converge."""
+    every TCP connection survives, and every node's kernel and every cluster's OVN syncer converge. The warm-up's
+    first round, the first flows through the new gateway routers, passes: none of them stays dark (docs/ovn.md,
+    "A new gateway router's first flows")."""
     reason = ovn_missing() or ovs_missing()
     if reason:
         pytest.skip(reason)
@@ -296,6 +298,7 @@ def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) ->
                     "--kinds", ",".join(soak_faults.OVN_PROCESS_KINDS))  # fmt: skip
     rows = doc["faults"]
     assert doc["cni"] == "ovn" and doc["warm_up_s"] is not None
+    assert doc["warm_up_rounds"] == 1, doc["warm_up_s"]
     assert {r["kind"] for r in rows} == set(soak_faults.OVN_PROCESS_KINDS), [r["kind"] for r in rows]
     for r in rows:
         assert r["problems"] == [] and r["converged_s"] is not None, r
