@@ -138,6 +138,9 @@ def judge(
         "group": group.name, "crossed": crossed, "sent": udp["sent"] * len(flows), "lost": lost, "lost_tail": tail,
         "window_ms": window, "tcp_conns": tcp["conns"], "tcp_survived": tcp["survived"],
         "tcp_max_gap_ms": tcp.get("max_gap_ms"),
+        # why the broken ones broke (reset, stalled, silent at the end): a crossed group's breaks are not judged, but
+        # breaks in windows whose UDP lost nothing are a question of their own (docs/health.md, "false split")
+        "tcp_errors": sorted({str(c["error"]) for c in tcp.get("connections", []) if c.get("error")})[:4],
         "lost_sports": [f["sport"] for f in flows if f["lost"]],  # which flows: one flow each window, or any?
     }  # fmt: skip
     return figures, problems

@@ -77,6 +77,19 @@ def test_judge_crossed_group_must_come_back_within_the_bound() -> None:
     assert len(bad) == 1 and "traffic tool failed" in bad[0]
 
 
+def test_judge_says_why_a_crossed_groups_tcp_connections_broke() -> None:
+    """Counted, not judged; but the figures keep each distinct first error of the broken ones."""
+    tcp = _tcp(broken=2) | {"connections": [
+        {"conn": 0, "survived": False, "error": "recv: [Errno 104] Connection reset by peer"},
+        {"conn": 1, "survived": False, "error": "recv: [Errno 104] Connection reset by peer"},
+        {"conn": 2, "survived": True, "error": None},
+    ]}  # fmt: skip
+    figures, bad = soak.judge(_fault({"east"}), GROUP, {"udp": _udp(), "tcp": tcp}, 3.0)
+    assert bad == [] and figures["tcp_survived"] == 0
+    assert figures["tcp_errors"] == ["recv: [Errno 104] Connection reset by peer"]
+    assert soak.judge(_fault({"east"}), GROUP, {"udp": _udp(), "tcp": _tcp()}, 3.0)[0]["tcp_errors"] == []
+
+
 def test_a_row_shows_where_a_dark_flow_left_state() -> None:
     """A flow that did not come back: the row prints the conntrack entries found for it (a CI failure says why)."""
     row = {"kind": "gateway-remove", "target": "west-gw1", "detection_s": None, "converged_s": 15.8,
