@@ -33,6 +33,7 @@ from magw.daemons.common.flags import ipv4
 from magw.desired.ovn.node import SUB_DEV
 from magw.desired.ovn.topology import HOST_IP, UP_IP
 from magw.desired.state import DesiredState
+from magw.drivers.ovs.announce import Announcer, send_arp_request
 from magw.reconcile.changeset import ChangeSet
 from magw.reconcile.driver import ApplyResult, Driver
 
@@ -84,7 +85,7 @@ class OvnBridgeDriver:
     inner: Driver
     bridge: Any  # magw.drivers.ovs.bridge.OvsBridge, or None without --ovs-db
     wanted: Callable[[], bool]  # the last plan was for cni ovn
-    announcer: Any = None  # magw.drivers.ovs.announce.Announcer: the main driver's, not the audit's
+    announcer: Announcer | None = None  # the main driver's, not the audit's
     _warned: bool = attrs.field(init=False, default=False)
 
     def observe(self) -> DesiredState:
@@ -143,8 +144,6 @@ def ovn_node_driver(
     return OvnBridgeDriver(inner, bridge, wanted, _announcer() if announce else None)
 
 
-def _announcer() -> Any:
-    from magw.drivers.ovs.announce import Announcer, send_arp_request
-
+def _announcer() -> Announcer:
     host, router = IPv4Address(HOST_IP), IPv4Address(UP_IP)
     return Announcer(lambda: send_arp_request(SUB_DEV, host, router), what=f"{SUB_DEV} {HOST_IP} -> {UP_IP}")
