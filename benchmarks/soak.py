@@ -121,10 +121,15 @@ def judge(
     lost = sum(f["lost"] for f in flows)
     tail = sum(f["lost_tail"] for f in flows)
     window = max((w for f in flows for w in f["windows_ms"]), default=0.0)
+    # when each loss began, in seconds from the injection (negative: before it): a loss at the kill, at the heal
+    # (the restart) or neither points at different causes
+    lost_at = sorted(round(s - PRE, 2) for f in flows for s in f.get("window_starts_s", []))[:8]
     broken = tcp["conns"] - tcp["survived"]
     if not crossed:
         if lost:
-            problems.append(f"{group.name}: did not cross the fault but lost {lost} datagrams (window {window:.0f} ms)")
+            at = ", ".join(f"{a:+.2f}" for a in lost_at)
+            problems.append(f"{group.name}: did not cross the fault but lost {lost} datagrams (window {window:.0f} ms; "
+                            f"at {at} s from the injection, hold {fault.hold:g} s)")
         if broken:
             problems.append(f"{group.name}: did not cross the fault but {broken}/{tcp['conns']} TCP connections broke")
     else:
@@ -136,7 +141,7 @@ def judge(
         # gateway's own Globalnet egress address, and a connection cannot survive its address changing.
     figures = {
         "group": group.name, "crossed": crossed, "sent": udp["sent"] * len(flows), "lost": lost, "lost_tail": tail,
-        "window_ms": window, "tcp_conns": tcp["conns"], "tcp_survived": tcp["survived"],
+        "window_ms": window, "lost_at_s": lost_at, "tcp_conns": tcp["conns"], "tcp_survived": tcp["survived"],
         "tcp_max_gap_ms": tcp.get("max_gap_ms"),
         # why the broken ones broke (reset, stalled, silent at the end): a crossed group's breaks are not judged, but
         # breaks in windows whose UDP lost nothing are a question of their own (docs/health.md, "false split")

@@ -61,6 +61,7 @@ def test_judge_untouched_group_must_lose_nothing() -> None:
     assert soak.judge(fault, OTHER, {"udp": _udp(), "tcp": _tcp()}, 3.0)[1] == []
     _fig, bad = soak.judge(fault, OTHER, {"udp": _udp(lost=1, window=20.0), "tcp": _tcp()}, 3.0)
     assert len(bad) == 1 and "did not cross the fault but lost 1 datagrams" in bad[0]
+    assert f"at {1.0 - soak.PRE:+.2f} s from the injection, hold 1 s" in bad[0]  # the loss began 1 s into traffic
     _fig, bad = soak.judge(fault, OTHER, {"udp": _udp(), "tcp": _tcp(broken=1)}, 3.0)
     assert len(bad) == 1 and "1/2 TCP connections broke" in bad[0]
 
