@@ -38,17 +38,18 @@ FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-
 KUBE_KINDS = ("gateway-remove", "globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress",
               "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent",
               "power-loss", "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
-# An OVN lab (``--cni ovn``: file broker only, no egress gateway) has no egress kinds, and OVN's own: its processes
-# SIGKILLed and restarted by the harness (magw.lab.build.procs keeps their environment for that).
+# An OVN lab (``--cni ovn``: no egress gateway) has no egress kinds, and OVN's own: its processes SIGKILLed and
+# restarted by the harness (magw.lab.build.procs keeps their environment for that); on either control plane.
 EGRESS_KINDS = ("kill-conntrackd", "kill-egress", "kill-egress-agent", "kill-keepalived")
 OVN_PROCESS_KINDS = ("kill-ovn-controller", "kill-ovn-northd", "kill-ovsdb-nb", "kill-ovsdb-sb")
 OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS} - set(EGRESS_KINDS)))
+OVN_KUBE_KINDS = tuple(sorted({*KUBE_KINDS, *OVN_PROCESS_KINDS} - set(EGRESS_KINDS)))
 KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS, *OVN_KINDS}))
 
 
 def kinds_of(control_plane: str, cni: str = "generic") -> tuple[str, ...]:
     if cni == "ovn":
-        return OVN_KINDS
+        return OVN_KUBE_KINDS if control_plane == "kube" else OVN_KINDS
     return KUBE_KINDS if control_plane == "kube" else FILE_KINDS
 
 
@@ -354,7 +355,7 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
     if control_plane == "kube":
         kinds = {k: v for k, v in kinds.items() if k in KUBE_KINDS} | kube_kinds(lab, rng)
     if cni == "ovn":
-        kinds = {k: v for k, v in kinds.items() if k in OVN_KINDS} | ovn_kinds(lab, rng)
+        kinds = {k: v for k, v in kinds.items() if k not in EGRESS_KINDS} | ovn_kinds(lab, rng)
     known = kinds_of(control_plane, cni)
     assert tuple(sorted(kinds)) == known, sorted(kinds)
     unknown = sorted(only - set(kinds))

@@ -186,8 +186,8 @@ def _cni(p: argparse.ArgumentParser) -> None:
         choices=CNIS,
         default="generic",
         help="'ovn': OVN-Kubernetes' datapath for real: an OVN control plane (NB, SB, northd) and an OVN syncer per "
-        "cluster, Open vSwitch (userspace datapath) and ovn-controller on every node, pods on br-int; only with "
-        "--control-plane file (docs/lab.md)",
+        "cluster, Open vSwitch (userspace datapath) and ovn-controller on every node, pods on br-int; with "
+        "--control-plane kube, every cluster needs a worker (its route agent hosts the syncer; docs/lab.md)",
     )
 
 

@@ -202,11 +202,19 @@ def test_ovn_schedule_has_ovns_processes_and_no_egress_kind(tmp_path: Path) -> N
         soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-keepalived"}), cni="ovn")
 
 
-def test_soak_refuses_ovn_on_the_kube_control_plane() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--cni", "ovn", "--control-plane",
-                           "kube"], capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
-    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
-        "soak.py: error: --cni ovn: only with --control-plane file (the lab's OVN syncer follows the file broker)")
+def test_ovn_schedule_on_the_kube_control_plane_has_the_api_servers_faults_too(tmp_path: Path) -> None:
+    """``--cni ovn --control-plane kube``: the kube kinds (the API servers' own faults among them) without the egress
+    ones, and OVN's processes; the broker file kinds are unknown there (no broker files)."""
+    topo = attrs.evolve(load_topology(soak.TOPOLOGY), egressgw=None)
+    lab = layout("skunit", topo)
+    known = soak_faults.kinds_of("kube", "ovn")
+    assert {"kill-apiserver", "watch-410", "watch-drop", *soak_faults.OVN_PROCESS_KINDS} <= set(known)
+    assert not set(known) & {*soak_faults.EGRESS_KINDS, "broker-garbage", "broker-truncate"}
+    every = soak_faults.schedule(lab, tmp_path, random.Random(5), 2 * len(known), control_plane="kube", cni="ovn")
+    assert sorted({f.kind for f in every}) == list(known)
+    with pytest.raises(ValueError, match="fault kinds: broker-garbage unknown on a kube lab with --cni ovn"):
+        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"broker-garbage"}), control_plane="kube",
+                             cni="ovn")  # fmt: skip
 
 
 def _run_soak(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:

@@ -159,7 +159,7 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
     created = 0
     for c in lab.clusters:
         http = cluster_api(st, c.id).http()
-        for obj in cluster_objects(lab, c):
+        for obj in cluster_objects(lab, c, st.cni):
             try:
                 http.create(obj)
             except KubeHttpError as exc:

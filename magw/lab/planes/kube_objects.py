@@ -64,18 +64,17 @@ def cluster_object(c: ClusterLayout) -> Obj:
     return _obj("Cluster", "submariner.io/v1", c.id, NAMESPACE, spec=spec)
 
 
-def config_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
-    """The Submariner CR and the ConfigMap ``magw-config``: what the file broker's Config document says."""
+def config_objects(lab: LabLayout, c: ClusterLayout, cni: str = "generic") -> list[Obj]:
+    """The Submariner CR and the ConfigMap ``magw-config``: what the file broker's Config document says. ``cni``
+    ``ovn``: the Submariner CR's ``networkPlugin`` is ``OVNKubernetes``, as Submariner's operator sets it."""
     topo = lab.topology
-    submariner = _obj(
-        "Submariner",
-        "submariner.io/v1alpha1",
-        mapping.SUBMARINER,
-        NAMESPACE,
-        spec={"multiActiveGatewayEnabled": topo.multi_active, "clusterID": c.id},
-    )
+    spec: dict[str, Any] = {"multiActiveGatewayEnabled": topo.multi_active, "clusterID": c.id}
+    if cni == "ovn":
+        spec["networkPlugin"] = "OVNKubernetes"
+    submariner = _obj("Submariner", "submariner.io/v1alpha1", mapping.SUBMARINER, NAMESPACE, spec=spec)
     data = {"strategy": topo.strategy.value, "underlayMTU": str(topo.underlay_mtu), "cable": topo.cable.value}
-    if topo.keep_client_ip:  # off: no key, as in the file broker's Config (the kube lab's CNI is the generic one)
+    # off: no key, as in the file broker's Config; on OVN neither (OVN balances services in its routers)
+    if topo.keep_client_ip and cni == "generic":
         data["keepClientIP"] = "true"
     return [submariner, _obj("ConfigMap", "v1", mapping.CONFIG_MAP, NAMESPACE, data=data)]
 
@@ -189,9 +188,9 @@ def egress_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
     return out
 
 
-def cluster_objects(lab: LabLayout, c: ClusterLayout) -> list[Obj]:
+def cluster_objects(lab: LabLayout, c: ClusterLayout, cni: str = "generic") -> list[Obj]:
     """Everything ``up`` writes into cluster ``c``'s emulator, in creation order."""
-    out = [*config_objects(lab, c), cluster_object(c), *(node_object(n) for n in c.nodes)]
+    out = [*config_objects(lab, c, cni), cluster_object(c), *(node_object(n) for n in c.nodes)]
     out += load_balancer_services(c, cable_port(lab))
     if lab.topology.globalnet:
         out += globalnet_objects(c)

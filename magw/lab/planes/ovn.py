@@ -63,9 +63,14 @@ def check_supported(lab: LabLayout, control_plane: str) -> None:
     """Refuse what ``--cni ovn`` cannot build: LabInputError for a combination it does not support (exit 2),
     LabError when the OVN tools are missing."""
     if control_plane != "file":
-        raise LabInputError(
-            "--cni ovn: only with --control-plane file (the OVN syncer, magw ovn sync, follows the file broker)"
-        )
+        # With the kube control plane a worker's route agent hosts the syncer and feeds it from its own source; the
+        # standalone ``magw ovn sync`` (clusters without workers: ``syncer_host``) follows the file broker only.
+        alone = [c.id for c in lab.clusters if syncer_host(c) is None]
+        if alone:
+            raise LabInputError(
+                f"--cni ovn --control-plane {control_plane}: cluster {alone[0]} has no worker to host its OVN syncer "
+                "(a worker's route agent follows the API server; the standalone magw ovn sync, the file broker only)"
+            )
     missing = ovn_missing() or ovn_nodes.ovs_missing()
     if missing is not None:
         raise LabError(f"--cni ovn: {missing}")

@@ -32,6 +32,7 @@ import attrs
 import yaml
 
 from magw.lab.build.state import LabState
+from magw.lab.observe import kube_view
 from magw.lab.planes.ovn import ovn_dir
 from magw.lab.planes.ovn_nodes import pod_port
 from magw.lab.planes.ovn_servers import OvnDir
@@ -42,6 +43,7 @@ from magw.lab.verify.check import Check
 from magw.lab.verify.ovn_node import node_checks
 from magw.lab.verify.ovn_trace import Trace, l3gateway_chassis, microflow, ovn_trace
 from magw.sources.file.broker import endpoint_path
+from magw.sources.kube.mapping import endpoint_object_name
 
 HOST_IP = "169.254.254.10"  # ovn-k8s-sub0 on every gateway host
 GATEWAY_ROUTER = "submariner_router"  # and submariner_router_<k>
@@ -61,7 +63,11 @@ class Verification:
 
 def expected_carriers(lab: LabLayout, st: LabState, c: ClusterLayout) -> set[str]:
     """The gateways of ``c`` that should carry traffic: published (their Endpoint file) and not marked down by
-    a Health document of the broker."""
+    a Health document of the broker; with the kube control plane (no Health documents there), those whose
+    Endpoint object is in ``c``'s own API server, where each gateway writes its own."""
+    if st.kube:
+        held = kube_view.endpoints_everywhere(st).get(c.id, set())
+        return {g.name for g in c.gateways if endpoint_object_name(c.id, g.name) in held}
     down: set[str] = set()
     for path in sorted(st.broker_dir.glob("*.yaml")):
         try:

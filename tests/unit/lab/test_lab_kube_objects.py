@@ -235,3 +235,21 @@ def test_an_unknown_control_plane_is_bad_input(verb: str, magw_cli: MagwCli) -> 
     assert out.returncode == 2
     assert "--control-plane: invalid choice: 'etcd' (choose from 'file', 'kube')" in out.stderr
     assert not naming.state_dir("lkx").exists()
+
+
+def test_an_ovn_labs_submariner_object_names_ovn_kubernetes_and_keeps_no_client_ip() -> None:
+    """``--cni ovn --control-plane kube``: the Submariner object says ``networkPlugin: OVNKubernetes``, which the
+    Kubernetes source maps to the Config's ``cni: ovn`` (the route agents' OVN mode); ``keepClientIP`` stays off
+    on OVN (its routers balance services), as in the file broker's Config."""
+    lab = layout("lk", attrs.evolve(default_topology(), keep_client_ip=True))
+    submariner, config_map = config_objects(lab, lab.clusters[0], "ovn")
+    assert submariner["spec"]["networkPlugin"] == "OVNKubernetes"
+    assert "keepClientIP" not in config_map["data"]
+    (doc,) = mapping.config_docs(submariner, config_map)
+    assert doc.fields["cni"] == "ovn" and "keep_client_ip" not in doc.fields
+    generic, _cm = config_objects(lab, lab.clusters[0])
+    assert "networkPlugin" not in generic["spec"]
+    (doc,) = mapping.config_docs(generic, _cm)
+    assert "cni" not in doc.fields
+    ovn_kinds = [o["kind"] for o in cluster_objects(lab, lab.clusters[0], "ovn")]
+    assert ovn_kinds == [o["kind"] for o in cluster_objects(lab, lab.clusters[0])]

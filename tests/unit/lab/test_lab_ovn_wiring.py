@@ -9,12 +9,18 @@ addressing, not computed with the code under test.
 from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Interface
+from pathlib import Path
 
+import attrs
+import pytest
+
+from magw.daemons.route_agent import main as route_agent
 from magw.lab.build import wiring
 from magw.lab.build.state import LabState
+from magw.lab.errors import LabError, LabInputError
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes import ovn_nodes
-from magw.lab.planes.daemons import broker_documents
+from magw.lab.planes.daemons import broker_documents, route_agent_argv
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import default_topology, parse_topology
 
@@ -103,3 +109,38 @@ def test_every_ovn_node_snats_what_its_host_sends_into_ovn_by_the_management_por
     script = ovn_nodes.mgmt_snat_script(gw1)
     assert "type nat hook postrouting priority srcnat;" in script
     assert 'oifname "ovn-k8s-mp0" snat to 10.1.1.254 ' in script
+
+
+def test_on_the_kube_control_plane_every_cluster_needs_a_worker_to_host_its_syncer() -> None:
+    """The standalone ``magw ovn sync`` follows the file broker only: a kube OVN lab refuses a cluster whose
+    syncer no worker's route agent could host; the file broker takes it."""
+    topo = parse_topology({"clusters": [{"id": "east", "gateways": 2, "workers": 0}, {"id": "west"}]})
+    lab = layout("magw", topo)
+    with pytest.raises(LabInputError) as err:
+        lab_ovn.check_supported(lab, "kube")
+    assert str(err.value) == (
+        "--cni ovn --control-plane kube: cluster east has no worker to host its OVN syncer (a worker's route agent "
+        "follows the API server; the standalone magw ovn sync, the file broker only)"
+    )
+    for lab_, plane in ((lab, "file"), (_lab(), "kube")):  # accepted (LabError only if OVN's tools are missing)
+        try:
+            lab_ovn.check_supported(lab_, plane)
+        except LabError as exc:
+            assert "--cni ovn: " in str(exc)
+
+
+def test_a_kube_ovn_route_agent_publishes_its_management_port_and_hosts_the_syncer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its Node's ``submariner.io/cniIfaceIp`` comes from ``ovn-k8s-mp0`` (no cni0 on an OVN node); the first
+    worker's agent reads the API server and hosts the syncer, which its source feeds."""
+    monkeypatch.setattr("magw.lab.planes.daemons.script", lambda name: Path("/bin") / name)
+    st = LabState(name="magw", topology=default_topology(), phase="up", daemons=True, token="t",
+                  control_plane="kube", cni="ovn")  # fmt: skip
+    lab = _lab()
+    w1 = lab.node("east-w1")
+    args = route_agent.build_parser().parse_args(route_agent_argv(st, w1)[1:])
+    assert (args.source, args.cni_interface) == ("kube", "ovn-k8s-mp0")
+    assert args.ovn_nb == f"unix:{st.dir}/ovn/east/nb.sock" and args.broker_dir is None
+    generic = attrs.evolve(st, cni="generic")
+    assert route_agent.build_parser().parse_args(route_agent_argv(generic, w1)[1:]).cni_interface == "cni0"
