@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import yaml
 
+from magw.desired.ovn.node import MGMT_DEV
 from magw.lab.build import builds, procs, state
 from magw.lab.build.ready import wait_remote
 from magw.lab.build.state import LabState
@@ -170,7 +171,7 @@ def agent_status(st: LabState, node: NodeLayout) -> dict[str, Any] | None:
 def route_agent_argv(st: LabState, node: NodeLayout) -> list[str]:
     status = ["--status-file", str(agent_status_path(st, node))]
     # it publishes its Node's cniIfaceIp from there: cni0, or on OVN the management port (as OVN-K nodes do)
-    cni = ["--cni-interface", ovn_nodes.MGMT_DEV if st.ovn else naming.CNI_BRIDGE] if st.kube else []
+    cni = ["--cni-interface", MGMT_DEV if st.ovn else naming.CNI_BRIDGE] if st.kube else []
     egress = st.topology.egressgw
     # The kube source reads the egress gateway's kinds only when asked (their CRDs may be absent): its cluster's.
     egress_flag = ["--egress"] if st.kube and egress is not None and egress.cluster == node.cluster else []

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 
-from magw.desired.ovn.node import MGMT_DEV as MGMT_DEV  # re-exported: the lab's route agents' --cni-interface
+from magw.desired.ovn.node import MGMT_DEV
 from magw.lab.build import procs, state, wiring
 from magw.lab.build.pool import parallel
 from magw.lab.build.state import LabState

@@ -33,6 +33,7 @@ import yaml
 
 from magw.lab.build.state import LabState
 from magw.lab.observe import kube_view
+from magw.lab.planes import kube
 from magw.lab.planes.ovn import ovn_dir
 from magw.lab.planes.ovn_nodes import pod_port
 from magw.lab.planes.ovn_servers import OvnDir
@@ -66,7 +67,7 @@ def expected_carriers(lab: LabLayout, st: LabState, c: ClusterLayout) -> set[str
     a Health document of the broker; with the kube control plane (no Health documents there), those whose
     Endpoint object is in ``c``'s own API server, where each gateway writes its own."""
     if st.kube:
-        held = kube_view.endpoints_everywhere(st).get(c.id, set())
+        held = kube_view.objects_of(kube.cluster_api(st, c.id), "Endpoint")
         return {g.name for g in c.gateways if endpoint_object_name(c.id, g.name) in held}
     down: set[str] = set()
     for path in sorted(st.broker_dir.glob("*.yaml")):
