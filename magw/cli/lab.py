@@ -1,5 +1,5 @@
-"""``magw lab up|down|status|exec|kubectl|demo|fail|recover|verify|upgrade``: a whole clusterset in network namespaces
-(docs/lab.md)."""
+"""``magw lab up|down|status|exec|kubectl|demo|fail|recover|verify|upgrade|add-gateway|remove-gateway``: a whole
+clusterset in network namespaces (docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import attrs
 
-from magw.cli import UsageError, lab_kubectl, log_level
+from magw.cli import UsageError, lab_grow, lab_kubectl, log_level
 from magw.lab.build import lifecycle as build
 from magw.lab.build import ownership, state
 from magw.lab.build.state import CNIS, CONTROL_PLANES
@@ -86,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.set_defaults(lab_run=_exec)
 
     lab_kubectl.add_verb(verbs, _name)
+    lab_grow.add_verbs(verbs, _name, _seconds)
 
     demo = verbs.add_parser("demo", help="bring a lab up, show connectivity and gateway spread, tear it down")
     _name(demo)

@@ -255,7 +255,7 @@ def down(name: str, *, grace: float = procs.STOP_GRACE, keep: Path | None = None
     found = ownership.survey(name, st)
     for ns, why in found.bystanders:
         log.warning("lab.down_left_alone", name=name, namespace=ns, reason=why)
-    stopped.update(_stop_namespace_processes(found.ours, grace))
+    stopped.update(stop_namespace_processes(found.ours, grace))
     deleted = tuple(ns for ns in found.ours if netns.delete_namespace(ns))
     state_dir = naming.state_dir(name)
     removed = state_dir.exists()
@@ -274,7 +274,7 @@ def down(name: str, *, grace: float = procs.STOP_GRACE, keep: Path | None = None
     )
 
 
-def _stop_namespace_processes(namespaces: Iterable[str], grace: float) -> dict[int, str]:
+def stop_namespace_processes(namespaces: Iterable[str], grace: float) -> dict[int, str]:
     """Stop whatever still runs inside the lab's own (marked) namespaces, e.g. started with ``magw lab exec``."""
     targets = []
     for ns in namespaces:

@@ -10,6 +10,7 @@ bridge and pod namespaces), ``port_commands`` to enslave the peers, and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from ipaddress import IPv4Address
 
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, PodLayout
@@ -50,7 +51,8 @@ def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout, *, o
     mtu = lab.topology.underlay_mtu
     ul_port = naming.underlay_port(node.short)
     cmds = [
-        f"link add {naming.UNDERLAY_IF} mtu {mtu} type veth peer name {ul_port} mtu {mtu} netns {cluster.underlay_ns}",
+        f"link add {naming.UNDERLAY_IF} address {link_mac(node.node_ip)} mtu {mtu} type veth peer name {ul_port} "
+        f"mtu {mtu} netns {cluster.underlay_ns}",
         f"addr add {node.node_ip}/{cluster.underlay.prefixlen} dev {naming.UNDERLAY_IF}",
         f"link set {naming.UNDERLAY_IF} up",
     ]
@@ -78,7 +80,8 @@ def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout, *, o
     if node.wan_ip is not None:
         wan_port = naming.wan_port(node.cluster, node.short)
         cmds += [
-            f"link add {naming.WAN_IF} mtu {mtu} type veth peer name {wan_port} mtu {mtu} netns {lab.wan_ns}",
+            f"link add {naming.WAN_IF} address {link_mac(node.wan_ip)} mtu {mtu} type veth peer name {wan_port} "
+            f"mtu {mtu} netns {lab.wan_ns}",
             f"addr add {node.wan_ip}/{lab.wan_subnet.prefixlen} dev {naming.WAN_IF}",
             f"link set {naming.WAN_IF} up",
         ]
@@ -97,6 +100,14 @@ def node_commands(lab: LabLayout, cluster: ClusterLayout, node: NodeLayout, *, o
     # hook DNATs it (real nodes use their default route): give the local service range a route.
     cmds.append(f"route add {cluster.service_cidr} dev {naming.UNDERLAY_IF}")
     return cmds
+
+
+def link_mac(ip: IPv4Address) -> str:
+    """The MAC of a node's underlay or WAN link: ``02:1a`` (locally administered, unicast) and the link's address,
+    so a node made again (``magw lab remove-gateway``, then ``add-gateway``) has the MAC its neighbours' ARP
+    caches still hold, as a real node keeps its NIC. With a new random MAC the other nodes kept sending to the old
+    one until their entries went stale (15-45 s): the new gateway's probes and VXLAN packets went nowhere."""
+    return "02:1a:" + ":".join(f"{b:02x}" for b in ip.packed)
 
 
 def port_commands(ports: Sequence[str]) -> list[str]:

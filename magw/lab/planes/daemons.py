@@ -88,7 +88,7 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
         docs["config.yaml"]["cable"] = topo.cable.value
     if cni != "generic":  # the route agents plan the CNI's node side from it (docs/ovn-node.md)
         docs["config.yaml"]["cni"] = cni
-    client_ip = topo.keep_client_ip and cni == "generic"  # OVN balances services in its routers (docs/client-ip.md)
+    client_ip = keeps_client_ip(lab, cni)
     if client_ip:  # the key and the nodes' pod_cidrs only then: a build before them refuses both
         docs["config.yaml"]["keep_client_ip"] = True
     for c in lab.clusters:
@@ -101,11 +101,22 @@ def broker_documents(lab: LabLayout, cni: str = "generic") -> dict[str, dict[str
         if c.global_cidr is not None:
             docs[f"cluster-{c.id}.yaml"]["global_cidrs"] = [str(c.global_cidr)]
         for n in c.nodes:
-            docs[f"node-{c.id}-{n.name}.yaml"] = _node_doc(n, cni, client_ip=client_ip)
+            docs[node_file(n)] = node_document(n, cni, client_ip=client_ip)
     return docs | globalnet_documents(lab) | egressgw_documents(lab)
 
 
-def _node_doc(node: NodeLayout, cni: str = "generic", *, client_ip: bool = False) -> dict[str, Any]:
+def keeps_client_ip(lab: LabLayout, cni: str) -> bool:
+    """The topology's keep_client_ip, on the generic CNI only (OVN balances services in its routers:
+    docs/client-ip.md)."""
+    return lab.topology.keep_client_ip and cni == "generic"
+
+
+def node_file(node: NodeLayout) -> str:
+    """The broker file of a node's Node document."""
+    return f"node-{node.cluster}-{node.name}.yaml"
+
+
+def node_document(node: NodeLayout, cni: str = "generic", *, client_ip: bool = False) -> dict[str, Any]:
     # On OVN the node's address in the pod network is its management port's (magw.lab.planes.ovn_nodes).
     cni_ip = ovn_nodes.mgmt_ip(node) if cni == "ovn" else node.cni_ip
     doc: dict[str, Any] = {
@@ -288,9 +299,9 @@ def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> 
         cluster = lab.topology.egressgw.cluster
         step(f"daemons: the egress controller and {len(agents)} egress agents of cluster {cluster}")
     for node in lab.nodes:
-        records.append(_start(st, node, "route-agent", route_agent_argv(st, node), build))
+        records.append(start_daemon(st, node, "route-agent", route_agent_argv(st, node), build))
         if node.gateway:
-            records.append(_start(st, node, "gateway", gateway_argv(st, node, build), build))
+            records.append(start_daemon(st, node, "gateway", gateway_argv(st, node, build), build))
     n_gw = len(lab.gateways)
     step(f"daemons: {len(lab.nodes)} route agents and {n_gw} gateway daemons started (logs in {st.logs_dir})")
     if build:
@@ -299,7 +310,8 @@ def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> 
     return lab_ovn.start_syncers(lab, st, step, script(MAGW)) if st.ovn else st
 
 
-def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str], build: str) -> procs.ProcRecord:
+def start_daemon(st: LabState, node: NodeLayout, kind: str, argv: list[str], build: str) -> procs.ProcRecord:
+    """One of ``node``'s daemons, its log ``<kind>-<node>.log`` in the lab's logs."""
     log_path = st.logs_dir / f"{kind}-{node.name}.log"
     return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path, build=build)
 

@@ -66,10 +66,19 @@ class ClusterSpec:
     global_cidr: IPv4Network | None = None
     cluster_egress_ips: int = DEFAULT_CLUSTER_EGRESS_IPS
     global_egress_ips: tuple[GlobalEgressSpec, ...] = ()
+    # Gateways added to the running lab (``magw lab add-gateway``, docs/lab.md): after the workers, without pods,
+    # so that nothing laid out before them moves.
+    added_gateways: int = 0
+
+    @property
+    def added_shorts(self) -> tuple[str, ...]:
+        """The added gateways' short names, numbered on from the topology's: ``gw3``, ``gw4``."""
+        return tuple(f"gw{self.gateways + k}" for k in range(1, self.added_gateways + 1))
 
     @property
     def node_shorts(self) -> tuple[str, ...]:
-        """The nodes' short names, gateways first: ``gw1``, ``gw2``, ``w1``."""
+        """The short names of the nodes that have pods, gateways first: ``gw1``, ``gw2``, ``w1`` (not the added
+        gateways: ``added_shorts``)."""
         return (*(f"gw{k}" for k in range(1, self.gateways + 1)), *(f"w{k}" for k in range(1, self.workers + 1)))
 
     @property

@@ -146,7 +146,7 @@ def addresses_needed(spec: ClusterSpec) -> int:
     per_gateway = spec.cluster_egress_ips + sum(e.number_of_ips for e in spec.global_egress_ips)
     pods = spec.gateways * spec.pods_per_node + spec.workers * spec.pods_per_node + len(spec.pods)
     one_to_one = sum(pods if s.headless else 1 for s in spec.services if s.export)
-    return spec.gateways * per_gateway + one_to_one
+    return (spec.gateways + spec.added_gateways) * per_gateway + one_to_one
 
 
 def check_global_cidrs(

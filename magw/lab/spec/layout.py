@@ -9,6 +9,8 @@ Pure and deterministic. Cluster ``i`` (0-based, in topology order):
 - gateway ``k`` has the public (WAN) IP ``198.18.0.(10*(i+1)+k)/24``; with ``load_balancer`` it has no WAN link:
   the cluster's ``cloud`` namespace holds the public IP ``198.18.0.(200+i)`` and gateway ``k`` is its port
   ``45000+k`` there (``magw.lab.spec.cloud``).
+- gateways added to the running lab (``added_gateways``) come after the workers: gateway ``gateways+k`` (its
+  number, underlay and WAN IP as if the topology had it) with the next /24 after the workers', and no pods.
 - service ``s`` has the ClusterIP ``<service network> + 10 + s``; a headless service has none (``cluster_ip`` is
   None) but keeps its slot in ``ip``, so the ClusterIPs of the services after it do not move.
 - a node's extra pods (topology ``pods:``) come after its ``pods_per_node`` pods: the next index, so the next
@@ -176,6 +178,7 @@ def _cluster(lab: str, index: int, spec: ClusterSpec, behind_cloud: bool) -> Clu
     cloud = cloud_layout(naming.cloud_ns(lab, spec.id), index, WAN_SUBNET, underlay) if behind_cloud else None
     shorts: list[tuple[str, Role, int]] = [(f"gw{k}", "gateway", k) for k in range(1, spec.gateways + 1)]
     shorts += [(f"w{k}", "worker", k) for k in range(1, spec.workers + 1)]
+    shorts += [(short, "gateway", spec.gateways + k) for k, short in enumerate(spec.added_shorts, 1)]
     subnets = spec.pod_cidr.subnets(new_prefix=24)
     next(subnets)  # the first /24 stays unused: node j gets the (j+1)-th, so 10.1.1.0/24 is east-gw1's
     nodes: list[NodeLayout] = []
@@ -199,6 +202,8 @@ def _cluster(lab: str, index: int, spec: ClusterSpec, behind_cloud: bool) -> Clu
             nat_source_ip=cloud.nat_ip if cloud is not None and role == "gateway" else None,
         )
         nodes.append(node)
+        if short in spec.added_shorts:  # an added gateway has no pods (docs/lab.md, "Adding a gateway")
+            continue
         pods += [_pod(lab, spec.id, node, p) for p in range(1, spec.pods_per_node + 1)]
         extra = [x for x in spec.pods if x.node == short]
         pods += [_extra_pod(lab, spec.id, node, spec.pods_per_node + 1 + j, x) for j, x in enumerate(extra)]

@@ -49,7 +49,8 @@ TOP_KEYS = frozenset(
     | eg.TOP_KEYS
 )
 CLUSTER_KEYS = frozenset(
-    {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", *gn.CLUSTER_KEYS}
+    {"id", "pod_cidr", "service_cidr", "gateways", "workers", "pods_per_node", "services", "added_gateways",
+     *gn.CLUSTER_KEYS}
 )
 SERVICE_KEYS = frozenset({"name", "port", "backends", *gn.SERVICE_KEYS})
 
@@ -102,6 +103,7 @@ class Topology:
                         for s in c.services
                     ],
                     **gn.cluster_doc_extras(c, self.globalnet),
+                    **({"added_gateways": c.added_gateways} if c.added_gateways else {}),
                 }
                 for c in self.clusters
             ],
@@ -196,6 +198,8 @@ class _Parser(Parser):
             pods_per_node=self.integer(doc.get("pods_per_node", 2), f"{path}.pods_per_node", 1, MAX_PODS_PER_NODE),
             services=self.services(doc.get("services", [{"name": "echo"}]), f"{path}.services", globalnet),
         )
+        spec = attrs.evolve(spec, added_gateways=self.integer(
+            doc.get("added_gateways", 0), f"{path}.added_gateways", 0, MAX_GATEWAYS - spec.gateways))  # fmt: skip
         extras: dict[str, Any] = {"pods": gn.pods(self, doc.get("pods", []), f"{path}.pods", spec.node_shorts,
                                                   set(spec.default_pods))}  # fmt: skip
         if globalnet:
@@ -233,7 +237,7 @@ class _Parser(Parser):
         return tuple(out)
 
     def check_cluster_ranges(self, spec: ClusterSpec, path: str) -> None:
-        nodes = spec.gateways + spec.workers
+        nodes = spec.gateways + spec.workers + spec.added_gateways
         if spec.pod_cidr.prefixlen > 24 or 2 ** (24 - spec.pod_cidr.prefixlen) < nodes + 1:
             raise self.fail(f"{path}.pod_cidr", f"{spec.pod_cidr} has fewer than {nodes + 1} /24s (one per node)")
         if spec.service_cidr.num_addresses < 16 + len(spec.services):

@@ -103,8 +103,8 @@ def test_topology_document_round_trips() -> None:
         ({"clusters": [{"id": "e", "services": [{"name": "s", "port": 0}]}]},
          "t.yaml: clusters[0].services[0].port: must be from 1 to 65535, got 0"),
         ({"clusters": [{"id": "e", "gw": 1}]},
-         "t.yaml: clusters[0].gw: unknown key (expected one of: cluster_egress_ips, gateways, global_cidr, "
-         "global_egress_ips, id, pod_cidr, pods, pods_per_node, service_cidr, services, workers)"),
+         "t.yaml: clusters[0].gw: unknown key (expected one of: added_gateways, cluster_egress_ips, gateways, "
+         "global_cidr, global_egress_ips, id, pod_cidr, pods, pods_per_node, service_cidr, services, workers)"),
     ],
 )  # fmt: skip
 def test_bad_topology_is_one_line_naming_the_field(doc: object, message: str) -> None:
@@ -219,16 +219,18 @@ def test_service_and_masquerade_scripts() -> None:
 
 
 def test_node_commands_of_a_gateway() -> None:
-    """A gateway gets its underlay veth, cni0 with its pods, a WAN veth and routes to the other nodes' pods."""
+    """A gateway gets its underlay veth, cni0 with its pods, a WAN veth and routes to the other nodes' pods; its
+    links' MACs are their addresses behind 02:1a (a node made again keeps them: wiring.link_mac)."""
     lab = layout("magw", default_topology())
     east = lab.clusters[0]
     cmds = wiring.node_commands(lab, east, east.nodes[0])
     assert cmds[:3] == [
-        "link add eth0 mtu 1500 type veth peer name gw1 mtu 1500 netns magw-east-ul",
+        "link add eth0 address 02:1a:ac:11:00:0b mtu 1500 type veth peer name gw1 mtu 1500 netns magw-east-ul",
         "addr add 172.17.0.11/24 dev eth0",
         "link set eth0 up",
     ]
-    assert "link add wan0 mtu 1500 type veth peer name east-gw1 mtu 1500 netns magw-wan" in cmds
+    wan = "link add wan0 address 02:1a:c6:12:00:0b mtu 1500 type veth peer name east-gw1 mtu 1500 netns magw-wan"
+    assert wan in cmds
     assert "addr add 198.18.0.11/24 dev wan0" in cmds
     assert [c for c in cmds if c.startswith("route")] == [
         "route add 10.1.2.0/24 via 172.17.0.12 dev eth0",

@@ -208,8 +208,8 @@ E = {"id": "e", **SAME}
         (gn({**E, "global_egress_ips": [{"name": "a"}, {"name": "a", "namespace": "default"}]}),
          "t.yaml: clusters[0].global_egress_ips[1].name: duplicate GlobalEgressIP default/a"),
         (gn({**E, "gw": 1}),
-         "t.yaml: clusters[0].gw: unknown key (expected one of: cluster_egress_ips, gateways, global_cidr, "
-         "global_egress_ips, id, pod_cidr, pods, pods_per_node, service_cidr, services, workers)"),
+         "t.yaml: clusters[0].gw: unknown key (expected one of: added_gateways, cluster_egress_ips, gateways, "
+         "global_cidr, global_egress_ips, id, pod_cidr, pods, pods_per_node, service_cidr, services, workers)"),
         (gn(E, x=1),
          "t.yaml: x: unknown key (expected one of: cable, clusters, egress, globalnet, keep_client_ip, load_balancer, "
          "multi_active, probe, strategy, underlay_mtu, wan_rate)"),
