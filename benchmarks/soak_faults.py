@@ -22,7 +22,7 @@ import attrs
 import yaml
 
 from benchmarks import soak_kube
-from magw.lab.build import netns, procs, state
+from magw.lab.build import grow, netns, procs, state
 from magw.lab.planes.daemons import agent_status
 from magw.lab.planes.kube import BROKER, BROKER_EMULATOR, CLUSTER_EMULATOR
 from magw.lab.scenarios import failure
@@ -32,18 +32,20 @@ from magw.sources.file.broker import withdraw_endpoint
 Action = Callable[[], str]
 # The kinds of a file-broker lab and of a kube lab (examples/lab-soak.yaml both): docs/robustness.md, "Soak". A kube
 # lab has no broker files; its gateway-remove takes the Node's label away.
-FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-remove", "globalnet-blip", "kill-conntrackd",
+FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-add", "gateway-remove", "globalnet-blip", "kill-conntrackd",
               "kill-egress", "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived",
               "kill-route-agent", "power-loss", "underlay-flap", "wan-flap")  # fmt: skip
-KUBE_KINDS = ("gateway-remove", "globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress",
+KUBE_KINDS = ("gateway-add", "gateway-remove", "globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress",
               "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent",
               "power-loss", "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
 # An OVN lab (``--cni ovn``: no egress gateway) has no egress kinds, and OVN's own: its processes SIGKILLed and
-# restarted by the harness (magw.lab.build.procs keeps their environment for that); on either control plane.
+# restarted by the harness (magw.lab.build.procs keeps their environment for that); on either control plane. Nor
+# gateway-add: the lab cannot add a node to an OVN cluster (magw.lab.build.grow).
 EGRESS_KINDS = ("kill-conntrackd", "kill-egress", "kill-egress-agent", "kill-keepalived")
 OVN_PROCESS_KINDS = ("kill-ovn-controller", "kill-ovn-northd", "kill-ovsdb-nb", "kill-ovsdb-sb")
-OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS} - set(EGRESS_KINDS)))
-OVN_KUBE_KINDS = tuple(sorted({*KUBE_KINDS, *OVN_PROCESS_KINDS} - set(EGRESS_KINDS)))
+NOT_ON_OVN = (*EGRESS_KINDS, "gateway-add")
+OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS} - set(NOT_ON_OVN)))
+OVN_KUBE_KINDS = tuple(sorted({*KUBE_KINDS, *OVN_PROCESS_KINDS} - set(NOT_ON_OVN)))
 KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS, *OVN_KINDS}))
 
 
@@ -191,6 +193,29 @@ def gateway_remove(name: str, node: str, withdraw: Action, relabel: Action | Non
     return inject, heal
 
 
+def gateway_add(name: str, cluster: str) -> tuple[Action, Action]:
+    """A new gateway node joins ``cluster`` (``magw lab add-gateway``: wired, its Node published, its daemons
+    started, and waited for until every worker of its cluster and every remote gateway probes it as up), carries its
+    share of the cluster's flows for the hold, then leaves (``remove-gateway``: its daemons stopped, its Endpoint
+    withdrawn, its Node deleted, its namespace removed): the flows it carried move back to the others."""
+    added: list[str] = []
+
+    def inject() -> str:
+        started = time.monotonic()
+        node = grow.add_gateway(name, cluster, timeout=60.0)
+        added.append(node.name)
+        return f"{node.name} added to {cluster}, probed as up everywhere after {time.monotonic() - started:.1f} s"
+
+    def heal() -> str:
+        if not added:
+            return "nothing was added"
+        said: list[str] = []
+        grow.remove_gateway(name, added[-1], progress=said.append)
+        return f"removed: {'; '.join(said)}"
+
+    return inject, heal
+
+
 def file_withdraw(broker: Path, cluster: str, node: str) -> Action:
     return lambda: "Endpoint withdrawn" if withdraw_endpoint(broker, cluster, node) else "Endpoint was already gone"
 
@@ -318,6 +343,12 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
             inject, heal = gateway_remove(name, node, file_withdraw(broker, cl(node), node))
         return Fault("gateway-remove", node, frozenset({cl(node)}), inject, heal, hold=4.0, outage=True)
 
+    def add_gateway() -> Fault:
+        cid = rng.choice([c.id for c in lab.topology.clusters])
+        inject, heal = gateway_add(name, cid)
+        return Fault("gateway-add", grow.next_gateway(lab.topology, cid), frozenset({cid}), inject, heal, hold=4.0,
+                     outage=True)  # fmt: skip
+
     def wan_flap() -> Fault:
         node = rng.choice(multi).name
         inject, heal = power(name, node, wan_only=True)
@@ -346,6 +377,7 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
 
     add("power-loss", power_loss)
     add("gateway-remove", remove_gateway)
+    add("gateway-add", add_gateway)
     add("wan-flap", wan_flap)
     add("underlay-flap", cluster_flap)
     add("broker-truncate", broker_bad(False))
@@ -355,7 +387,7 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
     if control_plane == "kube":
         kinds = {k: v for k, v in kinds.items() if k in KUBE_KINDS} | kube_kinds(lab, rng)
     if cni == "ovn":
-        kinds = {k: v for k, v in kinds.items() if k not in EGRESS_KINDS} | ovn_kinds(lab, rng)
+        kinds = {k: v for k, v in kinds.items() if k not in NOT_ON_OVN} | ovn_kinds(lab, rng)
     known = kinds_of(control_plane, cni)
     assert tuple(sorted(kinds)) == known, sorted(kinds)
     unknown = sorted(only - set(kinds))

@@ -151,6 +151,10 @@ def test_globalnet_problems_duplicates_outside_and_leaked(tmp_path: Path) -> Non
 
 def test_schedule_draws_only_the_kinds_asked_for(tmp_path: Path) -> None:
     lab = layout("skunit", load_topology(soak.TOPOLOGY))
+    added = soak_faults.schedule(lab, tmp_path, random.Random(1), 6, frozenset({"gateway-add"}))
+    # the name the next gateway of its cluster gets: after examples/lab-soak.yaml's two or one
+    assert {f.target for f in added} <= {"east-gw3", "west-gw3", "north-gw2"}
+    assert all(f.touches == {f.target.split("-")[0]} and f.outage for f in added)
     faults = soak_faults.schedule(lab, tmp_path, random.Random(1), 6, frozenset({"gateway-remove"}))
     assert [f.kind for f in faults] == ["gateway-remove"] * 6
     gateways = [n for n in lab.nodes if n.gateway]
@@ -230,6 +234,29 @@ def _run_soak(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert f"{name}-" not in left
     return doc
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("plane", ["file", "kube"])
+def test_soak_a_new_gateway_node_joins_and_leaves(tmp_path: Path, plane: str) -> None:
+    """``--kinds gateway-add``: a new node joins a cluster as a gateway (``magw lab add-gateway``: its Node published,
+    on Kubernetes with the gateway label; its daemons started; probed as up by every worker of its cluster and every
+    remote gateway), carries its share for the hold and leaves (``remove-gateway``); flows that did not cross its
+    cluster lose nothing, the others come back, and every node's kernel converges to its plan without it."""
+    doc = _run_soak(tmp_path, unique_name(), "--minutes", "0.4" if plane == "file" else "0.7", "--seed", "7",
+                    "--kinds", "gateway-add", "--control-plane", plane)  # fmt: skip
+    rows = doc["faults"]
+    assert rows and doc["kinds"] == ["gateway-add"] and doc["control_plane"] == plane
+    for r in rows:
+        assert r["kind"] == "gateway-add" and "probed as up everywhere after" in r["injected"], r
+        assert f"removed: {r['target']}: 2 daemons stopped" in r["healed"] and "namespace" in r["healed"], r
+        assert r["problems"] == [] and r["converged_s"] is not None, r
+        assert any(g["crossed"] for g in r["groups"]), r
+        for g in r["groups"]:
+            if not g["crossed"]:
+                assert g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"], (r["kind"], g)
 
 
 @pytest.mark.kernel

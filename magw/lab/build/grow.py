@@ -123,6 +123,12 @@ def remove_gateway(name: str, node_name: str, *, progress: Progress = _quiet) ->
     return node
 
 
+def next_gateway(topology: Topology, cluster: str) -> str:
+    """The name the next gateway added to ``cluster`` gets (``east-gw3`` after two gateways)."""
+    spec = next(c for c in topology.clusters if c.id == cluster)
+    return naming.node_name(cluster, f"gw{spec.gateways + spec.added_gateways + 1}")
+
+
 def _require(name: str, verb: str) -> LabState:
     try:
         st = state.require(name, up=True)
