@@ -37,7 +37,7 @@ import yaml
 from magw.lab.build import lifecycle, netns, procs, services, state, wiring
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError, LabInputError
-from magw.lab.planes import daemons, kube, kube_objects
+from magw.lab.planes import daemons, egressgw_daemons, kube, kube_objects
 from magw.lab.planes.kube_http import KubeHttpError, object_path
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
@@ -48,7 +48,7 @@ from magw.sources.kube.mapping import endpoint_object_name
 log = structlog.get_logger(__name__)
 
 Progress = Callable[[str], None]
-DAEMON_KINDS = ("route-agent", "gateway")
+DAEMON_KINDS = ("route-agent", "gateway", egressgw_daemons.AGENT_KIND)
 
 
 def _quiet(_line: str) -> None:
@@ -84,7 +84,12 @@ def add_gateway(name: str, cluster: str, *, timeout: float = 60.0, progress: Pro
         for kind, argv in (("route-agent", daemons.route_agent_argv(st, node)),
                            ("gateway", daemons.gateway_argv(st, node, build))):  # fmt: skip
             st = state.add_process(st, daemons.start_daemon(st, node, kind, argv, build))
-        step(f"{node.name}: route agent and gateway daemon started")
+        egress = st.topology.egressgw
+        if egress is not None and egress.cluster == cluster:  # up starts one on every node of the egress cluster
+            st = state.add_process(st, egressgw_daemons.start_agent(st, node, daemons.script, build))
+        step(f"{node.name}: route agent and gateway daemon started"
+             + (", and an egress agent (no VIP's candidate)" if egress is not None and egress.cluster == cluster
+                else ""))  # fmt: skip
         daemons.wait_ready(lab, st, step, timeout=timeout, remote=False)
         _wait_probed(lab, st, node, step, time.monotonic() + timeout)
     except BaseException as exc:
@@ -93,8 +98,6 @@ def add_gateway(name: str, cluster: str, *, timeout: float = 60.0, progress: Pro
         _take_out(st, lab, node)
         state.write(attrs.evolve(before, processes=_without(st.processes, node)))
         raise
-    st = attrs.evolve(st, phase="up")
-    state.write(st)
     step(f"{node.name} is a gateway of {cluster}")
     log.info("lab.add_gateway_done", name=name, node=node.name, seconds=round(time.monotonic() - started, 2))
     return node
@@ -130,12 +133,7 @@ def next_gateway(topology: Topology, cluster: str) -> str:
 
 
 def _require(name: str, verb: str) -> LabState:
-    try:
-        st = state.require(name, up=True)
-    except state.UnknownLab as exc:
-        raise LabInputError(f"{verb}: {exc}") from None
-    if not st.daemons:
-        raise LabInputError(f"{verb}: lab {name} runs no daemons (built with --no-daemons)")
+    st = state.require_with_daemons(name, verb)
     if st.ovn:
         raise LabInputError(f"{verb}: not on a --cni ovn lab (a new node would need its Open vSwitch, its "
                             "ovn-controller and its logical switch in the cluster's NB: not built yet)")  # fmt: skip
@@ -235,7 +233,7 @@ def _take_out(st: LabState, lab: LabLayout, node: NodeLayout) -> list[str]:
     done: list[str] = []
     mine = [r for r in st.processes if r.owner == node.name and r.kind in DAEMON_KINDS]
     # The gateway first, with SIGTERM: it stops answering and its cable goes before the route agent's does.
-    stopped = procs.stop(sorted(mine, key=lambda r: r.kind != "gateway"))
+    stopped = procs.stop(sorted(mine, key=lambda r: DAEMON_KINDS.index(r.kind) if r.kind != "gateway" else -1))
     done.append(f"{len(stopped)} daemons stopped")
     steps: tuple[tuple[str, Callable[[], str]], ...] = (
         ("unpublish", lambda: _unpublish(st, node)),

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from magw.lab.build.procs import ProcRecord
-from magw.lab.errors import LabError
+from magw.lab.errors import LabError, LabInputError
 from magw.lab.spec import naming
 from magw.lab.spec.topology import Topology, parse_topology
 
@@ -161,6 +161,18 @@ def no_lab_line(name: str) -> str:
     """``no lab named 'x' (labs: a, b)``: what every command says of a lab that does not exist."""
     labs = list_labs()
     return f"no lab named {name!r} ({'labs: ' + ', '.join(labs) if labs else 'no labs'})"
+
+
+def require_with_daemons(name: str, verb: str, *, what: str = "") -> LabState:
+    """The state of lab ``name``, which must be up with its daemons; else ``LabInputError`` (one line, naming
+    ``verb``; ``what``: said after a lab without daemons, ": nothing to verify")."""
+    try:
+        st = require(name, up=True)
+    except UnknownLab as exc:
+        raise LabInputError(f"{verb}: {exc}") from None
+    if not st.daemons:
+        raise LabInputError(f"{verb}: lab {name} runs no daemons (built with --no-daemons){what}")
+    return st
 
 
 def require(name: str, *, up: bool = False) -> LabState:

@@ -70,11 +70,11 @@ def agent_argv(st: LabState, node: NodeLayout, script: Script) -> list[str]:
 
 def start_agents(lab: LabLayout, st: LabState, script: Script, build: str = "") -> list[procs.ProcRecord]:
     """An egress agent on every node of the egress cluster (a node that is nobody's candidate runs no daemon)."""
-    records = []
-    for node in cluster_of(lab).nodes:
-        log_path = st.logs_dir / f"egress-agent-{node.name}.log"
-        argv = agent_argv(st, node, script)
-        rec = procs.start(kind=AGENT_KIND, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path,
-                          build=build)  # fmt: skip
-        records.append(rec)
-    return records
+    return [start_agent(st, node, script, build) for node in cluster_of(lab).nodes]
+
+
+def start_agent(st: LabState, node: NodeLayout, script: Script, build: str = "") -> procs.ProcRecord:
+    log_path = st.logs_dir / f"egress-agent-{node.name}.log"
+    argv = agent_argv(st, node, script)
+    return procs.start(kind=AGENT_KIND, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path,
+                       build=build)  # fmt: skip

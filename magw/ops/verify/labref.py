@@ -65,12 +65,7 @@ class Lab:
 def open_lab(name: str, *, verb: str) -> Lab:
     """Lab ``name``, which must be up with its daemons; anything else is one line of bad input."""
     naming.check_lab_name(name)
-    try:
-        st = state.require(name, up=True)
-    except state.UnknownLab as exc:
-        raise LabInputError(f"{verb}: {exc}") from None
-    if not st.daemons:
-        raise LabInputError(f"{verb}: lab {name} runs no daemons (built with --no-daemons): nothing to {verb}")
+    st = state.require_with_daemons(name, verb, what=f": nothing to {verb}")
     if len(st.topology.clusters) < 2:
         raise LabInputError(f"{verb}: lab {name} has one cluster: nothing to reach across clusters")
     return Lab(st=st, layout=layout(st.name, st.topology))
