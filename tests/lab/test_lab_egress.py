@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from magw.lab.build import state
+from magw.lab.build import procs, state
 from magw.lab.build.state import LabState
 from magw.lab.observe import ctsync
 from magw.lab.planes.daemons import daemons_installed
@@ -248,6 +248,33 @@ def test_the_agent_starts_a_killed_keepalived_and_conntrackd_again(lab: LabState
     assert {v: h for v, h in after.items() if node not in before[v]} == {
         v: h for v, h in before.items() if node not in h
     }
+
+
+def test_an_added_gateway_gets_an_egress_agent_and_the_datapath_and_leaves_with_them(
+    lab: LabState, magw_cli: MagwCli
+) -> None:
+    """``magw lab add-gateway`` in the egress cluster: the node runs an egress agent as every node there does (it is
+    no VIP's candidate), its kernel gets the egress datapath (the ``ip magw-egress`` table), the bound pods still
+    leave as their VIPs; ``remove-gateway`` stops its three daemons and the pods still do."""
+    out = magw_cli("lab", "add-gateway", "--cluster", "east", "--name", lab.name, timeout=180)
+    assert out.returncode == 0 and "east-gw3 is a gateway of east" in out.stdout, out.stdout + out.stderr
+    st = state.require(lab.name)
+    mine = {r.kind: r for r in st.processes if r.owner == "east-gw3"}
+    assert sorted(mine) == ["egress-agent", "gateway", "route-agent"], mine
+    assert all(procs.alive(r) for r in mine.values())
+    deadline = time.monotonic() + CONVERGE
+    tables = ""
+    while "magw-egress" not in tables and time.monotonic() < deadline:
+        time.sleep(0.3)
+        tables = subprocess.run(["ip", "netns", "exec", f"{lab.name}-east-gw3", "nft", "list", "tables"],
+                                capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
+    assert "table ip magw-egress" in tables, tables
+    assert {ns: seen(lab, ns, f"udp:{OUTSIDE}:8080") for ns in EXPECTED} == EXPECTED
+    out = magw_cli("lab", "remove-gateway", "east-gw3", "--name", lab.name)
+    assert out.returncode == 0 and "east-gw3: 3 daemons stopped" in out.stdout, out.stdout + out.stderr
+    assert not any(procs.alive(r) for r in mine.values())
+    assert not [r for r in state.require(lab.name).processes if r.owner == "east-gw3"]
+    assert {ns: seen(lab, ns, f"udp:{OUTSIDE}:8080") for ns in EXPECTED} == EXPECTED
 
 
 def test_zz_failover_moves_the_vips_and_established_connections_survive(lab: LabState, magw_cli: MagwCli) -> None:

@@ -43,6 +43,7 @@ from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.lab.spec.topology import Topology, parse_topology
 from magw.sources.file.broker import withdraw_endpoint
+from magw.sources.kube.lease import gateway_lease_name
 from magw.sources.kube.mapping import endpoint_object_name
 
 log = structlog.get_logger(__name__)
@@ -204,7 +205,8 @@ def _publish(st: LabState, lab: LabLayout, node: NodeLayout) -> None:
 
 def _unpublish(st: LabState, node: NodeLayout) -> str:
     """Withdraw the gateway's Endpoint (what ``magw-gateway --withdraw-on-exit`` does; on the kube control plane
-    the gateways' broker sync then deletes the copies) and delete its Node; what was done, in words."""
+    the gateways' broker sync then deletes the copies, and its released Lease goes too) and delete its Node; what
+    was done, in words."""
     if not st.kube:
         gone = withdraw_endpoint(st.broker_dir, node.cluster, node.name)
         with contextlib.suppress(FileNotFoundError):
@@ -215,6 +217,7 @@ def _unpublish(st: LabState, node: NodeLayout) -> str:
     for obj, what in (
         ({"kind": "Endpoint", "metadata": {"namespace": api.namespace,
                                            "name": endpoint_object_name(node.cluster, node.name)}}, "Endpoint"),
+        ({"kind": "Lease", "metadata": {"namespace": api.namespace, "name": gateway_lease_name(node.name)}}, "Lease"),
         ({"kind": "Node", "metadata": {"name": node.name}}, "Node"),
     ):  # fmt: skip
         try:
