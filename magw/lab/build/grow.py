@@ -43,7 +43,6 @@ from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.lab.spec.topology import Topology, parse_topology
 from magw.sources.file.broker import withdraw_endpoint
-from magw.sources.kube.lease import gateway_lease_name
 from magw.sources.kube.mapping import endpoint_object_name
 
 log = structlog.get_logger(__name__)
@@ -212,6 +211,8 @@ def _unpublish(st: LabState, node: NodeLayout) -> str:
         with contextlib.suppress(FileNotFoundError):
             (st.broker_dir / daemons.node_file(node)).unlink()
         return f"{'Endpoint withdrawn' if gone else 'no Endpoint'}, Node document deleted"
+    from magw.sources.kube.lease import gateway_lease_name  # kubernetes-asyncio: only for a kube lab
+
     api = kube.cluster_api(st, node.cluster)
     done = []
     for obj, what in (
