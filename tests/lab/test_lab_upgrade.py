@@ -41,7 +41,8 @@ import pytest
 from magw.lab.build import lifecycle as build
 from magw.lab.build import state
 from magw.lab.build.state import LabState
-from magw.lab.planes.daemons import daemons_installed, node_state_dir, read_views
+from magw.lab.planes.daemons import daemons_installed, node_state_dir
+from magw.lab.planes.readiness import read_views
 from magw.lab.scenarios import upgrade
 from magw.lab.spec.layout import ECHO_PORT, ClusterLayout, LabLayout, PodLayout, layout
 from magw.lab.spec.topology import Topology, parse_topology

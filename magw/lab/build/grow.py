@@ -37,7 +37,7 @@ import yaml
 from magw.lab.build import lifecycle, netns, procs, services, state, wiring
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError, LabInputError
-from magw.lab.planes import daemons, egressgw_daemons, kube, kube_objects
+from magw.lab.planes import daemons, egressgw_daemons, kube, kube_objects, readiness
 from magw.lab.planes.kube_http import KubeHttpError, object_path
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
@@ -90,7 +90,7 @@ def add_gateway(name: str, cluster: str, *, timeout: float = 60.0, progress: Pro
         step(f"{node.name}: route agent and gateway daemon started"
              + (", and an egress agent (no VIP's candidate)" if egress is not None and egress.cluster == cluster
                 else ""))  # fmt: skip
-        daemons.wait_ready(lab, st, step, timeout=timeout, remote=False)
+        readiness.wait_ready(lab, st, step, timeout=timeout, remote=False)
         _wait_probed(lab, st, node, step, time.monotonic() + timeout)
     except BaseException as exc:
         log.info("lab.add_gateway_failed", name=name, node=node.name, error=str(exc), error_type=type(exc).__name__)

@@ -32,6 +32,7 @@ from magw.lab.planes import daemons as lab_daemons
 from magw.lab.planes import egressgw as lab_egressgw
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes import ovn_nodes as lab_ovn_nodes
+from magw.lab.planes import readiness
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.spec.topology import Topology
@@ -132,7 +133,7 @@ def up(
         if daemons:
             st = lab_daemons.start_all(lab, st, step, daemons_from)
             state.write(st)
-            lab_daemons.wait_ready(lab, st, step, timeout=wait_timeout, remote=remote_wait)
+            readiness.wait_ready(lab, st, step, timeout=wait_timeout, remote=remote_wait)
             if topology.load_balancer is not None:  # once the gateways answer: a cloud checks registered targets
                 st = attrs.evolve(st, processes=lab_cloud.start_checkers(lab, st, lab_daemons.GATEWAY_METRICS_PORT))
                 state.write(st)

@@ -31,8 +31,9 @@ from magw.lab.observe.globalview import ClusterView
 from magw.lab.observe.healthview import health_doc, health_text
 from magw.lab.planes import kube, ovn_nodes
 from magw.lab.planes import ovn as lab_ovn
-from magw.lab.planes.daemons import agent_status, read_views, views_readable
+from magw.lab.planes.daemons import agent_status
 from magw.lab.planes.kube_kubectl import kubectl_kubeconfig
+from magw.lab.planes.readiness import read_views, views_readable
 from magw.lab.spec.layout import ClusterLayout, LabLayout, layout
 
 

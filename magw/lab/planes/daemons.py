@@ -1,4 +1,5 @@
-"""The real daemons in the lab: broker documents, one process per node, and the wait until they carry traffic.
+"""The real daemons in the lab: broker documents and one process per node (the wait until they carry traffic:
+``magw.lab.planes.readiness``).
 
 The lab writes the Cluster, Config and Node documents of the file broker
 (docs/filebroker.md); each gateway's ``magw-gateway`` publishes its own
@@ -32,11 +33,8 @@ import yaml
 
 from magw.desired.ovn.node import MGMT_DEV
 from magw.lab.build import builds, procs, state
-from magw.lab.build.ready import wait_remote
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
-from magw.lab.observe import kube_view
-from magw.lab.observe.globalview import ClusterView, Reader
 from magw.lab.planes import egressgw_daemons, kube, kube_objects, ovn_nodes
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes.egressgw import egressgw_documents
@@ -45,7 +43,6 @@ from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.model.cable import Cable
 from magw.sources.file.broker import endpoint_path
-from magw.sources.kube.mapping import endpoint_object_name
 
 ROUTE_AGENT = "magw-route-agent"
 GATEWAY = "magw-gateway"
@@ -280,7 +277,7 @@ def start_all(lab: LabLayout, st: LabState, step: Progress, build: str = "") -> 
         st = ovn_nodes.start_chassis(lab, st, step, lambda c: lab_ovn.ovn_dir(st, c.id))
         state.write(st)
         deadline = time.monotonic() + lab_ovn.START_TIMEOUT * 3
-        ovn_nodes.wait_chassis(lab, st, lambda c: lab_ovn.ovn_dir(st, c.id), step, deadline, lambda: _check_alive(st))
+        ovn_nodes.wait_chassis(lab, st, lambda c: lab_ovn.ovn_dir(st, c.id), step, deadline, lambda: check_alive(st))
     records = list(st.processes)
     if lab.topology.globalnet:
         for c in lab.clusters:
@@ -316,118 +313,7 @@ def start_daemon(st: LabState, node: NodeLayout, kind: str, argv: list[str], bui
     return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path, build=build)
 
 
-def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, remote: bool = True) -> None:
-    """Wait (bounded) until every gateway has published its Endpoint, (Globalnet) the controllers allocated every
-    gateway's and exported service's addresses, every route agent converged, and (``remote``) pods reach the
-    other clusters: by pod IP, or with Globalnet every exported ClusterIP service by its global IP."""
-    deadline = time.monotonic() + timeout
-    _wait_endpoints(lab, st, step, deadline)
-    views = _wait_globalnet(lab, st, step, deadline) if lab.topology.globalnet else None
-    _wait_converged(lab, st, step, deadline)
-    if st.ovn:
-        lab_ovn.wait_synced(lab, st, step, deadline, lambda: _check_alive(st))
-    if remote:
-        wait_remote(lab, step, timeout=max(deadline - time.monotonic(), 1.0), views=views,
-                    alive=lambda: _check_alive(st))  # fmt: skip
-    else:
-        step("inter-cluster connectivity: not waited for")
-    _check_alive(st)
-
-
-def views_reader(lab: LabLayout, st: LabState) -> Reader | kube_view.KubeViewReader:
-    """Reads every cluster's Globalnet allocations from the controllers' statuses in the broker (or emulators)."""
-    if st.kube:
-        return kube_view.KubeViewReader(lab, st)
-    return Reader(st.broker_dir, {c.id: tuple(g.name for g in c.gateways) for c in lab.clusters})
-
-
-def views_readable(st: LabState) -> bool:
-    """True when there is something to read views from (the broker directory, or the emulators' sockets)."""
-    return all(a.socket.exists() for a in kube.api_servers(st)) if st.kube else st.broker_dir.is_dir()
-
-
-def read_views(lab: LabLayout, st: LabState) -> dict[str, ClusterView]:
-    return views_reader(lab, st).read()
-
-
-def globalnet_missing(lab: LabLayout, views: dict[str, ClusterView]) -> list[str]:
-    """What the controllers have not allocated yet: a gateway's cluster egress IPs, an exported ClusterIP
-    service's global IP, a global IP for each backend of an exported headless service."""
-    missing = []
-    for c in lab.clusters:
-        view = views[c.id]
-        missing += [f"{g.name} cluster egress IPs" for g in c.gateways if g.name not in view.gateway_egress]
-        for s in c.services:
-            if not s.export:
-                continue
-            if s.cluster_ip is not None and view.service_ip(s.namespace, s.name) is None:
-                missing.append(f"{c.id} service {s.namespace}/{s.name} global IP")
-            if s.cluster_ip is None and set(view.backend_ips(s.namespace, s.name)) != set(s.backends):
-                missing.append(f"{c.id} headless service {s.namespace}/{s.name} backend global IPs")
-    return missing
-
-
-def _wait_globalnet(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> dict[str, ClusterView]:
-    last = -1
-    reader = views_reader(lab, st)
-    while True:
-        views = reader.read()
-        missing = globalnet_missing(lab, views)
-        if len(missing) != last:
-            step(f"globalnet: {len(missing)} allocations missing")
-            last = len(missing)
-        if not missing:
-            return views
-        _check_alive(st)
-        if time.monotonic() >= deadline:
-            raise LabError(f"globalnet: not allocated: {', '.join(missing[:5])} (see {st.logs_dir})")
-        time.sleep(0.2)
-
-
-def _published(lab: LabLayout, st: LabState) -> int:
-    """Gateways whose Endpoint is in place: the broker's file, or (kube) the object in the broker's emulator
-    and in every cluster's (its own, where the gateway wrote it, and the others, where the broker sync put it)."""
-    if not st.kube:
-        return sum(1 for gw in lab.gateways if endpoint_file(st.broker_dir, gw).exists())
-    seen = kube_view.endpoints_everywhere(st)
-    names = [endpoint_object_name(gw.cluster, gw.name) for gw in lab.gateways]
-    return sum(1 for name in names if all(name in held for held in seen.values()))
-
-
-def _wait_endpoints(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
-    last = -1
-    what = "in the broker and every cluster" if st.kube else "published"
-    while True:
-        published = _published(lab, st)
-        if published != last:
-            step(f"endpoints: {published}/{len(lab.gateways)} gateways {what}")
-            last = published
-        if published == len(lab.gateways):
-            return
-        _check_alive(st)
-        if time.monotonic() >= deadline:
-            raise LabError(f"endpoints: only {published}/{len(lab.gateways)} gateways {what} (see {st.logs_dir})")
-        time.sleep(0.2)
-
-
-def _wait_converged(lab: LabLayout, st: LabState, step: Progress, deadline: float) -> None:
-    """Until every route agent's status file says it converged (all planned objects applied)."""
-    last = -1
-    while True:
-        pending = [n.name for n in lab.nodes if (agent_status(st, n) or {}).get("converged") is not True]
-        done = len(lab.nodes) - len(pending)
-        if done != last:
-            step(f"route agents: {done}/{len(lab.nodes)} converged")
-            last = done
-        if not pending:
-            return
-        _check_alive(st)
-        if time.monotonic() >= deadline:
-            raise LabError(f"route agents not converged: {', '.join(pending)} (see {st.dir / 'status'})")
-        time.sleep(0.2)
-
-
-def _check_alive(st: LabState) -> None:
+def check_alive(st: LabState) -> None:
     for rec in st.processes:
         if rec.kind != "echo" and not procs.alive(rec):
             tail = _last_line(Path(rec.log))

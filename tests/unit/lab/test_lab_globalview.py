@@ -14,7 +14,8 @@ from magw.controllers.globalnet.controller import GlobalnetController
 from magw.lab.build.ready import remote_plan
 from magw.lab.build.state import LabState
 from magw.lab.observe.status import status_doc, status_text
-from magw.lab.planes.daemons import globalnet_missing, read_views, write_broker
+from magw.lab.planes.daemons import write_broker
+from magw.lab.planes.readiness import globalnet_missing, read_views
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, layout
 from magw.lab.spec.topology import load_topology
