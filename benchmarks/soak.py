@@ -182,9 +182,17 @@ def converge(lab: LabLayout, snapshot_of: SnapshotOf, started: float,
     return None, problems
 
 
+def heal_wait(fault: soak_faults.Fault, inject_took: float) -> float:
+    """Seconds from the inject's return to the heal: the heal comes ``lead + hold`` after the injection began (at
+    least ``hold`` after the inject returned), so the traffic, which runs ``PRE + lead + hold + POST``, still runs
+    ``POST`` seconds after it. Without the lead, the seed-31 soak's gateway-add took 6.1 s of its window's 8 s of
+    POST and the traffic ended inside the removed gateway's failover: judged "a flow did not come back"."""
+    return max(fault.hold, fault.lead + fault.hold - inject_took)
+
+
 def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, groups: list[soak_watch.Group],
            res: soak_watch.Resources, base_port: int = soak_watch.BASE_PORT) -> dict[str, Any]:  # fmt: skip
-    duration = PRE + fault.hold + POST
+    duration = PRE + fault.lead + fault.hold + POST
     running = {g.name: soak_watch.start(g, duration, flows=FLOWS, rate=RATE, conns=CONNS, base_port=base_port)
                for g in groups}  # fmt: skip
     time.sleep(PRE)
@@ -195,7 +203,11 @@ def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, gr
     except Exception as exc:  # a fault that cannot be injected is reported, the soak goes on
         injected = f"inject failed: {type(exc).__name__}: {exc}"
         problems.append(f"{fault.kind} {fault.target}: {injected}")
-    time.sleep(fault.hold)
+    inject_took = time.time() - wall
+    time.sleep(heal_wait(fault, inject_took))
+    if fault.lead and inject_took > fault.lead:  # a slow inject leaves the traffic less than POST s after the heal
+        problems.append(f"{fault.kind} {fault.target}: the inject took {inject_took:.1f} s, more than its "
+                        f"{fault.lead:g} s lead: the traffic ran less than {POST:g} s after the heal")  # fmt: skip
     try:
         healed = fault.heal()
     except Exception as exc:
@@ -236,6 +248,7 @@ def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, gr
     crossed = [r for r in rows if r.get("crossed")]
     return {
         "kind": fault.kind, "target": fault.target, "touches": sorted(fault.touches), "hold_s": fault.hold,
+        "inject_s": round(inject_took, 2),
         "injected": injected, "healed": healed, "at": datetime.fromtimestamp(wall, UTC).isoformat(),
         "detection_s": None if detect is None else round(detect, 3),
         "crossed_lost": sum(r.get("lost", 0) for r in crossed),
@@ -309,7 +322,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         rows: list[dict[str, Any]] = []
         faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds, control_plane, cni)
         for fault in faults:
-            if time.monotonic() + PRE + fault.hold + POST > end and rows:
+            if time.monotonic() + PRE + fault.lead + fault.hold + POST > end and rows:
                 break
             # --fresh-ports: each window's UDP flows from other source ports than the last FRESH_CYCLE windows'
             # (longer ago than the kernel's UDP conntrack timeout), so no per-5-tuple state can outlive a window

@@ -170,6 +170,18 @@ def test_schedule_draws_only_the_kinds_asked_for(tmp_path: Path) -> None:
         soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-apiserver"}))
 
 
+def test_the_heal_leaves_post_seconds_of_traffic_however_long_the_inject_took() -> None:
+    """A gateway-add whose inject took 6.1 s heals 4 s + the rest of its lead later (traffic after the heal stays
+    POST); a fault without a lead keeps its plain hold, whatever its inject took (gateway-remove's waits 3 s)."""
+    noop = lambda: ""  # noqa: E731
+    add = soak_faults.Fault("gateway-add", "north-gw2", frozenset({"north"}), noop, noop, hold=4.0, outage=True,
+                            lead=soak_faults.ADD_LEAD)  # fmt: skip
+    assert soak.heal_wait(add, 6.1) == pytest.approx(soak_faults.ADD_LEAD + 4.0 - 6.1)
+    assert soak.heal_wait(add, soak_faults.ADD_LEAD + 9.0) == 4.0  # past its lead: the hold at least
+    plain = attrs.evolve(add, kind="gateway-remove", lead=0.0)
+    assert soak.heal_wait(plain, 2.5) == 4.0
+
+
 def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_path: Path) -> None:
     """A kube lab's soak: no broker files; its API servers (every cluster's and the broker's) killed, 410-stormed
     and their watches dropped, each touching no flow (every group must lose nothing); a gateway removed by its
