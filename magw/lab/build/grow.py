@@ -24,11 +24,12 @@ logical switch in every cluster's NB), ``load_balancer`` (the cloud's listener a
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 import structlog
@@ -48,6 +49,7 @@ from magw.sources.kube.mapping import endpoint_object_name
 log = structlog.get_logger(__name__)
 
 Progress = Callable[[str], None]
+GROW_LOCK = "grow.lock"  # in the lab's state directory (removed with it by down)
 DAEMON_KINDS = ("route-agent", "gateway", egressgw_daemons.AGENT_KIND)
 
 
@@ -55,10 +57,39 @@ def _quiet(_line: str) -> None:
     return None
 
 
+@contextlib.contextmanager
+def _exclusive(name: str, verb: str) -> Iterator[None]:
+    """One add-gateway or remove-gateway at a time per lab: each reads, changes and writes the state's topology."""
+    path = naming.state_dir(name) / GROW_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        raise LabInputError(f"{verb}: {state.no_lab_line(name)}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabError(f"another add-gateway or remove-gateway is running on lab {name}") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def add_gateway(name: str, cluster: str, *, timeout: float = 60.0, progress: Progress = _quiet) -> NodeLayout:
     """Add a gateway node to cluster ``cluster`` of the running lab ``name``; returns its layout once it carries
     traffic (see the module). On any failure (Ctrl-C included) what it made is taken out again and the error
     re-raised."""
+    with _exclusive(name, "add-gateway"):
+        return _add(name, cluster, timeout, progress)
+
+
+def remove_gateway(name: str, node_name: str, *, progress: Progress = _quiet) -> NodeLayout:
+    """Remove an added gateway (the last one of its cluster) from the running lab ``name`` (see the module)."""
+    with _exclusive(name, "remove-gateway"):
+        return _remove(name, node_name, progress)
+
+
+def _add(name: str, cluster: str, timeout: float, progress: Progress) -> NodeLayout:
     started = time.monotonic()
 
     def step(text: str) -> None:
@@ -85,11 +116,11 @@ def add_gateway(name: str, cluster: str, *, timeout: float = 60.0, progress: Pro
                            ("gateway", daemons.gateway_argv(st, node, build))):  # fmt: skip
             st = state.add_process(st, daemons.start_daemon(st, node, kind, argv, build))
         egress = st.topology.egressgw
-        if egress is not None and egress.cluster == cluster:  # up starts one on every node of the egress cluster
+        egress_agent = egress is not None and egress.cluster == cluster  # up starts one on every node there
+        if egress_agent:
             st = state.add_process(st, egressgw_daemons.start_agent(st, node, daemons.script, build))
         step(f"{node.name}: route agent and gateway daemon started"
-             + (", and an egress agent (no VIP's candidate)" if egress is not None and egress.cluster == cluster
-                else ""))  # fmt: skip
+             + (", and an egress agent (no VIP's candidate)" if egress_agent else ""))
         readiness.wait_ready(lab, st, step, timeout=timeout, remote=False)
         _wait_probed(lab, st, node, step, time.monotonic() + timeout)
     except BaseException as exc:
@@ -103,8 +134,7 @@ def add_gateway(name: str, cluster: str, *, timeout: float = 60.0, progress: Pro
     return node
 
 
-def remove_gateway(name: str, node_name: str, *, progress: Progress = _quiet) -> NodeLayout:
-    """Remove an added gateway (the last one of its cluster) from the running lab ``name`` (see the module)."""
+def _remove(name: str, node_name: str, progress: Progress) -> NodeLayout:
     st = _require(name, "remove-gateway")
     lab = layout(name, st.topology)
     node = next((n for n in lab.nodes if n.name == node_name), None)

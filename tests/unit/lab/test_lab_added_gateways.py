@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from ipaddress import IPv4Address
+from pathlib import Path
 
 import attrs
 import pytest
 
-from magw.lab.build import wiring
-from magw.lab.errors import LabInputError
+from magw.lab.build import grow, state, wiring
+from magw.lab.build.state import LabState
+from magw.lab.errors import LabError, LabInputError
+from magw.lab.spec import naming
 from magw.lab.spec.layout import layout
 from magw.lab.spec.topology import default_topology, parse_topology
 
@@ -71,3 +74,22 @@ def test_a_links_mac_is_its_address_so_a_node_made_again_keeps_it() -> None:
     assert cmds[0].startswith("link add eth0 address 02:1a:ac:11:00:0d ")
     assert any(c.startswith("link add wan0 address 02:1a:c6:12:00:0d ") for c in cmds)
     assert not any("veth peer name eth0" in c for c in cmds)  # no pods: no pod veths
+
+
+def test_one_add_or_remove_at_a_time_and_an_unknown_lab_is_bad_input(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each reads, changes and writes the lab's topology: a second one while the first runs is refused at once."""
+    monkeypatch.setattr(naming, "STATE_ROOT", tmp_path)
+    st = LabState(name="gl", topology=default_topology(), phase="up", daemons=True, token="2" * 16)
+    state.write(st)
+    with grow._exclusive("gl", "add-gateway"):
+        with pytest.raises(LabError, match="another add-gateway or remove-gateway is running on lab gl"):
+            grow.add_gateway("gl", "east")
+        with pytest.raises(LabError, match="another add-gateway or remove-gateway is running on lab gl"):
+            grow.remove_gateway("gl", "east-gw3")
+    with pytest.raises(LabInputError, match="remove-gateway: NODE: 'east-gw1' is not an added gateway"):
+        grow.remove_gateway("gl", "east-gw1")  # the lock was released
+    with pytest.raises(LabInputError, match="add-gateway: no lab named 'nope'"):
+        grow.add_gateway("nope", "east")
+    assert state.read("gl") == st
