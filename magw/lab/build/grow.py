@@ -12,9 +12,11 @@ route agent converged, and every worker of its cluster and every remote gateway 
 The state file records the new topology and the namespace before anything is made, so ``down`` removes what a
 failed add made; a failed add also takes out what it made at once and puts the topology back.
 
-Removing (only the last added gateway of a cluster, so the layout stays a function of the count): its daemons
-are stopped, its Endpoint withdrawn and its Node deleted (every route agent plans without it), its namespace
-(only if it carries this lab's marker) and the routes to it go, and the topology shrinks by one.
+Removing (only the last added gateway of a cluster, so the layout stays a function of the count) drains first, as
+taking a node's gateway label does: its gateway daemon stops and its Endpoint and Node go (every route agent plans
+without it) while its route agent's datapath still forwards, until no node probes it (at most ``DRAIN_TIMEOUT``);
+then its other daemons stop, its namespace (only if it carries this lab's marker) and the routes to it go, and the
+topology shrinks by one.
 
 Not supported (refused with one line): ``--cni ovn`` (a node needs its Open vSwitch and ovn-controller, and its
 logical switch in every cluster's NB), ``load_balancer`` (the cloud's listener and NAT are made per gateway at
@@ -49,6 +51,7 @@ from magw.sources.kube.mapping import endpoint_object_name
 log = structlog.get_logger(__name__)
 
 Progress = Callable[[str], None]
+DRAIN_TIMEOUT = 5.0  # seconds remove-gateway waits for the peers to stop using the node before it goes
 GROW_LOCK = "grow.lock"  # in the lab's state directory (removed with it by down)
 DAEMON_KINDS = ("route-agent", "gateway", egressgw_daemons.AGENT_KIND)
 
@@ -126,7 +129,7 @@ def _add(name: str, cluster: str, timeout: float, progress: Progress) -> NodeLay
     except BaseException as exc:
         log.info("lab.add_gateway_failed", name=name, node=node.name, error=str(exc), error_type=type(exc).__name__)
         progress(f"add-gateway failed ({type(exc).__name__}: {exc}); taking {node.name} out again")
-        _take_out(st, lab, node)
+        _take_out(st, lab, node, drain=False)
         state.write(attrs.evolve(before, processes=_without(st.processes, node)))
         raise
     step(f"{node.name} is a gateway of {cluster}")
@@ -147,7 +150,7 @@ def _remove(name: str, node_name: str, progress: Progress) -> NodeLayout:
         raise LabInputError(f"remove-gateway: NODE: {node_name!r}: remove {last.name} first (the last added "
                             f"gateway of {node.cluster} goes first)")  # fmt: skip
     log.info("lab.remove_gateway", name=name, node=node.name)
-    done = _take_out(st, lab, node)
+    done = _take_out(st, lab, node, drain=True)
     topology = _resized(st.topology, node.cluster, -1, "remove-gateway")
     namespaces = tuple(ns for ns in st.namespaces if ns != node.namespace)
     state.write(attrs.evolve(st, topology=topology, namespaces=namespaces, processes=_without(st.processes, node)))
@@ -261,29 +264,49 @@ def _unpublish(st: LabState, node: NodeLayout) -> str:
     return ", ".join(done)
 
 
-def _take_out(st: LabState, lab: LabLayout, node: NodeLayout) -> list[str]:
-    """Stop the node's daemons, unpublish it, remove its namespace (only with this lab's marker), the routes to
-    it and its state files; best effort past the first failure, every step tried. What was done, in words."""
-    done: list[str] = []
+def _take_out(st: LabState, lab: LabLayout, node: NodeLayout, *, drain: bool) -> list[str]:
+    """Take the node out: its gateway daemon stopped and its Endpoint and Node unpublished first, then (``drain``,
+    for remove-gateway) a wait of at most ``DRAIN_TIMEOUT`` s until no other node probes it, while its datapath
+    (its route agent's kernel objects, its cable) still forwards what its peers send until they move their flows
+    away, as when an operator takes a node's gateway label; then its other daemons stopped, its namespace removed
+    (only with this lab's marker), the routes to it and its state files. Best effort past a failed step: every step
+    is tried. What was done, in words."""
     mine = [r for r in st.processes if r.owner == node.name and r.kind in DAEMON_KINDS]
-    # The gateway first, with SIGTERM: it stops answering and its cable goes before the route agent's does.
-    stopped = procs.stop(sorted(mine, key=lambda r: DAEMON_KINDS.index(r.kind) if r.kind != "gateway" else -1))
-    done.append(f"{len(stopped)} daemons stopped")
-    steps: tuple[tuple[str, Callable[[], str]], ...] = (
-        ("unpublish", lambda: _unpublish(st, node)),
-        ("namespace", lambda: _remove_namespace(st, node)),
-        ("routes", lambda: _remove_routes(lab, node)),
-    )
+    stopped = procs.stop([r for r in mine if r.kind == "gateway"])
+    steps: list[tuple[str, Callable[[], str]]] = [("unpublish", lambda: _unpublish(st, node))]
+    if drain:
+        steps.append(("drain", lambda: _drain(lab, st, node, time.monotonic() + DRAIN_TIMEOUT)))
+    done = _each(node, steps)
+    stopped |= procs.stop([r for r in mine if r.kind != "gateway"])
+    done += _each(node, [("namespace", lambda: _remove_namespace(st, node)),
+                         ("routes", lambda: _remove_routes(lab, node))])  # fmt: skip
+    shutil.rmtree(daemons.node_state_dir(st, node), ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        daemons.agent_status_path(st, node).unlink()
+    return [f"{len(stopped)} daemons stopped", *done]
+
+
+def _each(node: NodeLayout, steps: list[tuple[str, Callable[[], str]]]) -> list[str]:
+    done = []
     for what, action in steps:
         try:
             done.append(action())
         except (LabError, OSError, subprocess.SubprocessError) as exc:
             log.warning("lab.remove_gateway_step_failed", node=node.name, step=what, error=str(exc))
             done.append(f"{what} failed: {exc}")
-    shutil.rmtree(daemons.node_state_dir(st, node), ignore_errors=True)
-    with contextlib.suppress(FileNotFoundError):
-        daemons.agent_status_path(st, node).unlink()
     return done
+
+
+def _drain(lab: LabLayout, st: LabState, node: NodeLayout, deadline: float) -> str:
+    """Until no other node's route agent probes ``node`` (its Endpoint gone from their plans), or ``deadline``."""
+    started = time.monotonic()
+    while True:
+        still = [n.name for n in lab.nodes if n.name != node.name and _probes(st, n, node.name)]
+        if not still:
+            return f"drained: no node probes it after {time.monotonic() - started:.1f} s"
+        if time.monotonic() >= deadline:
+            return f"still probed after {DRAIN_TIMEOUT:g} s by {', '.join(still)} (taken out anyway)"
+        time.sleep(0.1)
 
 
 def _remove_namespace(st: LabState, node: NodeLayout) -> str:
@@ -326,6 +349,15 @@ def _wait_probed(lab: LabLayout, st: LabState, node: NodeLayout, step: Progress,
         time.sleep(0.2)
 
 
-def _sees_up(st: LabState, watcher: NodeLayout, gateway: str) -> bool:
+def _peers(st: LabState, watcher: NodeLayout) -> list[dict[str, object]]:
+    """The peers ``watcher``'s route agent probes, from its status file."""
     peers = ((daemons.agent_status(st, watcher) or {}).get("health") or {}).get("peers") or []
-    return any(p.get("hostname") == gateway and p.get("state") == "up" for p in peers if isinstance(p, dict))
+    return [p for p in peers if isinstance(p, dict)]
+
+
+def _sees_up(st: LabState, watcher: NodeLayout, gateway: str) -> bool:
+    return any(p.get("hostname") == gateway and p.get("state") == "up" for p in _peers(st, watcher))
+
+
+def _probes(st: LabState, watcher: NodeLayout, gateway: str) -> bool:
+    return any(p.get("hostname") == gateway for p in _peers(st, watcher))
