@@ -23,10 +23,10 @@ import yaml
 
 from benchmarks import soak_kube
 from magw.lab.build import grow, netns, procs, state
-from magw.lab.planes.daemons import agent_status
+from magw.lab.planes import readiness
 from magw.lab.planes.kube import BROKER, BROKER_EMULATOR, CLUSTER_EMULATOR
 from magw.lab.scenarios import failure
-from magw.lab.spec.layout import LabLayout, NodeLayout, layout
+from magw.lab.spec.layout import LabLayout, layout
 from magw.sources.file.broker import withdraw_endpoint
 
 Action = Callable[[], str]
@@ -182,10 +182,10 @@ def gateway_remove(name: str, node: str, withdraw: Action, relabel: Action | Non
         st = state.read(name)
         assert st is not None
         lab = layout(name, st.topology)
-        still = _probing(st, lab, node)
+        still = readiness.probing(st, lab, node)
         while still and time.monotonic() - started < 3.0:
             time.sleep(0.1)
-            still = _probing(st, lab, node)
+            still = readiness.probing(st, lab, node)
         gone = (f"out of every route agent's peers after {time.monotonic() - started:.1f} s" if not still
                 else f"still probed after 3 s by {', '.join(still)}")  # fmt: skip
         return f"gateway daemon {killed}; {withdrawn}; {gone}"
@@ -229,15 +229,6 @@ def gateway_add(name: str, cluster: str) -> tuple[Action, Action]:
 
 def file_withdraw(broker: Path, cluster: str, node: str) -> Action:
     return lambda: "Endpoint withdrawn" if withdraw_endpoint(broker, cluster, node) else "Endpoint was already gone"
-
-
-def _probing(st: state.LabState, lab: LabLayout, node: str) -> list[str]:
-    """The lab's route agents whose status still lists ``node`` among the peers they probe."""
-
-    def peers(n: NodeLayout) -> list[dict[str, object]]:
-        return list(((agent_status(st, n) or {}).get("health") or {}).get("peers", []))
-
-    return [n.name for n in lab.nodes if n.name != node and any(p.get("hostname") == node for p in peers(n))]
 
 
 def power(name: str, node: str, *, wan_only: bool = False) -> tuple[Action, Action]:

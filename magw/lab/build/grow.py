@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator
 
 import attrs
 import structlog
-import yaml
 
 from magw.lab.build import lifecycle, netns, procs, services, state, wiring
 from magw.lab.build.state import LabState
@@ -229,10 +228,7 @@ def _publish(st: LabState, lab: LabLayout, node: NodeLayout) -> None:
             raise LabError(f"{node.name}: creating its Node: {exc}") from None
         return
     doc = daemons.node_document(node, st.cni, client_ip=daemons.keeps_client_ip(lab, st.cni))
-    path = st.broker_dir / daemons.node_file(node)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    os.replace(tmp, path)
+    daemons.write_document(st.broker_dir, daemons.node_file(node), doc)
 
 
 def _unpublish(st: LabState, node: NodeLayout) -> str:
@@ -301,7 +297,7 @@ def _drain(lab: LabLayout, st: LabState, node: NodeLayout, deadline: float) -> s
     """Until no other node's route agent probes ``node`` (its Endpoint gone from their plans), or ``deadline``."""
     started = time.monotonic()
     while True:
-        still = [n.name for n in lab.nodes if n.name != node.name and _probes(st, n, node.name)]
+        still = readiness.probing(st, lab, node.name)
         if not still:
             return f"drained: no node probes it after {time.monotonic() - started:.1f} s"
         if time.monotonic() >= deadline:
@@ -338,7 +334,7 @@ def _wait_probed(lab: LabLayout, st: LabState, node: NodeLayout, step: Progress,
     watchers = [n for n in lab.nodes if (n.cluster == node.cluster) != n.gateway]
     last = -1
     while True:
-        pending = [n.name for n in watchers if not _sees_up(st, n, node.name)]
+        pending = [n.name for n in watchers if not readiness.sees_up(st, n, node.name)]
         if len(pending) != last:
             step(f"{node.name}: probed as up by {len(watchers) - len(pending)}/{len(watchers)} nodes")
             last = len(pending)
@@ -347,17 +343,3 @@ def _wait_probed(lab: LabLayout, st: LabState, node: NodeLayout, step: Progress,
         if time.monotonic() >= deadline:
             raise LabError(f"{node.name}: not probed as up by {', '.join(pending)} (see {st.dir / 'status'})")
         time.sleep(0.2)
-
-
-def _peers(st: LabState, watcher: NodeLayout) -> list[dict[str, object]]:
-    """The peers ``watcher``'s route agent probes, from its status file."""
-    peers = ((daemons.agent_status(st, watcher) or {}).get("health") or {}).get("peers") or []
-    return [p for p in peers if isinstance(p, dict)]
-
-
-def _sees_up(st: LabState, watcher: NodeLayout, gateway: str) -> bool:
-    return any(p.get("hostname") == gateway and p.get("state") == "up" for p in _peers(st, watcher))
-
-
-def _probes(st: LabState, watcher: NodeLayout, gateway: str) -> bool:
-    return any(p.get("hostname") == gateway for p in _peers(st, watcher))

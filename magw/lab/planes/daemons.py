@@ -42,6 +42,7 @@ from magw.lab.planes.globalnet_docs import globalnet_documents
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.model.cable import Cable
+from magw.sources.file.atomic import write_atomic
 from magw.sources.file.broker import endpoint_path
 
 ROUTE_AGENT = "magw-route-agent"
@@ -137,9 +138,12 @@ def write_broker(lab: LabLayout, broker_dir: Path, cni: str = "generic") -> None
     """Write the lab's documents, each atomically (temp file + rename)."""
     broker_dir.mkdir(parents=True, exist_ok=True)
     for fname, doc in broker_documents(lab, cni).items():
-        tmp = broker_dir / f".{fname}.tmp"
-        tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-        os.replace(tmp, broker_dir / fname)
+        write_document(broker_dir, fname, doc)
+
+
+def write_document(broker_dir: Path, fname: str, doc: dict[str, Any]) -> None:
+    """One broker document, atomically (``magw.sources.file.atomic``: a reader sees the old text or the new)."""
+    write_atomic(broker_dir / fname, yaml.safe_dump(doc, sort_keys=False))
 
 
 def endpoint_file(broker_dir: Path, node: NodeLayout) -> Path:

@@ -21,7 +21,7 @@ from magw.lab.observe.globalview import ClusterView, Reader
 from magw.lab.planes import kube
 from magw.lab.planes import ovn as lab_ovn
 from magw.lab.planes.daemons import agent_status, check_alive, endpoint_file
-from magw.lab.spec.layout import LabLayout
+from magw.lab.spec.layout import LabLayout, NodeLayout
 from magw.sources.kube.mapping import endpoint_object_name
 
 Progress = Callable[[str], None]
@@ -136,3 +136,20 @@ def _wait_converged(lab: LabLayout, st: LabState, step: Progress, deadline: floa
         if time.monotonic() >= deadline:
             raise LabError(f"route agents not converged: {', '.join(pending)} (see {st.dir / 'status'})")
         time.sleep(0.2)
+
+
+def probed_peers(st: LabState, watcher: NodeLayout) -> list[dict[str, object]]:
+    """The peers ``watcher``'s route agent probes, from its status file (``health.peers``)."""
+    peers = ((agent_status(st, watcher) or {}).get("health") or {}).get("peers") or []
+    return [p for p in peers if isinstance(p, dict)]
+
+
+def sees_up(st: LabState, watcher: NodeLayout, gateway: str) -> bool:
+    """True when ``watcher``'s route agent probes ``gateway`` and calls it up."""
+    return any(p.get("hostname") == gateway and p.get("state") == "up" for p in probed_peers(st, watcher))
+
+
+def probing(st: LabState, lab: LabLayout, gateway: str) -> list[str]:
+    """The lab's other nodes whose route agent still lists ``gateway`` among the peers it probes."""
+    return [n.name for n in lab.nodes
+            if n.name != gateway and any(p.get("hostname") == gateway for p in probed_peers(st, n))]  # fmt: skip
