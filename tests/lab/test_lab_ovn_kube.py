@@ -27,7 +27,7 @@ from magw.lab.planes.ovn_topology import nbctl
 from magw.lab.spec.layout import layout
 from magw.sources.kube.mapping import CNI_IP_ANNOTATION
 from tests.support.cli import MagwCli
-from tests.support.labkit import NOTHING_LEFT, leftovers, unique_name
+from tests.support.labkit import NOTHING_LEFT, leftovers, ovn_join_address, unique_name
 
 pytestmark = [
     pytest.mark.kernel,
@@ -40,7 +40,6 @@ clusters:
   - {id: east, gateways: 2, workers: 1, pods_per_node: 1}
   - {id: west, gateways: 1, workers: 1, pods_per_node: 1}
 """
-GW2_JOIN = "169.254.254.3"  # east-gw2's router slot 2: its join address, a next hop of the reroute policy
 
 
 @pytest.fixture(scope="module")
@@ -94,12 +93,13 @@ def test_verify_passes_with_the_api_servers_as_the_source(lab: LabState, magw_cl
 def test_a_failed_gateway_leaves_the_ecmp_set_and_returns(lab: LabState, magw_cli: MagwCli) -> None:
     """east-gw2's links go down: the worker's route agent, which reads the API server, calls it down and its hosted
     syncer takes its router out of the reroute policy; recovered, it is back."""
-    assert GW2_JOIN in _policy_hops(lab)
+    gw2_join = ovn_join_address(lab, "east", "east-gw2")
+    assert gw2_join in _policy_hops(lab)
     out = magw_cli("lab", "fail", "--name", lab.name, "east-gw2")
     assert out.returncode == 0, out.stderr
     try:
         deadline = time.monotonic() + 20
-        while GW2_JOIN in (hops := _policy_hops(lab)):
+        while gw2_join in (hops := _policy_hops(lab)):
             assert time.monotonic() < deadline, f"east-gw2 stayed in the policy: {hops}"
             time.sleep(0.2)
         assert hops, "the policy lost every next hop"
@@ -107,7 +107,7 @@ def test_a_failed_gateway_leaves_the_ecmp_set_and_returns(lab: LabState, magw_cl
         out = magw_cli("lab", "recover", "--name", lab.name, "east-gw2")
         assert out.returncode == 0, out.stderr
     deadline = time.monotonic() + 60
-    while GW2_JOIN not in (hops := _policy_hops(lab)):
+    while gw2_join not in (hops := _policy_hops(lab)):
         assert time.monotonic() < deadline, f"east-gw2 did not come back into the policy: {hops}"
         time.sleep(0.5)
 

@@ -8,6 +8,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from ipaddress import IPv4Network, ip_interface
 
 import pytest
 
@@ -16,6 +17,8 @@ from magw.lab.build import netns, procs
 from magw.lab.build.procs import ProcRecord
 from magw.lab.build.state import LabState
 from magw.lab.planes.daemons import agent_status
+from magw.lab.planes.ovn import ovn_dir
+from magw.lab.planes.ovn_topology import nbctl
 from magw.lab.spec import naming
 from magw.lab.spec.layout import LabLayout, layout
 from magw.lab.spec.topology import Topology
@@ -98,3 +101,26 @@ def seen_down_by(st: LabState, lab: LabLayout, observer: str, peer: str) -> bool
     it would not be probed at all), so the probes, not the endpoint's expiry, moved the traffic."""
     health = (agent_status(st, lab.node(observer)) or {}).get("health") or {}
     return any(p["hostname"] == peer and p["state"] == "down" for p in health.get("peers", []))
+
+
+OVN_JOIN_SUBNET = IPv4Network("169.254.254.0/29")  # the gateway routers' join addresses (docs/ovn.md)
+
+
+def ovn_router(st: LabState, cluster: str, gateway: str) -> str:
+    """The name of ``gateway``'s router in its cluster's NB, read with ``ovn-nbctl``. Which slot (so which name and
+    join address) a gateway takes depends on which one the syncer saw first (with the API servers as the source,
+    east-gw2 is sometimes first), so tests look it up rather than assume it."""
+    name = nbctl(ovn_dir(st, cluster), "--bare", "--columns=name", "find", "Logical_Router",
+                 f"external_ids:magw-gateway={gateway}").strip()  # fmt: skip
+    assert name, f"no router of {gateway} in {cluster}'s NB"
+    return name
+
+
+def ovn_join_address(st: LabState, cluster: str, gateway: str) -> str:
+    """The join address of ``gateway``'s router (its next hop in the reroute policy), read from the NB."""
+    d = ovn_dir(st, cluster)
+    ports = nbctl(d, "--bare", "--columns=ports", "list", "Logical_Router", ovn_router(st, cluster, gateway)).split()
+    networks = [net for p in ports for net in nbctl(d, "--bare", "--columns=networks", "list", "Logical_Router_Port",
+                                                      p).split()]  # fmt: skip
+    (join,) = (str(i.ip) for i in map(ip_interface, networks) if i.ip in OVN_JOIN_SUBNET)
+    return join
