@@ -285,7 +285,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
     topo = load_topology(TOPOLOGY)
     if cable:
         topo = attrs.evolve(topo, cable=Cable(cable))
-    if cni == "ovn":  # the lab's egress gateway runs on its generic CNI only (magw.lab.build.lifecycle.up)
+    if cni == "ovn":  # the lab runs the egress gateway on OVN too, but no soak of the two together was run yet
         topo = attrs.evolve(topo, egressgw=None)
     lab = layout(name, topo)
     started = time.monotonic()

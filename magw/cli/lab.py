@@ -363,7 +363,10 @@ def _check_demo_flags(args: argparse.Namespace) -> None:
     if chosen is not None and args.flows is not None:
         raise LabInputError(f"demo: --flows is the default demo's spread measurement; {chosen} sends no such flows")
     if args.cni != "generic" and args.egress_gateway:
-        raise LabInputError(f"demo: --cni {args.cni}: not with --egress-gateway (its agents run on the generic CNI)")
+        raise LabInputError(
+            f"demo: --cni {args.cni}: not with --egress-gateway (the demo shows unbound pods leaving as their node, "
+            "which the OVN lab has no way out for; use lab up --cni ovn with an egress: topology)"
+        )
 
 
 def _demo(args: argparse.Namespace) -> int:

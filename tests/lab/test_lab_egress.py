@@ -198,7 +198,7 @@ SYNC_LIMIT = 10.0
 HOLD = 16.0
 
 
-def _hold(lab: LabState, ns: str, target: str, conns: int, duration: float, *push: str) -> subprocess.Popen[str]:
+def hold_tcp(lab: LabState, ns: str, target: str, conns: int, duration: float, *push: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "magw.lab.payload.tcpkeep", "hold", "--target", target, "--conns", str(conns),
             "--duration", str(duration), "--interval", "0.02", "--timeout", "3", *push]  # fmt: skip
     return subprocess.Popen(["ip", "netns", "exec", f"{lab.name}-{ns}", *argv], stdout=subprocess.PIPE, text=True)
@@ -286,10 +286,10 @@ def test_zz_failover_moves_the_vips_and_established_connections_survive(lab: Lab
     holder = holders(magw_cli, lab)["shop"][0]
     started = time.monotonic()
     runs = {
-        ("egress", "client"): _hold(lab, "east-w1-p2", f"{OUTSIDE}:8080", CONNS, HOLD),
-        ("ingress", "client"): _hold(lab, "outside", f"{VIP_SHOP}:8081", CONNS, HOLD),
-        ("egress", "push"): _hold(lab, "east-w1-p2", f"{OUTSIDE}:8080", CONNS, HOLD, "--push"),
-        ("ingress", "push"): _hold(lab, "outside", f"{VIP_SHOP}:8081", CONNS, HOLD, "--push"),
+        ("egress", "client"): hold_tcp(lab, "east-w1-p2", f"{OUTSIDE}:8080", CONNS, HOLD),
+        ("ingress", "client"): hold_tcp(lab, "outside", f"{VIP_SHOP}:8081", CONNS, HOLD),
+        ("egress", "push"): hold_tcp(lab, "east-w1-p2", f"{OUTSIDE}:8080", CONNS, HOLD, "--push"),
+        ("ingress", "push"): hold_tcp(lab, "outside", f"{VIP_SHOP}:8081", CONNS, HOLD, "--push"),
     }
     targets = (f"{OUTSIDE}:8080", f"{VIP_SHOP}:8081")
     ctsync.wait_synced(lab.name, holder, targets, 4 * CONNS, started=started, least=MIN_BEFORE_FAIL, limit=SYNC_LIMIT)

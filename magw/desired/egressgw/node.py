@@ -5,19 +5,20 @@ The route agent owns the node's datapath, so it plans the egress objects with th
 netlink objects, and the ``ip magw-egress`` table joins ``DesiredState.extra_nft``. Nothing here depends on
 which node holds a VIP (docs/egress-datapath.md), so a failover changes no plan.
 
-Only with the generic CNI: on OVN-Kubernetes pods' packets do not cross the node's routing (not built).
+With ``cni: ovn`` the same objects: the OVN syncer's reroute policies (``magw.desired.ovn.egress``) bring each
+node's bound pods into its host through the management port, where this datapath takes them.
 """
 
 from __future__ import annotations
 
 from magw.desired.egressgw.bindings import resolve
 from magw.desired.egressgw.plan import EgressGatewayInputs, EgressGatewayPlan, plan_egressgw
-from magw.model import Cni, Snapshot
+from magw.model import Snapshot
 
 
 def egressgw_inputs(snapshot: Snapshot, node: str) -> EgressGatewayInputs | None:
-    """The inputs of ``node``'s egress datapath; None when the cluster has no VIP (or is not generic CNI)."""
-    if not snapshot.egressgw.vips or snapshot.config.cni is not Cni.GENERIC:
+    """The inputs of ``node``'s egress datapath; None when the cluster has no VIP."""
+    if not snapshot.egressgw.vips:
         return None
     local = snapshot.local_cluster
     own = [c for c in snapshot.clusters if c.id == local]

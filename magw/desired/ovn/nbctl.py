@@ -76,7 +76,7 @@ def row_commands(row: OvnRow, lb_group_uuids: Mapping[str, str], ident: int = 0)
         return [
             [
                 f"--id={pid}", "create", "Logical_Router_Policy", f"priority={row.priority}", f"match={_q(row.match)}",
-                "action=reroute", f"nexthops={_set(row.nexthops)}", *_ids(row),
+                f"action={row.action}", f"nexthops={_set(row.nexthops)}", *_ids(row),
             ],
             ["add", "Logical_Router", row.router, "policies", pid],
         ]  # fmt: skip

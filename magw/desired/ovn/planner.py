@@ -11,7 +11,9 @@ extended to one gateway router per active gateway (``magw.desired.ovn.topology``
 - ``submariner_join`` with ``ovn_cluster_subm_lrp`` on ``ovn_cluster_router``;
 - per remote cluster: an Address_Set of its CIDRs and one priority-20000 reroute policy on
   ``ovn_cluster_router`` whose nexthops are the join addresses of the usable gateways that reach that
-  cluster: several nexthops are an ECMP set. A gateway failing changes only these policies' ``nexthops``.
+  cluster: several nexthops are an ECMP set. A gateway failing changes only these policies' ``nexthops``;
+- with egress VIPs, per node with bound pods an Address_Set of them and a priority-19000 reroute policy into the
+  node's own management port (``magw.desired.ovn.egress``).
 
 With Globalnet, remote means the remote clusters' global CIDRs (what local pods address) and local means the
 local pod and service CIDRs (what remains after the gateway host's DNAT): the "corrected logical routes" of
@@ -26,6 +28,7 @@ import attrs
 
 from magw.desired.globalnet.plan import globalnet_mode
 from magw.desired.node.roles import active_endpoints
+from magw.desired.ovn.egress import egress_rows
 from magw.desired.ovn.rows import AddressSet, OvnState, Policy, Router, RouterPort, StaticRoute, Switch, SwitchPort
 from magw.desired.ovn.slots import assign_slots
 from magw.desired.ovn.topology import (
@@ -170,6 +173,9 @@ def plan_ovn(snapshot: Snapshot, inputs: OvnInputs) -> OvnPlan:
                     router=inputs.cluster_router, priority=POLICY_PRIORITY, match=f"ip4.dst == ${name}", nexthops=hops
                 )
             )
+    egress_sets, egress_policies = egress_rows(snapshot, inputs.cluster_router)
+    address_sets += egress_sets
+    policies += egress_policies
     state = OvnState(
         address_sets=address_sets,
         routers=routers,

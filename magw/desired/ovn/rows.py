@@ -140,12 +140,14 @@ class StaticRoute:
 
 @attrs.frozen(kw_only=True)
 class Policy:
-    """A reroute ``Logical_Router_Policy`` of ours on ``router``. Several ``nexthops`` make an ECMP set."""
+    """A ``Logical_Router_Policy`` of ours on ``router``: ``reroute`` to ``nexthops`` (several make an ECMP set), or
+    ``allow`` (no nexthops: routed as usual, lower-priority policies skipped)."""
 
     router: str
     priority: int
     match: str
     nexthops: tuple[str, ...] = attrs.field(converter=_strs)
+    action: Literal["reroute", "allow"] = "reroute"
 
     table = "Logical_Router_Policy"
 

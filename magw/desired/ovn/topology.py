@@ -93,8 +93,13 @@ def remote_set_name(cluster_id: str) -> str:
     Characters OVN does not allow in a ``$name`` become ``_``; a CRC of the id is then added so that two ids
     differing only there (``a-b``, ``a.b``) never share a set.
     """
-    name = f"submariner_remote_{cluster_id}"
+    return set_name("submariner_remote_", cluster_id)
+
+
+def set_name(prefix: str, ident: str) -> str:
+    """``prefix + ident`` as a valid OVN identifier (see ``remote_set_name``)."""
+    name = f"{prefix}{ident}"
     if _NAME_OK.match(name):
         return name
     clean = re.sub(r"[^A-Za-z0-9_.]", "_", name)
-    return f"{clean}_{zlib.crc32(cluster_id.encode()):08x}"
+    return f"{clean}_{zlib.crc32(ident.encode()):08x}"

@@ -85,11 +85,13 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
-def _hops(policy: Any) -> list[str]:
-    """A policy's nexthops; one of ours whose action is no longer ``reroute`` gets a marker nexthop, so the diff
-    sees it differ from the plan and the update rewrites the action too."""
-    hops = list(policy.nexthops)
-    return hops if policy.action == "reroute" else [*hops, f"<action {policy.action}>"]
+def _policy(r: Any, parent: str) -> Policy:
+    """One of our policies as read back; an action we never write (changed behind our back) is read as a marker
+    nexthop of a reroute, so the diff sees it differ from the plan and the update rewrites the action too."""
+    hops = list(r.nexthops)
+    if r.action in ("reroute", "allow"):
+        return Policy(router=parent, priority=r.priority, match=r.match, nexthops=hops, action=r.action)
+    return Policy(router=parent, priority=r.priority, match=r.match, nexthops=[*hops, f"<action {r.action}>"])
 
 
 def _router(r: Any, _parent: str) -> Router:
@@ -122,7 +124,7 @@ _READ: dict[str, Callable[[Any, str], OvnRow]] = {
         name=r.name, switch=p, type=r.type, addresses=r.addresses, options=r.options
     ),
     "Logical_Router_Static_Route": _route,
-    "Logical_Router_Policy": lambda r, p: Policy(router=p, priority=r.priority, match=r.match, nexthops=_hops(r)),
+    "Logical_Router_Policy": _policy,
 }
 
 
@@ -309,5 +311,5 @@ class NbWriter:
             target.ip_prefix, target.nexthop = row.prefix, row.nexthop
             target.output_port = [row.output_port] if row.output_port else []
         elif isinstance(row, Policy):
-            target.priority, target.match, target.action = row.priority, row.match, "reroute"
+            target.priority, target.match, target.action = row.priority, row.match, row.action
             target.nexthops = list(row.nexthops)

@@ -97,8 +97,6 @@ def up(
     must have published and allocated is still waited for): for labs whose inter-cluster datapath is under test.
     """
     lab = layout(name, topology)
-    if topology.egressgw is not None and cni != "generic":
-        raise LabInputError("egress: only with --cni generic (the egress agents run on the lab's generic CNI)")
     if cni == "ovn":
         lab_ovn.check_supported(lab, control_plane)
         if topology.load_balancer is not None:

@@ -37,7 +37,8 @@ def _no_lab(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         (["--egress-gateway", "--flows", "8"],
          "demo: --flows is the default demo's spread measurement; --egress-gateway sends no such flows"),
         (["--egress-gateway", "--cni", "ovn"],
-         "demo: --cni ovn: not with --egress-gateway (its agents run on the generic CNI)"),
+         "demo: --cni ovn: not with --egress-gateway (the demo shows unbound pods leaving as their node, which the OVN "
+         "lab has no way out for; use lab up --cni ovn with an egress: topology)"),
         (["--cni", "calico"], "argument --cni: invalid choice: 'calico' (choose from 'generic', 'ovn')"),
         (["--flows", "0"], "argument --flows: must be from 1 to 1024, got 0"),
         (["--flows", "1025"], "argument --flows: must be from 1 to 1024, got 1025"),
