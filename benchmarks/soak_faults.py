@@ -38,12 +38,12 @@ FILE_KINDS = ("broker-garbage", "broker-truncate", "gateway-add", "gateway-remov
 KUBE_KINDS = ("gateway-add", "gateway-remove", "globalnet-blip", "kill-apiserver", "kill-conntrackd", "kill-egress",
               "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent",
               "power-loss", "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
-# An OVN lab (``--cni ovn``: no egress gateway) has no egress kinds, and OVN's own: its processes SIGKILLed and
-# restarted by the harness (magw.lab.build.procs keeps their environment for that); on either control plane. Nor
-# gateway-add: the lab cannot add a node to an OVN cluster (magw.lab.build.grow).
+# An OVN lab (``--cni ovn``) has OVN's own kinds too: its processes SIGKILLed and restarted by the harness
+# (magw.lab.build.procs keeps their environment for that); on either control plane. Not gateway-add: the lab cannot
+# add a node to an OVN cluster (magw.lab.build.grow).
 EGRESS_KINDS = ("kill-conntrackd", "kill-egress", "kill-egress-agent", "kill-keepalived")
 OVN_PROCESS_KINDS = ("kill-ovn-controller", "kill-ovn-northd", "kill-ovsdb-nb", "kill-ovsdb-sb")
-NOT_ON_OVN = (*EGRESS_KINDS, "gateway-add")
+NOT_ON_OVN = ("gateway-add",)
 OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS} - set(NOT_ON_OVN)))
 OVN_KUBE_KINDS = tuple(sorted({*KUBE_KINDS, *OVN_PROCESS_KINDS} - set(NOT_ON_OVN)))
 KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS, *OVN_KINDS}))

@@ -32,13 +32,15 @@ DAEMONS = ("route-agent", "gateway", "globalnet", "egress", "egress-agent", "ovn
 class Group:
     """One kind of traffic: from ``ns`` to ``target``; ``touches``: the clusters it crosses, and "egress";
     ``backends``: the nodes whose pods may answer it (a Service's backends: the lab, unlike Kubernetes, never
-    drops a dead node's endpoints, so a flow the Service sent there is lost while that node is down)."""
+    drops a dead node's endpoints, so a flow the Service sent there is lost while that node is down); ``seen``:
+    the source address the server must see on every surviving TCP connection (the egress groups'), or None."""
 
     name: str
     ns: str
     target: str
     touches: frozenset[str]
     backends: frozenset[str] = frozenset()
+    seen: str | None = None
 
 
 def groups(lab: LabLayout, snapshot_of: SnapshotOf) -> list[Group]:
@@ -63,9 +65,11 @@ def groups(lab: LabLayout, snapshot_of: SnapshotOf) -> list[Group]:
         shop = [p for p in lab.pods if p.cluster == eg.cluster and p.kube_namespace == vip.bindings[0].namespace]
         bound = sorted(shop, key=lambda p: lab.node(p.node).gateway)[0]  # a worker's first: it outlives a gateway
         outside = cl.underlay.network_address + 250
-        out.append(Group("egress", bound.namespace, f"{outside}:8080", frozenset({"egress"})))
+        # the bound pod leaves as the VIP; the outside client reaches pay-0 with its own address (client IP kept)
+        out.append(Group("egress", bound.namespace, f"{outside}:8080", frozenset({"egress"}), seen=str(vip.vip)))
         pay = frozenset(p.node for p in lab.pods if p.cluster == eg.cluster and "pay" in p.name)  # Service shop/pay
-        out.append(Group("ingress", f"{lab.name}-outside", f"{vip.vip}:8081", frozenset({"egress"}), pay))
+        out.append(Group("ingress", f"{lab.name}-outside", f"{vip.vip}:8081", frozenset({"egress"}), pay,
+                         seen=str(outside)))  # fmt: skip
     return out
 
 

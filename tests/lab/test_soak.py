@@ -92,6 +92,18 @@ def test_judge_says_why_a_crossed_groups_tcp_connections_broke() -> None:
     assert soak.judge(_fault({"east"}), GROUP, {"udp": _udp(), "tcp": _tcp()}, 3.0)[0]["tcp_errors"] == []
 
 
+def test_judge_an_egress_group_that_left_as_another_address() -> None:
+    """The egress group's server must see the VIP on every surviving connection (the soak lab once bound no Service
+    to its egress pod: it left as its node, and no window noticed)."""
+    egress = soak_watch.Group("egress", "ns", "172.17.0.250:8080", frozenset({"egress"}), seen="172.17.0.200")
+    conns = [{"conn": 0, "survived": True, "seen_ip": "172.17.0.200"},
+             {"conn": 1, "survived": False, "seen_ip": "172.17.0.11"}]  # fmt: skip
+    assert soak.judge(_fault({"west"}), egress, {"udp": _udp(), "tcp": _tcp() | {"connections": conns}}, 3.0)[1] == []
+    conns[0]["seen_ip"] = "172.17.0.101"
+    _f, bad = soak.judge(_fault({"west"}), egress, {"udp": _udp(), "tcp": _tcp() | {"connections": conns}}, 3.0)
+    assert bad == ["egress: the server saw 172.17.0.101, not 172.17.0.200"]
+
+
 def test_a_row_shows_where_a_dark_flow_left_state() -> None:
     """A flow that did not come back: the row prints the conntrack entries found for it (a CI failure says why)."""
     row = {"kind": "gateway-remove", "target": "west-gw1", "detection_s": None, "converged_s": 15.8,
@@ -201,32 +213,33 @@ def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_pa
             soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({kind}), control_plane="kube")
 
 
-def test_ovn_schedule_has_ovns_processes_and_no_egress_kind(tmp_path: Path) -> None:
-    """An OVN lab's soak (no egress gateway): the egress kinds are gone; ovn-controller (per node), ovn-northd and
-    both ovsdb-servers (per cluster) are killed, each touching no flow (Open vSwitch keeps forwarding)."""
-    topo = attrs.evolve(load_topology(soak.TOPOLOGY), egressgw=None)
+def test_ovn_schedule_has_ovns_processes_and_the_egress_kinds(tmp_path: Path) -> None:
+    """An OVN lab's soak: ovn-controller (per node), ovn-northd and both ovsdb-servers (per cluster) are killed, each
+    touching no flow (Open vSwitch keeps forwarding); the egress gateway's kinds are drawn as on the generic CNI (the
+    egress gateway runs on OVN too); gateway-add is not (the lab cannot add a node to an OVN cluster)."""
+    topo = load_topology(soak.TOPOLOGY)
     lab = layout("skunit", topo)
     (tmp_path / "node-east-w1.yaml").write_text("")
     every = soak_faults.schedule(lab, tmp_path, random.Random(3), 3 * len(soak_faults.OVN_KINDS), cni="ovn")
     kinds = {f.kind for f in every}
-    assert sorted(kinds) == list(soak_faults.OVN_KINDS) and not kinds & set(soak_faults.EGRESS_KINDS)
+    assert sorted(kinds) == list(soak_faults.OVN_KINDS) and set(soak_faults.EGRESS_KINDS) <= kinds
     ovn = [f for f in every if f.kind in soak_faults.OVN_PROCESS_KINDS]
     clusters, nodes = {c.id for c in topo.clusters}, {n.name for n in lab.nodes}
     assert all(f.touches == frozenset() and not f.outage for f in ovn)
     assert {f.target for f in ovn if f.kind == "kill-ovn-controller"} <= nodes
     assert {f.target for f in ovn if f.kind != "kill-ovn-controller"} <= clusters
-    with pytest.raises(ValueError, match="fault kinds: kill-keepalived unknown on a file lab with --cni ovn"):
-        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-keepalived"}), cni="ovn")
+    with pytest.raises(ValueError, match="fault kinds: gateway-add unknown on a file lab with --cni ovn"):
+        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"gateway-add"}), cni="ovn")
 
 
 def test_ovn_schedule_on_the_kube_control_plane_has_the_api_servers_faults_too(tmp_path: Path) -> None:
-    """``--cni ovn --control-plane kube``: the kube kinds (the API servers' own faults among them) without the egress
-    ones, and OVN's processes; the broker file kinds are unknown there (no broker files)."""
-    topo = attrs.evolve(load_topology(soak.TOPOLOGY), egressgw=None)
-    lab = layout("skunit", topo)
+    """``--cni ovn --control-plane kube``: the kube kinds (the API servers' own faults and the egress ones among them)
+    and OVN's processes; the broker file kinds and gateway-add are unknown there."""
+    lab = layout("skunit", load_topology(soak.TOPOLOGY))
     known = soak_faults.kinds_of("kube", "ovn")
     assert {"kill-apiserver", "watch-410", "watch-drop", *soak_faults.OVN_PROCESS_KINDS} <= set(known)
-    assert not set(known) & {*soak_faults.EGRESS_KINDS, "broker-garbage", "broker-truncate"}
+    assert set(soak_faults.EGRESS_KINDS) <= set(known)
+    assert not set(known) & {"broker-garbage", "broker-truncate", "gateway-add"}
     every = soak_faults.schedule(lab, tmp_path, random.Random(5), 2 * len(known), control_plane="kube", cni="ovn")
     assert sorted({f.kind for f in every}) == list(known)
     with pytest.raises(ValueError, match="fault kinds: broker-garbage unknown on a kube lab with --cni ovn"):
@@ -350,7 +363,8 @@ def test_soak_kube_control_plane_faults(tmp_path: Path) -> None:
 @pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
 @pytest.mark.timeout(600)
 def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) -> None:
-    """``--cni ovn``: the soak lab on OVN-Kubernetes with real packets (Globalnet, two gateways in east and west);
+    """``--cni ovn``: the soak lab on OVN-Kubernetes with real packets (Globalnet, two gateways in east and west, the
+    egress gateway's groups through VIP shop);
     ovn-controller, ovn-northd and the NB and SB ovsdb-servers SIGKILLed and restarted: no group loses anything,
     every TCP connection survives, and every node's kernel and every cluster's OVN syncer converge. The warm-up's
     first round, the first flows through the new gateway routers, passes: none of them stays dark (docs/ovn.md,
@@ -366,6 +380,6 @@ def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) ->
     assert {r["kind"] for r in rows} == set(soak_faults.OVN_PROCESS_KINDS), [r["kind"] for r in rows]
     for r in rows:
         assert r["problems"] == [] and r["converged_s"] is not None, r
-        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east"}
+        assert {g["group"] for g in r["groups"]} == {"east>west", "west>north", "north>east", "egress", "ingress"}
         for g in r["groups"]:
             assert g["sent"] > 0 and g["lost"] == 0 and g["tcp_survived"] == g["tcp_conns"], (r["kind"], g)

@@ -266,6 +266,27 @@ def test_rows_of_ours_are_updated_in_place_and_a_port_moves_between_our_routers(
         assert set(world.rows()[table]) == set(before[table])  # the same rows (uuids), changed in place
 
 
+def test_an_allow_policy_is_written_read_back_and_changes_action_in_place(world: World) -> None:
+    """The egress gateway's allow policy (no nexthops) and its reroute; an action flip is one update of the row."""
+    world.seed()
+    allow = Policy(router="ovn_cluster_router", priority=19001, match="ip4.src == 10.0.0.5", nexthops=[],
+                   action="allow")  # fmt: skip
+    first = OvnState(policies=[allow])
+    world.driver.apply(ovn_diff(first, world.driver.observe()), None)
+    assert world.driver.observe() == first
+    (row,) = (r for r in world.rows()["Logical_Router_Policy"].values() if r["priority"] == 19001)
+    assert row["action"] == "allow" and not row["nexthops"]
+    second = OvnState(policies=[attrs.evolve(allow, action="reroute", nexthops=["10.0.1.254"])])
+    changes = ovn_diff(second, world.driver.observe())
+    assert len(changes.updates) == 1 and not changes.creates and not changes.deletes
+    before = set(world.rows()["Logical_Router_Policy"])
+    world.driver.apply(changes, None)
+    assert world.driver.observe() == second
+    assert set(world.rows()["Logical_Router_Policy"]) == before
+    (row,) = (r for r in world.rows()["Logical_Router_Policy"].values() if r["priority"] == 19001)
+    assert row["action"] == "reroute"  # its nexthops: observe() above
+
+
 def test_a_switch_port_of_ours_changes_in_place(world: World) -> None:
     world.seed()
     plan = sync(world, east_snapshot())
