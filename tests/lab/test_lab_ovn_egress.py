@@ -15,31 +15,25 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from magw.lab.build import state
 from magw.lab.build.state import LabState
-from magw.lab.observe import ctsync
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.planes.ovn import ovn_dir
 from magw.lab.planes.ovn_nodes import ovs_missing
 from magw.lab.planes.ovn_servers import ovn_missing
 from magw.lab.planes.ovn_topology import nbctl
 from tests.lab.test_lab_egress import (
-    CONNS,
     EXAMPLE,
     EXPECTED,
-    HOLD,
-    MIN_BEFORE_FAIL,
     OUTSIDE,
-    SYNC_LIMIT,
     VIP_SHOP,
     VIP_WEB,
-    hold_tcp,
-    holders,
+    assert_survived,
+    fail_shops_holder_under_connections,
     probe,
     seen,
 )
@@ -138,23 +132,7 @@ def test_zz_failover_moves_the_vips_changes_no_ovn_row_and_connections_survive(
     ingress DNAT; they go on through the new holder (conntrackd), new ones leave as the same VIP, and the egress
     policies in the NB are the same rows as before (they name the pods' nodes, never the holder)."""
     before = _egress_policies(lab)
-    holder = holders(magw_cli, lab)["shop"][0]
-    started = time.monotonic()
-    runs = {
-        "egress": hold_tcp(lab, "east-w1-p2", f"{OUTSIDE}:8080", CONNS, HOLD),
-        "ingress": hold_tcp(lab, "outside", f"{VIP_SHOP}:8081", CONNS, HOLD),
-    }
-    targets = (f"{OUTSIDE}:8080", f"{VIP_SHOP}:8081")
-    ctsync.wait_synced(lab.name, holder, targets, 2 * CONNS, started=started, least=MIN_BEFORE_FAIL, limit=SYNC_LIMIT)
-    fail = magw_cli("lab", "fail", "--name", lab.name, holder)
-    assert fail.returncode == 0, fail.stderr
-    results = {k: json.loads(p.communicate(timeout=60)[0]) for k, p in runs.items()}
-    after = holders(magw_cli, lab)
-    assert len(after["shop"]) == 1 and after["shop"] != [holder], after
-    for way, doc in results.items():
-        assert doc["established"] == CONNS, (way, doc)
-        broken = [(c["conn"], c["error"]) for c in doc["connections"] if not c["survived"]]
-        assert doc["survived"] >= CONNS - 1, (way, broken)  # the 95% target
-        assert {c["seen_ip"] for c in doc["connections"] if c["survived"]} == {VIP_SHOP if way == "egress" else OUTSIDE}
+    for (way, who), doc in fail_shops_holder_under_connections(lab, magw_cli, ("client",)).items():
+        assert_survived(way, who, doc)
     assert seen(lab, "east-w2-p2", f"udp:{OUTSIDE}:8080") == VIP_SHOP
     assert _egress_policies(lab) == before

@@ -12,8 +12,8 @@ extended to one gateway router per active gateway (``magw.desired.ovn.topology``
 - per remote cluster: an Address_Set of its CIDRs and one priority-20000 reroute policy on
   ``ovn_cluster_router`` whose nexthops are the join addresses of the usable gateways that reach that
   cluster: several nexthops are an ECMP set. A gateway failing changes only these policies' ``nexthops``;
-- with egress VIPs, per node with bound pods an Address_Set of them and a priority-19000 reroute policy into the
-  node's own management port (``magw.desired.ovn.egress``).
+- with egress VIPs, per node with bound pods an Address_Set of them, an allow policy (19001) to the cluster's and
+  remote CIDRs and a reroute policy (19000) into the node's own management port (``magw.desired.ovn.egress``).
 
 With Globalnet, remote means the remote clusters' global CIDRs (what local pods address) and local means the
 local pod and service CIDRs (what remains after the gateway host's DNAT): the "corrected logical routes" of
