@@ -21,7 +21,8 @@ it, and that host routes it (node addresses are in the kernel datapath's ``exclu
 
 The policies name the pod's own node, never the VIP's holder: a failover changes no OVN row, as it changes no
 kernel object. Their priorities are below the remote clusters' reroutes (20000): traffic to a remote cluster
-keeps going to a gateway router whatever the egress binding; above OVN-Kubernetes' own (in the low thousands).
+keeps going to a gateway router whatever the egress binding; above OVN-Kubernetes' own (1005 at most; its older
+releases' EgressFirewall router policies, 2000-10000, would not see bound pods: docs/egress-datapath.md).
 """
 
 from __future__ import annotations
