@@ -14,7 +14,6 @@ as a VIP, which is all that is checked of it.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -38,7 +37,7 @@ from tests.lab.test_lab_egress import (
     seen,
 )
 from tests.support.cli import MagwCli
-from tests.support.labkit import unique_name
+from tests.support.labkit import mgmt_address, unique_name
 
 pytestmark = [
     pytest.mark.kernel,
@@ -71,12 +70,6 @@ def lab(request: pytest.FixtureRequest, magw_cli: MagwCli) -> Iterator[LabState]
         magw_cli("lab", "down", "--name", name)
 
 
-def _mp0(lab: LabState, node: str) -> str:
-    out = subprocess.run(["ip", "-n", f"{lab.name}-{node}", "-j", "-4", "addr", "show", "dev", "ovn-k8s-mp0"],
-                         capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
-    return str(json.loads(out)[0]["addr_info"][0]["local"])
-
-
 def _egress_policies(lab: LabState) -> list[tuple[int, str, str, str]]:
     """(priority, match, action, nexthops) of every policy on east's NB that names an egress address set."""
     out = nbctl(ovn_dir(lab, "east"), "--format=json", "--columns=priority,match,action,nexthops", "list",
@@ -107,7 +100,7 @@ def test_each_node_with_bound_pods_has_a_reroute_into_its_own_management_port(la
     for node, count in BOUND_NODES.items():
         # The set's name: magw_egress_ + the node name made a valid OVN identifier (east_w1_<crc>).
         (match,) = (m for m in reroutes if m.startswith(f"ip4.src == $magw_egress_{node.replace('-', '_')}_"))
-        assert reroutes[match] == _mp0(lab, node), (node, reroutes)
+        assert reroutes[match] == mgmt_address(f"{lab.name}-{node}"), (node, reroutes)
         assert len(_address_set(lab, match.removeprefix("ip4.src == $"))) == count, node
     assert {p[0] for p in policies} == {19000, 19001}
 

@@ -27,7 +27,7 @@ from magw.lab.planes.ovn_topology import nbctl
 from magw.lab.spec.layout import layout
 from magw.sources.kube.mapping import CNI_IP_ANNOTATION
 from tests.support.cli import MagwCli
-from tests.support.labkit import NOTHING_LEFT, leftovers, ovn_join_address, unique_name
+from tests.support.labkit import NOTHING_LEFT, leftovers, mgmt_address, ovn_join_address, unique_name
 
 pytestmark = [
     pytest.mark.kernel,
@@ -69,9 +69,7 @@ def test_each_node_publishes_its_management_ports_address(lab: LabState) -> None
     """No cni0 on an OVN node: the Node's ``submariner.io/cniIfaceIp`` is ``ovn-k8s-mp0``'s address, as ``ip``
     reads it in the node's namespace."""
     for node in layout(lab.name, lab.topology).nodes:
-        out = subprocess.run(["ip", "-n", node.namespace, "-j", "-4", "addr", "show", "dev", "ovn-k8s-mp0"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
-        mp0 = json.loads(out)[0]["addr_info"][0]["local"]
+        mp0 = mgmt_address(node.namespace)
         (obj,) = (o for o in kube.cluster_api(lab, node.cluster).http().list("Node")
                   if o["metadata"]["name"] == node.name)  # fmt: skip
         assert obj["metadata"]["annotations"][CNI_IP_ANNOTATION] == mp0, node.name

@@ -4,6 +4,7 @@ polls."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 import uuid
@@ -101,6 +102,13 @@ def seen_down_by(st: LabState, lab: LabLayout, observer: str, peer: str) -> bool
     it would not be probed at all), so the probes, not the endpoint's expiry, moved the traffic."""
     health = (agent_status(st, lab.node(observer)) or {}).get("health") or {}
     return any(p["hostname"] == peer and p["state"] == "down" for p in health.get("peers", []))
+
+
+def mgmt_address(namespace: str) -> str:
+    """The address of ``ovn-k8s-mp0`` (OVN's management port) in a node's namespace, read with ``ip``."""
+    out = subprocess.run(["ip", "-n", namespace, "-j", "-4", "addr", "show", "dev", "ovn-k8s-mp0"],
+                         capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+    return str(json.loads(out)[0]["addr_info"][0]["local"])
 
 
 OVN_JOIN_SUBNET = IPv4Network("169.254.254.0/29")  # the gateway routers' join addresses (docs/ovn.md)
