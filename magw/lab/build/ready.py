@@ -1,4 +1,5 @@
-"""Bounded waits until a lab carries traffic: inside each cluster, then between clusters.
+"""Bounded waits until a lab carries traffic: inside each cluster, then between clusters, and (egress gateway)
+from every bound pod out through its VIP.
 
 Each round probes over TCP from the first pod of every node; a round that
 fails is repeated after a short pause until the deadline. The progress lines
@@ -12,6 +13,7 @@ from collections.abc import Callable, Mapping
 
 from magw.lab.errors import LabError
 from magw.lab.observe.globalview import ClusterView
+from magw.lab.planes import egressgw
 from magw.lab.spec.layout import ECHO_PORT, LabLayout
 from magw.lab.verify.connectivity import TrafficTarget, probe_many
 
@@ -60,10 +62,13 @@ def _global_targets(lab: LabLayout, views: Mapping[str, ClusterView], local: str
 
 
 def wait_for(what: str, plan: dict[str, list[TrafficTarget]], step: Progress, *, timeout: float,
-             alive: Callable[[], None] | None = None) -> None:  # fmt: skip
+             alive: Callable[[], None] | None = None, seen: Mapping[str, str] | None = None) -> None:  # fmt: skip
     """Probe ``plan`` until every probe answers; LabError naming the failures after ``timeout`` seconds.
     ``alive`` (raises LabError naming a lab process that died) runs after every unanswered round: a crashed
-    process (Debian's OVS 3.1 userspace conntrack can abort ovs-vswitchd) is named at once, not as lost probes."""
+    process (Debian's OVS 3.1 userspace conntrack can abort ovs-vswitchd) is named at once, not as lost probes.
+    ``seen`` (namespace -> address): an answer counts only if the server saw that namespace's probes come from
+    that address."""
+    want = dict(seen or {})
     total = sum(len(t) for t in plan.values())
     if total == 0:
         step(f"{what}: nothing to probe")
@@ -72,18 +77,35 @@ def wait_for(what: str, plan: dict[str, list[TrafficTarget]], step: Progress, *,
     last = -1
     while True:
         results = probe_many(plan, timeout=1.0, attempts=2)
-        failed = [f"{ns}->{r.target}" for ns, rs in results.items() for r in rs if not r.ok]
+        failed = [
+            f"{ns}->{r.target}" + (f" (seen as {r.seen_ip}, not {want[ns]})" if r.ok else "")
+            for ns, rs in results.items()
+            for r in rs
+            if not r.ok or r.seen_ip != want.get(ns, r.seen_ip)
+        ]
         ok = total - len(failed)
         if ok != last:
-            step(f"{what}: {ok}/{total} probes answered")
+            step(f"{what}: {ok}/{total} probes answered{' from the expected address' if want else ''}")
             last = ok
         if not failed:
             return
         if alive is not None:
             alive()
         if time.monotonic() >= deadline:
-            raise LabError(f"{what}: {len(failed)}/{total} probes unanswered after {timeout:g}s, e.g. {failed[0]}")
+            how = "unanswered or seen from another address" if want else "unanswered"
+            raise LabError(f"{what}: {len(failed)}/{total} probes {how} after {timeout:g}s, e.g. {failed[0]}")
         time.sleep(ROUND_PAUSE)
+
+
+def egress_plan(lab: LabLayout) -> tuple[dict[str, list[TrafficTarget]], dict[str, str]]:
+    """With an egress gateway: from every bound pod, TCP to the outside server, which must see the pod's VIP
+    (unbound pods are not probed: on ``--cni ovn`` the lab gives them no way out)."""
+    if lab.topology.egressgw is None:
+        return {}, {}
+    server = egressgw.outside_ip(lab)  # its echo server listens on ECHO_PORT too
+    vips = {str(v.vip) for v in egressgw.egressgw_model(lab).vips}
+    bound = {pod.namespace: want for pod, want, _ in egressgw.expected_sources(lab).values() if want in vips}
+    return {ns: [TrafficTarget(proto="tcp", ip=server, port=ECHO_PORT)] for ns in bound}, bound
 
 
 def wait_local(lab: LabLayout, step: Progress, *, timeout: float) -> None:
@@ -99,3 +121,10 @@ def wait_remote(
     alive: Callable[[], None] | None = None,
 ) -> None:
     wait_for("inter-cluster connectivity", remote_plan(lab, views), step, timeout=timeout, alive=alive)
+
+
+def wait_egress(lab: LabLayout, step: Progress, *, timeout: float, alive: Callable[[], None] | None = None) -> None:
+    """Until every bound pod leaves as its VIP: its VIP held, its node's egress agent (and on ``--cni ovn`` the
+    syncer's reroute) in place."""
+    plan, seen = egress_plan(lab)
+    wait_for("egress through the VIPs", plan, step, timeout=timeout, alive=alive, seen=seen)

@@ -12,6 +12,9 @@ A topology with an ``egress:`` key (``magw.lab.spec.egressgw``) gets, besides th
 - the broker documents of the egress cluster's Kubernetes objects that the egress gateway reads (Namespaces,
   Pods, Services), one ``EgressConfig`` (the VIP range: ``magw.lab.spec.egressgw.vip_range``, the
   ``advert_int``, ``conntrack_sync``) and one ``EgressVIP`` per VIP, with full node names.
+
+What the outside must see of each pod (``expected_sources``) and which Services a VIP carries
+(``bound_services``) are computed here from the topology's text, for ``lab up``'s readiness wait and the demo.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 from typing import Any
 
+from magw.desired.egressgw.bindings import resolve
 from magw.lab.planes.globalnet_docs import cluster_documents
 from magw.lab.spec import naming
 from magw.lab.spec.egressgw import EgressGatewayLabSpec, vip_range
-from magw.lab.spec.layout import ClusterLayout, LabLayout
+from magw.lab.spec.layout import ClusterLayout, LabLayout, PodLayout, ServiceLayout
 from magw.model.egressgw import EgressConfig, EgressGateway, EgressVIP
+from magw.model.globalnet import Pod, Service, ServicePort
 from magw.snapshot.egressgw import config_to_doc, vip_to_doc
 
 OUTSIDE_HOST = 250
@@ -95,3 +100,54 @@ def egressgw_documents(lab: LabLayout) -> dict[str, dict[str, Any]]:
     for v in model.vips:
         docs[f"egress@{c.id}@vip@{v.name}.yaml"] = {"kind": "EgressVIP", "cluster": c.id, **vip_to_doc(v)}
     return docs
+
+
+def workloads(lab: LabLayout) -> tuple[list[Service], list[Pod]]:
+    """The egress cluster's Services (with a selector) and Pods as the binding resolver reads them."""
+    c = cluster_of(lab)
+    pods = [Pod(namespace=p.kube_namespace, name=p.short, ip=p.ip, labels=p.labels, node=p.node) for p in c.pods]
+    services = [
+        Service(
+            namespace=s.namespace,
+            name=s.name,
+            cluster_ip=s.cluster_ip,
+            selector=s.selector,
+            ports=(ServicePort(port=s.port),),
+        )
+        for s in c.services
+        if s.selector is not None
+    ]
+    return services, pods
+
+
+def expected_sources(lab: LabLayout) -> dict[str, tuple[PodLayout, str, str]]:
+    """Pod name -> (pod, the address the outside must see, why)."""
+    c = cluster_of(lab)
+    model = egressgw_model(lab)
+    services, pods = workloads(lab)
+    res = resolve(model, services, pods)
+    vip_of = {ip: v for v in model.vips for ip in res.of(v.name).pods}
+    out = {}
+    for p in c.pods:
+        vip = vip_of.get(p.ip)
+        node = lab.node(p.node)
+        if vip is not None:
+            out[p.name] = (p, str(vip.vip), f"bound to VIP {vip.name}")
+        else:
+            out[p.name] = (p, str(node.node_ip), "unbound: its node (the CNI masquerade)")
+    return out
+
+
+def bound_services(lab: LabLayout) -> list[tuple[str, ServiceLayout, IPv4Address]]:
+    """(VIP name, Service, VIP) of every Service that uses a VIP, with backends."""
+    model = egressgw_model(lab)
+    services, pods = workloads(lab)
+    res = resolve(model, services, pods)
+    out = []
+    for v in model.vips:
+        for full in res.of(v.name).services:
+            ns, _, name = full.partition("/")
+            svc = next(s for s in cluster_of(lab).services if s.namespace == ns and s.name == name)
+            if svc.backends:
+                out.append((v.name, svc, v.vip))
+    return out

@@ -4,7 +4,8 @@
 Endpoint published (the broker's file, or with ``--control-plane kube`` the object in the broker's and every
 cluster's API server), with Globalnet every gateway's cluster egress IPs and every exported service's global IPs
 allocated, every route agent converged, with ``--cni ovn`` the syncers synced, and (``remote``) pods reaching the
-other clusters. Each wait is bounded and fails with one line naming what is missing and where the logs are; a
+other clusters, and with an egress gateway every bound pod leaving as its VIP (``magw.lab.build.ready``). Each
+wait is bounded and fails with one line naming what is missing and where the logs are; a
 daemon that died meanwhile is named at once (``magw.lab.planes.daemons.check_alive``).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from magw.lab.build.ready import wait_remote
+from magw.lab.build.ready import wait_egress, wait_remote
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError
 from magw.lab.observe import kube_view
@@ -29,8 +30,9 @@ Progress = Callable[[str], None]
 
 def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, remote: bool = True) -> None:
     """Wait (bounded) until every gateway has published its Endpoint, (Globalnet) the controllers allocated every
-    gateway's and exported service's addresses, every route agent converged, and (``remote``) pods reach the
-    other clusters: by pod IP, or with Globalnet every exported ClusterIP service by its global IP."""
+    gateway's and exported service's addresses, every route agent converged, (``remote``) pods reach the
+    other clusters: by pod IP, or with Globalnet every exported ClusterIP service by its global IP, and (egress
+    gateway) every bound pod leaves as its VIP."""
     deadline = time.monotonic() + timeout
     _wait_endpoints(lab, st, step, deadline)
     views = _wait_globalnet(lab, st, step, deadline) if lab.topology.globalnet else None
@@ -42,6 +44,8 @@ def wait_ready(lab: LabLayout, st: LabState, step: Progress, *, timeout: float, 
                     alive=lambda: check_alive(st))  # fmt: skip
     else:
         step("inter-cluster connectivity: not waited for")
+    if lab.topology.egressgw is not None:
+        wait_egress(lab, step, timeout=max(deadline - time.monotonic(), 1.0), alive=lambda: check_alive(st))
     check_alive(st)
 
 

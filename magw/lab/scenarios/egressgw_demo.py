@@ -20,20 +20,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
 
-from magw.desired.egressgw.bindings import resolve
 from magw.lab.build import lifecycle as build
 from magw.lab.observe.egressgw_status import kernel_holders
-from magw.lab.planes.egressgw import cluster_of, egressgw_model, outside_ip, outside_ns
+from magw.lab.planes.egressgw import (
+    bound_services,
+    egressgw_model,
+    expected_sources,
+    outside_ip,
+    outside_ns,
+)
 from magw.lab.scenarios import failure
 from magw.lab.scenarios.demo import finish
-from magw.lab.spec.layout import LabLayout, PodLayout, ServiceLayout, layout
+from magw.lab.spec.layout import LabLayout, layout
 from magw.lab.spec.topology import Topology, load_topology
 from magw.lab.verify.connectivity import TrafficTarget, probe
-from magw.model.globalnet import Pod, Service, ServicePort
 
 Output = Callable[[str], None]
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "lab-egress-gateway.yaml"
@@ -43,56 +46,6 @@ AFTER = 4.0
 
 def demo_topology() -> Topology:
     return load_topology(EXAMPLE)
-
-
-def _workloads(lab: LabLayout) -> tuple[list[Service], list[Pod]]:
-    c = cluster_of(lab)
-    pods = [Pod(namespace=p.kube_namespace, name=p.short, ip=p.ip, labels=p.labels, node=p.node) for p in c.pods]
-    services = [
-        Service(
-            namespace=s.namespace,
-            name=s.name,
-            cluster_ip=s.cluster_ip,
-            selector=s.selector,
-            ports=(ServicePort(port=s.port),),
-        )
-        for s in c.services
-        if s.selector is not None
-    ]
-    return services, pods
-
-
-def expected_sources(lab: LabLayout) -> dict[str, tuple[PodLayout, str, str]]:
-    """Pod name -> (pod, the address the outside must see, why)."""
-    c = cluster_of(lab)
-    model = egressgw_model(lab)
-    services, pods = _workloads(lab)
-    res = resolve(model, services, pods)
-    vip_of = {ip: v for v in model.vips for ip in res.of(v.name).pods}
-    out = {}
-    for p in c.pods:
-        vip = vip_of.get(p.ip)
-        node = lab.node(p.node)
-        if vip is not None:
-            out[p.name] = (p, str(vip.vip), f"bound to VIP {vip.name}")
-        else:
-            out[p.name] = (p, str(node.node_ip), "unbound: its node (the CNI masquerade)")
-    return out
-
-
-def _bound_services(lab: LabLayout) -> list[tuple[str, ServiceLayout, IPv4Address]]:
-    """(VIP name, Service, VIP) of every Service that uses a VIP, with backends."""
-    model = egressgw_model(lab)
-    services, pods = _workloads(lab)
-    res = resolve(model, services, pods)
-    out = []
-    for v in model.vips:
-        for full in res.of(v.name).services:
-            ns, _, name = full.partition("/")
-            svc = next(s for s in cluster_of(lab).services if s.namespace == ns and s.name == name)
-            if svc.backends:
-                out.append((v.name, svc, v.vip))
-    return out
 
 
 def _line(ok: bool, text: str) -> str:
@@ -117,7 +70,7 @@ def show_ingress(lab: LabLayout, out: Output) -> bool:
     assert ns is not None
     client = str(outside_ip(lab))
     ok = True
-    for vip_name, svc, vip in _bound_services(lab):
+    for vip_name, svc, vip in bound_services(lab):
         for r in probe(ns, [TrafficTarget(proto=p, ip=vip, port=svc.port) for p in ("tcp", "udp")]):
             good = r.ok and r.seen_ip == client
             ok &= good
@@ -127,7 +80,7 @@ def show_ingress(lab: LabLayout, out: Output) -> bool:
 
 
 def show_hairpin(lab: LabLayout, out: Output) -> bool:
-    bound = _bound_services(lab)
+    bound = bound_services(lab)
     sources = expected_sources(lab)
     ok = True
     for vip_name, svc, vip in bound:
@@ -195,7 +148,6 @@ def run_egressgw_demo(topology: Topology, *, name: str, keep: bool, out: Output,
     out(f"== bringing up the egress gateway lab {name} (control plane: {control_plane})")
     build.up(topology, name=name, daemons=True, wait_timeout=wait_timeout, progress=out, control_plane=control_plane)
     try:
-        time.sleep(1.0)  # the VRRP election (a few advert intervals)
         held = kernel_holders(lab)
         out("\n== VIPs: " + "; ".join(f"{v} held by {', '.join(h) or 'nobody'}" for v, h in held.items()))
         out("\n== egress: the source address the outside server sees")
