@@ -18,8 +18,11 @@ without it) while its route agent's datapath still forwards, until no node probe
 then its other daemons stop, its namespace (only if it carries this lab's marker) and the routes to it go, and the
 topology shrinks by one.
 
-Not supported (refused with one line): ``--cni ovn`` (a node needs its Open vSwitch and ovn-controller, and its
-logical switch in every cluster's NB), ``load_balancer`` (the cloud's listener and NAT are made per gateway at
+On a ``--cni ovn`` lab the node also becomes an OVN node before its daemons start: its Open vSwitch, its rows in
+the cluster's NB, its bridges and its ovn-controller's chassis (``magw.lab.planes.ovn_grow``); removing deletes
+them after its processes stopped.
+
+Not supported (refused with one line): ``load_balancer`` (the cloud's listener and NAT are made per gateway at
 ``up``), a lab without daemons.
 """
 
@@ -39,7 +42,7 @@ import structlog
 from magw.lab.build import lifecycle, netns, procs, services, state, wiring
 from magw.lab.build.state import LabState
 from magw.lab.errors import LabError, LabInputError
-from magw.lab.planes import daemons, egressgw_daemons, kube, kube_objects, readiness
+from magw.lab.planes import daemons, egressgw_daemons, kube, kube_objects, ovn_grow, ovn_nodes, readiness
 from magw.lab.planes.kube_http import KubeHttpError, object_path
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
@@ -53,6 +56,7 @@ Progress = Callable[[str], None]
 DRAIN_TIMEOUT = 5.0  # seconds remove-gateway waits for the peers to stop using the node before it goes
 GROW_LOCK = "grow.lock"  # in the lab's state directory (removed with it by down)
 DAEMON_KINDS = ("route-agent", "gateway", egressgw_daemons.AGENT_KIND)
+NODE_KINDS = (*DAEMON_KINDS, *ovn_nodes.OVS_KINDS)  # a node's processes (the OVS kinds on --cni ovn labs)
 
 
 def _quiet(_line: str) -> None:
@@ -107,9 +111,11 @@ def _add(name: str, cluster: str, timeout: float, progress: Progress) -> NodeLay
     state.write(st)  # first: a crash from here on leaves a record that down (or remove-gateway) acts on
     log.info("lab.add_gateway", name=name, cluster=cluster, node=node.name)
     try:
-        _wire(lab, c, node, naming.marker(name, st.token))
+        _wire(lab, c, node, naming.marker(name, st.token), ovn=st.ovn)
         step(f"{node.name}: namespace {node.namespace}, underlay {node.node_ip}, WAN {node.wan_ip}, pod subnet "
              f"{node.pod_subnet} (no pods)")  # fmt: skip
+        if st.ovn:
+            st = ovn_grow.add_node(lab, st, c, node, step, time.monotonic() + timeout)
         _publish(st, lab, node)
         step(f"{node.name}: Node published with the gateway label ({'API server' if st.kube else 'broker'})")
         daemons.node_state_dir(st, node).mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -128,6 +134,7 @@ def _add(name: str, cluster: str, timeout: float, progress: Progress) -> NodeLay
     except BaseException as exc:
         log.info("lab.add_gateway_failed", name=name, node=node.name, error=str(exc), error_type=type(exc).__name__)
         progress(f"add-gateway failed ({type(exc).__name__}: {exc}); taking {node.name} out again")
+        st = state.read(name) or st  # every process started is recorded there at once (state.add_process)
         _take_out(st, lab, node, drain=False)
         state.write(attrs.evolve(before, processes=_without(st.processes, node)))
         raise
@@ -166,9 +173,6 @@ def next_gateway(topology: Topology, cluster: str) -> str:
 
 def _require(name: str, verb: str) -> LabState:
     st = state.require_with_daemons(name, verb)
-    if st.ovn:
-        raise LabInputError(f"{verb}: not on a --cni ovn lab (a new node would need its Open vSwitch, its "
-                            "ovn-controller and its logical switch in the cluster's NB: not built yet)")  # fmt: skip
     if st.topology.load_balancer is not None:
         raise LabInputError(f"{verb}: not behind a load_balancer (the cloud's listener and NAT are made per gateway "
                             "at up)")  # fmt: skip
@@ -199,18 +203,21 @@ def _build_of(st: LabState, c: ClusterLayout) -> str:
                 "")  # fmt: skip
 
 
-def _wire(lab: LabLayout, c: ClusterLayout, node: NodeLayout, marker: str) -> None:
-    """The node's namespace and links as ``up`` makes a gateway's (``magw.lab.build.lifecycle.build_network``)."""
+def _wire(lab: LabLayout, c: ClusterLayout, node: NodeLayout, marker: str, *, ovn: bool) -> None:
+    """The node's namespace and links as ``up`` makes a gateway's (``magw.lab.build.lifecycle.build_network``);
+    ``ovn``: its second underlay leg, and no pod routes or lab-kube/lab-cni tables (OVN carries pods' packets)."""
     netns.add_namespace(node.namespace, lo_alias=marker)
     netns.sysctl(node.namespace, wiring.NODE_SYSCTLS)
-    netns.ip_batch(node.namespace, wiring.node_commands(lab, c, node))
-    netns.ip_batch(c.underlay_ns, wiring.port_commands([naming.underlay_port(node.short)]))
+    netns.ip_batch(node.namespace, wiring.node_commands(lab, c, node, ovn=ovn))
+    ports = [naming.underlay_port(node.short), *([naming.encap_port(node.short)] if ovn else [])]
+    netns.ip_batch(c.underlay_ns, wiring.port_commands(ports))
     if node.wan_ip is not None:
         netns.ip_batch(lab.wan_ns, wiring.port_commands([naming.wan_port(c.id, node.short)]))
-    for other in c.nodes:
-        if other.name != node.name:
-            netns.ip_batch(other.namespace, [_pod_route(node)])
-    netns.nft_load(node.namespace, services.node_script(c))
+    if not ovn:
+        for other in c.nodes:
+            if other.name != node.name:
+                netns.ip_batch(other.namespace, [_pod_route(node)])
+        netns.nft_load(node.namespace, services.node_script(c))
     if lab.topology.wan_rate is not None:
         netns.run(wiring.tbf_argv(node.namespace, lab.topology.wan_rate))
 
@@ -267,15 +274,19 @@ def _take_out(st: LabState, lab: LabLayout, node: NodeLayout, *, drain: bool) ->
     away, as when an operator takes a node's gateway label; then its other daemons stopped, its namespace removed
     (only with this lab's marker), the routes to it and its state files. Best effort past a failed step: every step
     is tried. What was done, in words."""
-    mine = [r for r in st.processes if r.owner == node.name and r.kind in DAEMON_KINDS]
+    mine = [r for r in st.processes if r.owner == node.name and r.kind in NODE_KINDS]
     stopped = procs.stop([r for r in mine if r.kind == "gateway"])
     steps: list[tuple[str, Callable[[], str]]] = [("unpublish", lambda: _unpublish(st, node))]
     if drain:
         steps.append(("drain", lambda: _drain(lab, st, node, time.monotonic() + DRAIN_TIMEOUT)))
     done = _each(node, steps)
     stopped |= procs.stop([r for r in mine if r.kind != "gateway"])
-    done += _each(node, [("namespace", lambda: _remove_namespace(st, node)),
-                         ("routes", lambda: _remove_routes(lab, node))])  # fmt: skip
+    after: list[tuple[str, Callable[[], str]]] = [("namespace", lambda: _remove_namespace(st, node))]
+    if st.ovn:
+        after.append(("ovn", lambda: ovn_grow.remove_node(st, lab.cluster(node.cluster), node)))
+    else:
+        after.append(("routes", lambda: _remove_routes(lab, node)))
+    done += _each(node, after)
     shutil.rmtree(daemons.node_state_dir(st, node), ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
         daemons.agent_status_path(st, node).unlink()
@@ -325,7 +336,7 @@ def _remove_routes(lab: LabLayout, node: NodeLayout) -> str:
 
 
 def _without(records: tuple[procs.ProcRecord, ...], node: NodeLayout) -> tuple[procs.ProcRecord, ...]:
-    return tuple(r for r in records if not (r.owner == node.name and r.kind in DAEMON_KINDS))
+    return tuple(r for r in records if not (r.owner == node.name and r.kind in NODE_KINDS))
 
 
 def _wait_probed(lab: LabLayout, st: LabState, node: NodeLayout, step: Progress, deadline: float) -> None:

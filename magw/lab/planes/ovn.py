@@ -92,17 +92,7 @@ def cluster_spec(c: ClusterLayout, mac: Callable[[PodLayout], str] = _pod_mac) -
     """OVN-K's view of lab cluster ``c``: node switches named as the nodes, pod ports ``<namespace>_<pod>``,
     the management port at the /24's last host address (the lab's pods start at .2, where OVN-K puts it),
     chassis ``chassis-<node>`` at the node IP, and each ClusterIP service with backends as a load balancer."""
-    nodes = tuple(
-        OvnkNode(
-            name=n.name,
-            subnet=n.pod_subnet,
-            chassis=ovn_nodes.chassis_name(n),
-            encap_ip=ovn_nodes.encap_ip(c, n).ip,
-            mgmt_ip=ovn_nodes.mgmt_ip(n),
-            pods=tuple(PodPort(name=ovn_nodes.pod_port(p), mac=mac(p), ip=p.ip) for p in c.pods_of(n.name)),
-        )
-        for n in c.nodes
-    )
+    nodes = tuple(ovnk_node(c, n, mac) for n in c.nodes)
     services = tuple(
         OvnkService(
             name=f"svc-{s.namespace}-{s.name}", vip=s.ip, port=s.port, backends=s.backends, target_port=s.target_port
@@ -112,6 +102,18 @@ def cluster_spec(c: ClusterLayout, mac: Callable[[PodLayout], str] = _pod_mac) -
     )
     # No SB chassis from the builder: every node's ovn-controller registers its own (magw.lab.planes.ovn_nodes).
     return OvnkSpec(pod_cidr=c.pod_cidr, nodes=nodes, services=services, chassis=False)
+
+
+def ovnk_node(c: ClusterLayout, n: NodeLayout, mac: Callable[[PodLayout], str] = _pod_mac) -> OvnkNode:
+    """Node ``n`` of cluster ``c`` as OVN-K's topology has it (``cluster_spec``)."""
+    return OvnkNode(
+        name=n.name,
+        subnet=n.pod_subnet,
+        chassis=ovn_nodes.chassis_name(n),
+        encap_ip=ovn_nodes.encap_ip(c, n).ip,
+        mgmt_ip=ovn_nodes.mgmt_ip(n),
+        pods=tuple(PodPort(name=ovn_nodes.pod_port(p), mac=mac(p), ip=p.ip) for p in c.pods_of(n.name)),
+    )
 
 
 def _start(st: LabState, c: ClusterLayout, kind: str, argv: list[str]) -> tuple[LabState, procs.ProcRecord]:

@@ -173,7 +173,7 @@ def _start(st: LabState, node: NodeLayout, kind: str, argv: list[str]) -> procs.
     return procs.start(kind=kind, owner=node.name, namespace=node.namespace, argv=argv, log_path=log_path, env=env)
 
 
-def _start_ovs(st: LabState, node: NodeLayout) -> list[procs.ProcRecord]:
+def start_node_ovs(st: LabState, node: NodeLayout) -> list[procs.ProcRecord]:
     """The node's ``ovsdb-server`` (initialised) and ``ovs-vswitchd``; their records, recorded by the caller."""
     d = ovs_dir(st, node)
     d.mkdir(parents=True)
@@ -201,7 +201,7 @@ def _start_ovs(st: LabState, node: NodeLayout) -> list[procs.ProcRecord]:
 
 def start_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
     """An ``ovsdb-server`` and an ``ovs-vswitchd`` (netdev) in every node's namespace."""
-    results = parallel(_start_ovs, ((st, n) for n in lab.nodes))
+    results = parallel(start_node_ovs, ((st, n) for n in lab.nodes))
     for records in results:
         for rec in records:
             st = state.add_process(st, rec)
@@ -212,7 +212,7 @@ def start_ovs(lab: LabLayout, st: LabState, step: Progress) -> LabState:
 OFCTRL_WAIT_MS = 3000
 
 
-def _bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: NodeLayout) -> None:
+def bridges(st: LabState, lab: LabLayout, sb: str, c: ClusterLayout, node: NodeLayout) -> None:
     """The chassis configuration, ``br-phy`` and ``br-int`` with the pods and ``ovn-k8s-mp0``: one transaction;
     then the kernel side (addresses, routes, checksum offload)."""
     ext = {
@@ -263,33 +263,50 @@ def prime_tunnel_neighbours(lab: LabLayout, st: LabState) -> int:
     router's first flows"); the kernel datapath of real nodes resolves through the kernel's neighbour table, which
     queues instead. The lab therefore starts with its tunnels resolved. Returns the entries set."""
     macs = {n.name: _phy_mac(n) for n in lab.nodes}
-    count = 0
-    for c in lab.clusters:
-        for node in c.nodes:
-            ctl = str(ovs_dir(st, node) / "vswitchd.ctl")
-            for peer in c.nodes:
-                if peer.name != node.name:
-                    _run(["ovs-appctl", "-t", ctl, "tnl/neigh/set", PHY_BRIDGE, str(encap_ip(c, peer).ip),
-                          macs[peer.name]], f"tnl/neigh/set on {node.name}")  # fmt: skip
-                    count += 1
-    return count
+    pairs = [(c, node, peer) for c in lab.clusters for node in c.nodes for peer in c.nodes if peer.name != node.name]
+    for c, node, peer in pairs:
+        _neigh_set(st, c, node, peer, macs[peer.name])
+    return len(pairs)
+
+
+def prime_node_neighbours(st: LabState, c: ClusterLayout, new: NodeLayout) -> int:
+    """``prime_tunnel_neighbours`` for one node joining cluster ``c`` (``magw lab add-gateway``): it learns every
+    other node's encap MAC, and they learn its own (a node made again has a new ``br-phy`` MAC). Returns the
+    entries set."""
+    macs = {n.name: _phy_mac(n) for n in c.nodes}
+    others = [n for n in c.nodes if n.name != new.name]
+    for peer in others:
+        _neigh_set(st, c, new, peer, macs[peer.name])
+        _neigh_set(st, c, peer, new, macs[new.name])
+    return 2 * len(others)
+
+
+def _neigh_set(st: LabState, c: ClusterLayout, node: NodeLayout, peer: NodeLayout, mac: str) -> None:
+    """``node``'s userspace datapath learns ``peer``'s encap address at ``mac``."""
+    ctl = str(ovs_dir(st, node) / "vswitchd.ctl")
+    _run(["ovs-appctl", "-t", ctl, "tnl/neigh/set", PHY_BRIDGE, str(encap_ip(c, peer).ip), mac],
+         f"tnl/neigh/set on {node.name}")  # fmt: skip
 
 
 def start_chassis(lab: LabLayout, st: LabState, step: Progress, sb: Callable[[ClusterLayout], OvnDir]) -> LabState:
     """Every node's bridges and ports, then its ``ovn-controller`` (``wait_chassis`` waits for their chassis)."""
     pairs = [(c, n) for c in lab.clusters for n in c.nodes]
-    parallel(_bridges, ((st, lab, sb(c).sb, c, n) for c, n in pairs))
+    parallel(bridges, ((st, lab, sb(c).sb, c, n) for c, n in pairs))
     step(f"ovn: br-int (pods, {MGMT_DEV}) and br-phy ({naming.ENCAP_IF}, the encap address) on {len(pairs)} nodes")
     step(f"ovn: {prime_tunnel_neighbours(lab, st)} tunnel neighbours set in the userspace datapaths")
     for _c, node in pairs:
-        d = ovs_dir(st, node)
-        rec = _start(st, node, "ovn-controller", [
-            "ovn-controller", ovs_db(st, node), "--no-chdir", f"--pidfile={d}/ovn-controller.pid",
-            f"--log-file={d}/ovn-controller.log",
-        ])  # fmt: skip
-        st = state.add_process(st, rec)
+        st = state.add_process(st, start_controller(st, node))
     step(f"ovn: {len(pairs)} ovn-controllers started")
     return st
+
+
+def start_controller(st: LabState, node: NodeLayout) -> procs.ProcRecord:
+    """The node's ``ovn-controller`` (the caller records it)."""
+    d = ovs_dir(st, node)
+    return _start(st, node, "ovn-controller", [
+        "ovn-controller", ovs_db(st, node), "--no-chdir", f"--pidfile={d}/ovn-controller.pid",
+        f"--log-file={d}/ovn-controller.log",
+    ])  # fmt: skip
 
 
 def wait_chassis(lab: LabLayout, st: LabState, dirs: Callable[[ClusterLayout], OvnDir], step: Progress,

@@ -137,7 +137,7 @@ def _router_pair(dbs: Databases, router: str, lrp: str, mac: str, net: str, swit
     )  # fmt: skip
 
 
-def _node(dbs: Databases, spec: OvnkSpec, index: int, node: OvnkNode) -> None:
+def _node(dbs: Databases, index: int, node: OvnkNode, *, chassis: bool) -> None:
     name, net = node.name, node.subnet
     router_ip = net.network_address + 1
     nbctl(dbs, "ls-add", name, "--", "set", "logical_switch", name, f"other_config:subnet={net}")
@@ -153,7 +153,7 @@ def _node(dbs: Databases, spec: OvnkSpec, index: int, node: OvnkNode) -> None:
     nbctl(dbs, "lr-add", gr, "--", "set", "logical_router", gr, f"options:chassis={node.chassis}")
     _router_pair(dbs, gr, f"rtoj-{gr}", ovnk_mac(join_ip), f"{join_ip}/16", JOIN_SWITCH, f"jtor-{gr}")
     nbctl(dbs, "--policy=src-ip", "lr-route-add", CLUSTER_ROUTER, str(net), str(join_ip))
-    if spec.chassis:
+    if chassis:
         sbctl(dbs, "chassis-add", node.chassis, "geneve", str(node.encap_ip),
               "--", "set", "chassis", node.chassis, f"hostname={name}")  # fmt: skip
 
@@ -164,7 +164,7 @@ def build(dbs: Databases, spec: OvnkSpec) -> None:
     _router_pair(dbs, CLUSTER_ROUTER, f"rtoj-{CLUSTER_ROUTER}", ovnk_mac(JOIN_ROUTER_IP), f"{JOIN_ROUTER_IP}/16",
                  JOIN_SWITCH, f"jtor-{CLUSTER_ROUTER}")  # fmt: skip
     for i, node in enumerate(spec.nodes, start=1):
-        _node(dbs, spec, i, node)
+        _node(dbs, i, node, chassis=spec.chassis)
     # OVN-Kubernetes' own policies: pod to pod and pod to join are allowed as they are.
     cidr = spec.pod_cidr
     nbctl(dbs, "lr-policy-add", CLUSTER_ROUTER, "102", f"ip4.src == {cidr} && ip4.dst == {cidr}", "allow")
@@ -178,6 +178,28 @@ def build(dbs: Databases, spec: OvnkSpec) -> None:
     for name in names:
         lb = nbctl(dbs, "--bare", "--columns=_uuid", "find", "Load_Balancer", f"name={name}").strip()
         nbctl(dbs, "add", "Load_Balancer_Group", LB_GROUP, "load_balancer", lb)
-    group = nbctl(dbs, "--bare", "--columns=_uuid", "find", "Load_Balancer_Group", f"name={LB_GROUP}").strip()
+    group = _lb_group(dbs)
     for node in spec.nodes:
         nbctl(dbs, "add", "Logical_Router", f"GR_{node.name}", "load_balancer_group", group)
+
+
+def _lb_group(dbs: Databases) -> str:
+    return nbctl(dbs, "--bare", "--columns=_uuid", "find", "Load_Balancer_Group", f"name={LB_GROUP}").strip()
+
+
+def add_node(dbs: Databases, index: int, node: OvnkNode) -> None:
+    """A node joining a built topology, as OVN-K adds it: its switch and ports, ``GR_<node>`` at join address
+    ``100.64.0.(index + 1)`` in ``clusterLBGroup``, its src-ip route (no SB chassis: its ovn-controller registers
+    one). ``index`` must be free: the node's 1-based position among the cluster's nodes, as ``build`` numbers them."""
+    _node(dbs, index, node, chassis=False)
+    nbctl(dbs, "add", "Logical_Router", f"GR_{node.name}", "load_balancer_group", _lb_group(dbs))
+
+
+def remove_node(dbs: Databases, name: str, subnet: IPv4Network, chassis: str) -> None:
+    """A node leaving, as OVN-K deletes it: its switch (with its ports), its ``rtos-`` and ``jtor-`` ports, its
+    gateway router, its src-ip route and its SB chassis; what is already gone is skipped (idempotent)."""
+    gr = f"GR_{name}"
+    nbctl(dbs, "--if-exists", "ls-del", name, "--", "--if-exists", "lr-del", gr,
+          "--", "--if-exists", "lrp-del", f"rtos-{name}", "--", "--if-exists", "lsp-del", f"jtor-{gr}",
+          "--", "--if-exists", "--policy=src-ip", "lr-route-del", CLUSTER_ROUTER, str(subnet))  # fmt: skip
+    sbctl(dbs, "--if-exists", "chassis-del", chassis)
