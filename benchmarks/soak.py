@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                    "fault kinds: docs/robustness.md)")  # fmt: skip
     p.add_argument("--cni", choices=("generic", "ovn"), default="generic",
                    help="the clusters' CNI: generic (the lab's) or ovn (OVN-Kubernetes with real packets, on either "
-                   "control plane: OVN's own fault kinds too, no gateway-add: docs/robustness.md)")  # fmt: skip
+                   "control plane: OVN's own fault kinds too: docs/robustness.md)")  # fmt: skip
     p.add_argument("--existing", action="store_true",
                    help="run on the running lab --name (built from examples/lab-soak.yaml) and leave it up")
     args = p.parse_args(argv)

@@ -39,13 +39,12 @@ KUBE_KINDS = ("gateway-add", "gateway-remove", "globalnet-blip", "kill-apiserver
               "kill-egress-agent", "kill-gateway", "kill-globalnet", "kill-keepalived", "kill-route-agent",
               "power-loss", "underlay-flap", "wan-flap", "watch-410", "watch-drop")  # fmt: skip
 # An OVN lab (``--cni ovn``) has OVN's own kinds too: its processes SIGKILLed and restarted by the harness
-# (magw.lab.build.procs keeps their environment for that); on either control plane. Not gateway-add: the lab cannot
-# add a node to an OVN cluster (magw.lab.build.grow).
+# (magw.lab.build.procs keeps their environment for that); on either control plane. gateway-add there makes the new
+# node an OVN node too (magw.lab.planes.ovn_grow).
 EGRESS_KINDS = ("kill-conntrackd", "kill-egress", "kill-egress-agent", "kill-keepalived")
 OVN_PROCESS_KINDS = ("kill-ovn-controller", "kill-ovn-northd", "kill-ovsdb-nb", "kill-ovsdb-sb")
-NOT_ON_OVN = ("gateway-add",)
-OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS} - set(NOT_ON_OVN)))
-OVN_KUBE_KINDS = tuple(sorted({*KUBE_KINDS, *OVN_PROCESS_KINDS} - set(NOT_ON_OVN)))
+OVN_KINDS = tuple(sorted({*FILE_KINDS, *OVN_PROCESS_KINDS}))
+OVN_KUBE_KINDS = tuple(sorted({*KUBE_KINDS, *OVN_PROCESS_KINDS}))
 KINDS = tuple(sorted({*FILE_KINDS, *KUBE_KINDS, *OVN_KINDS}))
 
 
@@ -389,7 +388,7 @@ def schedule(lab: LabLayout, broker: Path, rng: random.Random, count: int, only:
     if control_plane == "kube":
         kinds = {k: v for k, v in kinds.items() if k in KUBE_KINDS} | kube_kinds(lab, rng)
     if cni == "ovn":
-        kinds = {k: v for k, v in kinds.items() if k not in NOT_ON_OVN} | ovn_kinds(lab, rng)
+        kinds |= ovn_kinds(lab, rng)
     known = kinds_of(control_plane, cni)
     assert tuple(sorted(kinds)) == known, sorted(kinds)
     unknown = sorted(only - set(kinds))

@@ -216,30 +216,31 @@ def test_kube_schedule_has_the_control_plane_kinds_and_no_broker_file_one(tmp_pa
 def test_ovn_schedule_has_ovns_processes_and_the_egress_kinds(tmp_path: Path) -> None:
     """An OVN lab's soak: ovn-controller (per node), ovn-northd and both ovsdb-servers (per cluster) are killed, each
     touching no flow (Open vSwitch keeps forwarding); the egress gateway's kinds are drawn as on the generic CNI (the
-    egress gateway runs on OVN too); gateway-add is not (the lab cannot add a node to an OVN cluster)."""
+    egress gateway runs on OVN too), and gateway-add (the new node becomes an OVN node: magw.lab.planes.ovn_grow)."""
     topo = load_topology(soak.TOPOLOGY)
     lab = layout("skunit", topo)
     (tmp_path / "node-east-w1.yaml").write_text("")
     every = soak_faults.schedule(lab, tmp_path, random.Random(3), 3 * len(soak_faults.OVN_KINDS), cni="ovn")
     kinds = {f.kind for f in every}
     assert sorted(kinds) == list(soak_faults.OVN_KINDS) and set(soak_faults.EGRESS_KINDS) <= kinds
+    assert "gateway-add" in kinds
     ovn = [f for f in every if f.kind in soak_faults.OVN_PROCESS_KINDS]
     clusters, nodes = {c.id for c in topo.clusters}, {n.name for n in lab.nodes}
     assert all(f.touches == frozenset() and not f.outage for f in ovn)
     assert {f.target for f in ovn if f.kind == "kill-ovn-controller"} <= nodes
     assert {f.target for f in ovn if f.kind != "kill-ovn-controller"} <= clusters
-    with pytest.raises(ValueError, match="fault kinds: gateway-add unknown on a file lab with --cni ovn"):
-        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"gateway-add"}), cni="ovn")
+    with pytest.raises(ValueError, match="fault kinds: kill-apiserver unknown on a file lab with --cni ovn"):
+        soak_faults.schedule(lab, tmp_path, random.Random(1), 1, frozenset({"kill-apiserver"}), cni="ovn")
 
 
 def test_ovn_schedule_on_the_kube_control_plane_has_the_api_servers_faults_too(tmp_path: Path) -> None:
-    """``--cni ovn --control-plane kube``: the kube kinds (the API servers' own faults and the egress ones among them)
-    and OVN's processes; the broker file kinds and gateway-add are unknown there."""
+    """``--cni ovn --control-plane kube``: the kube kinds (the API servers' own faults, the egress ones and gateway-add
+    among them) and OVN's processes; the broker file kinds are unknown there."""
     lab = layout("skunit", load_topology(soak.TOPOLOGY))
     known = soak_faults.kinds_of("kube", "ovn")
     assert {"kill-apiserver", "watch-410", "watch-drop", *soak_faults.OVN_PROCESS_KINDS} <= set(known)
     assert set(soak_faults.EGRESS_KINDS) <= set(known)
-    assert not set(known) & {"broker-garbage", "broker-truncate", "gateway-add"}
+    assert not set(known) & {"broker-garbage", "broker-truncate"} and "gateway-add" in known
     every = soak_faults.schedule(lab, tmp_path, random.Random(5), 2 * len(known), control_plane="kube", cni="ovn")
     assert sorted({f.kind for f in every}) == list(known)
     with pytest.raises(ValueError, match="fault kinds: broker-garbage unknown on a kube lab with --cni ovn"):
@@ -265,20 +266,25 @@ def _run_soak(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
 @pytest.mark.kernel
 @pytest.mark.skipif(not daemons_installed(), reason="the magw daemons are not installed (pip install -e .)")
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("plane", ["file", "kube"])
-def test_soak_a_new_gateway_node_joins_and_leaves(tmp_path: Path, plane: str) -> None:
+@pytest.mark.parametrize(("plane", "cni"), [("file", "generic"), ("kube", "generic"), ("file", "ovn")])
+def test_soak_a_new_gateway_node_joins_and_leaves(tmp_path: Path, plane: str, cni: str) -> None:
     """``--kinds gateway-add``: a new node joins a cluster as a gateway (``magw lab add-gateway``: its Node published,
     on Kubernetes with the gateway label; its daemons started; probed as up by every worker of its cluster and every
     remote gateway), carries its share for the hold and leaves (``remove-gateway``); flows that did not cross its
-    cluster lose nothing, the others come back, and every node's kernel converges to its plan without it."""
+    cluster lose nothing, the others come back, and every node's kernel converges to its plan without it. On OVN the
+    node is an OVN node too (its Open vSwitch and ovn-controller, its NB rows: magw.lab.planes.ovn_grow), and the
+    syncers must be in sync with it and without it."""
     doc = _run_soak(tmp_path, unique_name(), "--minutes", "0.4" if plane == "file" else "0.7", "--seed", "7",
-                    "--kinds", "gateway-add", "--control-plane", plane)  # fmt: skip
+                    "--kinds", "gateway-add", "--control-plane", plane, "--cni", cni)  # fmt: skip
     rows = doc["faults"]
-    assert rows and doc["kinds"] == ["gateway-add"] and doc["control_plane"] == plane
+    assert rows and doc["kinds"] == ["gateway-add"] and (doc["control_plane"], doc["cni"]) == (plane, cni)
+    # its route agent and gateway daemon (and in the egress cluster its egress agent) stopped; on OVN also its
+    # ovsdb-server, ovs-vswitchd and ovn-controller, and its NB rows and SB chassis deleted
+    stopped = "[56] daemons stopped" if cni == "ovn" else "[23] daemons stopped"
     for r in rows:
         assert r["kind"] == "gateway-add" and "probed as up everywhere after" in r["injected"], r
-        # its route agent and gateway daemon (and in the egress cluster its egress agent) stopped, its namespace gone
-        assert re.search(rf"removed: {r['target']}: [23] daemons stopped; .* namespace \S+ deleted", r["healed"]), r
+        assert re.search(rf"removed: {r['target']}: {stopped}; .* namespace \S+ deleted", r["healed"]), r
+        assert cni != "ovn" or "its NB rows and SB chassis deleted" in r["healed"], r
         assert r["problems"] == [] and r["converged_s"] is not None, r
         assert any(g["crossed"] for g in r["groups"]), r
         for g in r["groups"]:

@@ -272,8 +272,8 @@ def _take_out(st: LabState, lab: LabLayout, node: NodeLayout, *, drain: bool) ->
     for remove-gateway) a wait of at most ``DRAIN_TIMEOUT`` s until no other node probes it, while its datapath
     (its route agent's kernel objects, its cable) still forwards what its peers send until they move their flows
     away, as when an operator takes a node's gateway label; then its other daemons stopped, its namespace removed
-    (only with this lab's marker), the routes to it and its state files. Best effort past a failed step: every step
-    is tried. What was done, in words."""
+    (only with this lab's marker), the routes to it (on OVN: its NB rows, SB chassis and Open vSwitch directory) and
+    its state files. Best effort past a failed step: every step is tried. What was done, in words."""
     mine = [r for r in st.processes if r.owner == node.name and r.kind in NODE_KINDS]
     stopped = procs.stop([r for r in mine if r.kind == "gateway"])
     steps: list[tuple[str, Callable[[], str]]] = [("unpublish", lambda: _unpublish(st, node))]
