@@ -54,8 +54,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import soak_faults, soak_kernel, soak_view, soak_watch  # after sys.path
 from benchmarks.soak_view import SnapshotOf  # after sys.path
+from magw.lab.build import kept, state  # after sys.path
 from magw.lab.build import lifecycle as build  # after sys.path
-from magw.lab.build import state  # after sys.path
 from magw.lab.planes import ovn as lab_ovn  # after sys.path
 from magw.lab.spec.layout import LabLayout, layout  # after sys.path
 from magw.lab.spec.topology import load_topology  # after sys.path
@@ -296,6 +296,8 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
                            "control_plane": control_plane, "cni": cni,
                            "fresh_ports": fresh_ports, "kinds": sorted(kinds) or "all", "bounds": {
         "failover_s": FAILOVER_BOUND, "converge_s": CONVERGE_BOUND, "rss_mib": RSS_BOUND_MIB, "fds": FD_BOUND}}
+    rows: list[dict[str, Any]] = []
+    finished = False
     try:
         if not existing:
             build.up(topo, name=name, wait_timeout=300.0, remote_wait=False, control_plane=control_plane, cni=cni)
@@ -322,7 +324,6 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
                + ", ".join(f"{g.name} -> {g.target}" for g in groups))  # fmt: skip
         report(HEADER)
         end = started + minutes * 60
-        rows: list[dict[str, Any]] = []
         faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds, control_plane, cni)
         for fault in faults:
             if time.monotonic() + PRE + fault.lead + fault.hold + POST > end and rows:
@@ -335,9 +336,16 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
             report(row_text(len(rows), row))
         doc["faults"] = rows
         doc["resources"] = {k: {"rss_growth_mib": round(v[0], 1), "fd_growth": v[1]} for k, v in res.worst.items()}
+        finished = True
     finally:
         if not existing:
-            build.down(name)
+            # A run that violated an invariant, or ended early, keeps the lab's logs and status files: the route
+            # agents' health events say which probes missed (the thirty-third session's runs needed --existing).
+            keep = kept.kept_dir(name) if not finished or any(r["problems"] for r in rows) else None
+            gone = build.down(name, keep=keep)
+            if gone.kept is not None:
+                doc["kept"] = str(gone.kept)
+                report(f"the lab's logs and status files are kept in {gone.kept}")
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     return doc
 

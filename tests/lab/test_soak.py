@@ -57,6 +57,32 @@ GROUP = soak_watch.Group("east>west", "ns", "242.2.0.5:8080", frozenset({"east",
 OTHER = soak_watch.Group("west>north", "ns", "242.3.0.3:8080", frozenset({"west", "north"}))
 
 
+@attrs.frozen
+class _Gone:
+    kept: Path | None
+
+
+def test_a_soak_that_ends_early_keeps_the_labs_logs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A soak whose lab fails (or whose windows violate an invariant) removes the lab but copies its logs and status
+    files first (``lifecycle.down(keep=...)``) and says where: the route agents' health events are the evidence."""
+    calls: list[Path | None] = []
+
+    def up(*_a: Any, **_kw: Any) -> None:
+        raise RuntimeError("up failed on purpose")
+
+    def down(name: str, *, keep: Path | None = None) -> _Gone:
+        calls.append(keep)
+        return _Gone(kept=keep)
+
+    monkeypatch.setattr(soak.build, "up", up)
+    monkeypatch.setattr(soak.build, "down", down)
+    said: list[str] = []
+    with pytest.raises(RuntimeError, match="up failed on purpose"):
+        soak.soak(0.1, 1, "skkeep", report=said.append)
+    assert len(calls) == 1 and calls[0] is not None and "skkeep" in calls[0].name, calls
+    assert said == [f"the lab's logs and status files are kept in {calls[0]}"]
+
+
 def test_judge_untouched_group_must_lose_nothing() -> None:
     fault = _fault({"east"})
     assert soak.judge(fault, OTHER, {"udp": _udp(), "tcp": _tcp()}, 3.0)[1] == []
