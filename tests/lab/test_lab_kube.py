@@ -26,12 +26,12 @@ from magw.lab.planes import kube
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.scenarios.failover import measure_failover
 from magw.lab.spec import naming
-from magw.lab.spec.layout import LabLayout, layout
+from magw.lab.spec.layout import LabLayout
 from magw.lab.spec.topology import default_topology
 from magw.lab.verify.matrix import run_matrix
 from magw.sources.kube.client import api_client
 from tests.support.cli import MagwCli
-from tests.support.labkit import NOTHING_LEFT, leftovers, unique_name
+from tests.support.labkit import NOTHING_LEFT, leftovers, running_lab, unique_name
 
 pytestmark = [
     pytest.mark.kernel,
@@ -43,13 +43,8 @@ WAIT = 20.0
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[tuple[LabLayout, LabState]]:
-    name = unique_name()
-    topo = default_topology()
-    try:
-        st = build.up(topo, name=name, daemons=True, wait_timeout=90.0, control_plane="kube")
-        yield layout(name, topo), st
-    finally:
-        build.down(name)
+    with running_lab(default_topology(), daemons=True, control_plane="kube") as built:
+        yield built
 
 
 def poll(what: str, condition: Callable[[], bool], limit: float = WAIT) -> None:

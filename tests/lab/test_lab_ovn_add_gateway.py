@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from magw.lab.build import lifecycle, netns, state
+from magw.lab.build import netns, state
 from magw.lab.build.state import LabState
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.planes.ovn import ovn_dir
@@ -27,7 +27,7 @@ from magw.lab.spec.layout import ECHO_PORT, LabLayout, layout
 from magw.lab.spec.topology import parse_topology
 from magw.lab.verify.connectivity import udp_flows
 from tests.support.cli import MagwCli
-from tests.support.labkit import ovn_join_address, poll, unique_name
+from tests.support.labkit import find_ovn_router, ovn_join_address, poll, running_lab
 
 pytestmark = [
     pytest.mark.kernel,
@@ -45,12 +45,8 @@ def lab() -> Iterator[tuple[LabLayout, LabState]]:
         pytest.skip(reason)
     spec = {"gateways": 1, "workers": 1, "pods_per_node": 1}
     topo = parse_topology({"clusters": [{"id": "east", **spec}, {"id": "west", **spec}]})
-    name = unique_name()
-    try:
-        st = lifecycle.up(topo, name=name, daemons=True, wait_timeout=90.0, cni="ovn")
-        yield layout(name, topo), st
-    finally:
-        lifecycle.down(name)
+    with running_lab(topo, daemons=True, cni="ovn") as built:
+        yield built
 
 
 def nb_rows(st: LabState, table: str, column: str = "name") -> set[str]:
@@ -61,11 +57,6 @@ def chassis(st: LabState) -> dict[str, str]:
     """SB chassis name -> hostname, read with ovn-sbctl."""
     out = sbctl(ovn_dir(st, "east"), "--bare", "--columns=name,hostname", "list", "Chassis").split()
     return dict(zip(out[::2], out[1::2], strict=True))
-
-
-def gateway_router(st: LabState, gateway: str) -> str:
-    return nbctl(ovn_dir(st, "east"), "--bare", "--columns=name", "find", "Logical_Router",
-                 f"external_ids:magw-gateway={gateway}").strip()  # fmt: skip
 
 
 def policy_names(st: LabState, gateway: str) -> bool:
@@ -108,7 +99,7 @@ def test_an_added_gateway_is_an_ovn_node_carries_connections_and_leaves_nothing(
         assert pinned.strip('"') == "chassis-east-gw2"
         assert chassis(st).get("chassis-east-gw2") == "east-gw2", chassis(st)
         # the syncer gave it a router of its own, and the worker's reroute policy names its join address
-        assert gateway_router(st, "east-gw2"), attempt
+        assert find_ovn_router(st, "east", "east-gw2"), attempt
         poll("the reroute policy names east-gw2's join address", lambda: policy_names(st, "east-gw2"))
         # its route agent made br-submariner in its Open vSwitch (OVN mode on a gateway)
         bridges = subprocess.run(["ovs-vsctl", f"--db=unix:{ovs_dir(st, new) / 'db.sock'}", "list-br"],
@@ -124,7 +115,7 @@ def test_an_added_gateway_is_an_ovn_node_carries_connections_and_leaves_nothing(
         assert not netns.exists(new.namespace) and not ovs_dir(st, new).exists()
         assert nb_rows(st, "Logical_Switch") == nodes_before and nb_rows(st, "Logical_Router") == routers_before
         assert "chassis-east-gw2" not in chassis(st)
-        assert not gateway_router(st, "east-gw2")
+        assert not find_ovn_router(st, "east", "east-gw2")
         pod, server = before.cluster("east").pods_of("east-w1")[0], before.cluster("west").pods_of("west-w1")[0]
         summary = udp_flows(pod.namespace, server.ip, ECHO_PORT, flows=CONNS, packets=5, proto="tcp")
         assert summary["received"] == summary["sent"] == CONNS * 5, (attempt, summary)

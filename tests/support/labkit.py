@@ -39,13 +39,14 @@ def running_lab(
     daemons: bool,
     name: str | None = None,
     control_plane: str = "file",
+    cni: str = "generic",
     wait_timeout: float = 90.0,
 ) -> Iterator[tuple[LabLayout, LabState]]:
     """Bring a lab up and always take it down afterwards, also when up or the test fails."""
     lab_name = name or unique_name()
     try:
         st = build.up(
-            topology, name=lab_name, daemons=daemons, wait_timeout=wait_timeout, control_plane=control_plane
+            topology, name=lab_name, daemons=daemons, wait_timeout=wait_timeout, control_plane=control_plane, cni=cni
         )
         yield layout(lab_name, topology), st
     finally:
@@ -114,12 +115,17 @@ def mgmt_address(namespace: str) -> str:
 OVN_JOIN_SUBNET = IPv4Network("169.254.254.0/29")  # the gateway routers' join addresses (docs/ovn.md)
 
 
-def ovn_router(st: LabState, cluster: str, gateway: str) -> str:
-    """The name of ``gateway``'s router in its cluster's NB, read with ``ovn-nbctl``. Which slot (so which name and
-    join address) a gateway takes depends on which one the syncer saw first (with the API servers as the source,
-    east-gw2 is sometimes first), so tests look it up rather than assume it."""
-    name = nbctl(ovn_dir(st, cluster), "--bare", "--columns=name", "find", "Logical_Router",
+def find_ovn_router(st: LabState, cluster: str, gateway: str) -> str:
+    """The name of ``gateway``'s router in its cluster's NB, read with ``ovn-nbctl``; "" if it has none."""
+    return nbctl(ovn_dir(st, cluster), "--bare", "--columns=name", "find", "Logical_Router",
                  f"external_ids:magw-gateway={gateway}").strip()  # fmt: skip
+
+
+def ovn_router(st: LabState, cluster: str, gateway: str) -> str:
+    """``find_ovn_router``, which must find it. Which slot (so which name and join address) a gateway takes depends
+    on which one the syncer saw first (with the API servers as the source, east-gw2 is sometimes first), so tests
+    look it up rather than assume it."""
+    name = find_ovn_router(st, cluster, gateway)
     assert name, f"no router of {gateway} in {cluster}'s NB"
     return name
 

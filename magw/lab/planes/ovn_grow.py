@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 
 from magw.lab.build import procs, state
@@ -47,23 +46,17 @@ def add_node(lab: LabLayout, st: LabState, c: ClusterLayout, node: NodeLayout, s
     primed = ovn_nodes.prime_node_neighbours(st, c, node)
     step(f"{node.name}: Open vSwitch, its NB rows (switch, GR_{node.name}, join address), br-int and br-phy; "
          f"{primed} tunnel neighbours set")  # fmt: skip
-    st = state.add_process(st, ovn_nodes.start_controller(st, node))
-    _wait_chassis(st, d, node, deadline)
-    ovn_topology.wait_sb(d)
-    step(f"{node.name}: ovn-controller registered {ovn_nodes.chassis_name(node)} in the SB")
-    return st
+    controller = ovn_nodes.start_controller(st, node)
+    st = state.add_process(st, controller)
 
-
-def _wait_chassis(st: LabState, d: ovn_topology.Databases, node: NodeLayout, deadline: float) -> None:
-    """Until ``node``'s ovn-controller registered its chassis (bounded; its exit is named at once)."""
-    name = ovn_nodes.chassis_name(node)
-    controller = next(r for r in st.processes if r.owner == node.name and r.kind == "ovn-controller")
-    while name not in ovn_topology.sbctl(d, "--bare", "--columns=name", "list", "Chassis").split():
+    def alive() -> None:  # its exit is named at once, not as a chassis missing at the deadline
         if not procs.alive(controller):
             raise LabError(f"ovn: {node.name}'s ovn-controller exited (see {st.logs_dir})")
-        if time.monotonic() >= deadline:
-            raise LabError(f"ovn: {node.name}: no chassis {name} in the SB (see {st.logs_dir})")
-        time.sleep(0.2)
+
+    # up's wait, on the grown lab: the other nodes' chassis are there already
+    ovn_nodes.wait_chassis(lab, st, lambda cl: lab_ovn.ovn_dir(st, cl.id), step, deadline, alive)
+    ovn_topology.wait_sb(d)
+    return st
 
 
 def remove_node(st: LabState, c: ClusterLayout, node: NodeLayout) -> str:
