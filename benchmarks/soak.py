@@ -6,8 +6,9 @@ Usage (root): ``.venv/bin/python benchmarks/soak.py --minutes N --seed S [--json
 The lab is ``examples/lab-soak.yaml`` (docs/robustness.md, "Soak", says what it combines and what it leaves out);
 with ``--control-plane kube`` its daemons run on API server emulators and the API servers' own faults join
 (``benchmarks/soak_kube.py``); with ``--cni ovn`` (either control plane) its clusters run OVN-Kubernetes with real
-packets (the egress gateway too), OVN's processes are killed too, and the groups are warmed up before the first window
-(``soak_watch.warm_up``).
+packets (the egress gateway too), OVN's processes are killed too, the groups are warmed up before the first window
+(``soak_watch.warm_up``), and the first window's flows are started ahead of it (``soak_watch.prime``: a new
+connection's first requests can be lost in the lab's userspace datapath, whatever the fault).
 The run is a sequence of fault windows, back to back, until ``--minutes`` are spent. In each window, traffic
 starts in every group (``benchmarks/soak_watch.py``: UDP flows with sequence numbers and long-lived TCP
 connections, in a ring between the clusters by global IPs and both ways through the egress VIP); ``PRE`` s later
@@ -318,6 +319,13 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
                 raise RuntimeError(f"OVN lab: flows still dark after the warm-up's 60 s: {dark[:8]}")
             report(f"OVN lab: every group's flows pass {warm:.1f} s after convergence, in {rounds} round(s) of the "
                    "warm-up (docs/robustness.md)")  # fmt: skip
+            primed, dark = soak_watch.prime(groups, FLOWS, soak_watch.BASE_PORT)
+            doc["primed_lost"] = primed
+            if dark:
+                raise RuntimeError(f"OVN lab: the first window's flows are dark: {dark[:8]}")
+            report(f"OVN lab: the first window's flows were started ahead; their first second lost "
+                   f"{sum(primed.values())} datagrams (docs/ovn.md, \"Requests that arrive together at a new "
+                   "connection\")")  # fmt: skip
         res = soak_watch.Resources(rss_bound_mib=RSS_BOUND_MIB, fd_bound=FD_BOUND)
         res.sample(name)  # baselines
         report(f"lab {name} up in {up_s:.0f} s and converged; seed {seed}; groups: "
@@ -382,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cable", choices=("vxlan", "wireguard"), default="",
                    help="the gateways' cable (default: the topology's, wireguard)")
     p.add_argument("--fresh-ports", action="store_true",
-                   help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones")
+                   help="UDP flows from new source ports each window (cycling through 8 sets), not the same ones; "
+                   "with --cni ovn every window's flows are then new connections, whose first requests the lab's "
+                   "userspace datapath can lose (docs/ovn.md)")  # fmt: skip
     p.add_argument("--kinds", default="",
                    help="comma list of fault kinds to draw from (default: every kind; see docs/robustness.md)")
     p.add_argument("--control-plane", choices=("file", "kube"), default="file",

@@ -83,6 +83,26 @@ def test_a_soak_that_ends_early_keeps_the_labs_logs(monkeypatch: pytest.MonkeyPa
     assert said == [f"the lab's logs and status files are kept in {calls[0]}"]
 
 
+def test_prime_runs_the_first_windows_own_flows_and_reports_their_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On OVN the first window's flows are started ahead of it (a new connection's first requests can be lost in the
+    lab's userspace datapath: docs/ovn.md): ``prime`` sends from exactly the ports the window will use, counts what
+    each group lost, and names a flow that lost more than half as dark."""
+    started: list[tuple[str, int, int]] = []
+
+    def udp(group: soak_watch.Group, duration: float, flows: int, rate: int, base: int, drain: float) -> str:
+        started.append((group.name, flows, base))
+        return group.name
+
+    answers = {GROUP.name: {"udp": _udp(lost=2, window=40.0)},
+               OTHER.name: {"udp": {"sent": 100, "flows": [{"sport": 41000, "sent": 20, "lost": 11}]}}}  # fmt: skip
+    monkeypatch.setattr(soak_watch, "_udp", udp)
+    monkeypatch.setattr(soak_watch, "collect", lambda running, _t: answers[running["udp"]])
+    lost, dark = soak_watch.prime([GROUP, OTHER], soak.FLOWS, soak_watch.BASE_PORT)
+    assert started == [(GROUP.name, soak.FLOWS, 41000), (OTHER.name, soak.FLOWS, 41000)]
+    assert lost == {GROUP.name: 2, OTHER.name: 11}
+    assert dark == [f"{OTHER.name}:41000"]
+
+
 def test_judge_untouched_group_must_lose_nothing() -> None:
     fault = _fault({"east"})
     assert soak.judge(fault, OTHER, {"udp": _udp(), "tcp": _tcp()}, 3.0)[1] == []
@@ -409,6 +429,7 @@ def test_soak_on_ovn_kills_ovns_processes_and_nothing_is_lost(tmp_path: Path) ->
     rows = doc["faults"]
     assert doc["cni"] == "ovn" and doc["warm_up_s"] is not None
     assert doc["warm_up_rounds"] == 1, doc["warm_up_s"]
+    assert set(doc["primed_lost"]) == {"east>west", "west>north", "north>east", "egress", "ingress"}, doc
     assert {r["kind"] for r in rows} == set(soak_faults.OVN_PROCESS_KINDS), [r["kind"] for r in rows]
     for r in rows:
         assert r["problems"] == [] and r["converged_s"] is not None, r
