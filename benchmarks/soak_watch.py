@@ -112,11 +112,7 @@ def warm_up(groups: list[Group], bound: float = 60.0, flows: int = 8) -> tuple[f
     while time.monotonic() - started <= bound:
         port = WARM_PORT + (n % 20) * flows
         n += 1
-        running = {g.name: {"udp": _udp(g, 2.0, flows, 20, port, 1.0)} for g in groups}
-        docs = {name: collect(r, 30) for name, r in running.items()}
-        dark = [f"{name}:{f['sport']}" for name, d in docs.items() for f in d["udp"].get("flows", [])
-                if f["lost"] * 2 > f["sent"]] + [f"{name}: {d['udp']['error']}" for name, d in docs.items()
-                                                 if "error" in d["udp"]]  # fmt: skip
+        _docs, dark = _udp_round(groups, 2.0, flows, port)
         if not dark:
             return time.monotonic() - started, n, []
     return None, n, dark
@@ -131,13 +127,19 @@ def prime(groups: list[Group], flows: int, base_port: int) -> tuple[dict[str, in
     without its load balancer's SNAT; a reply then takes ``ovn_cluster_router``'s ECMP choice of gateway, often
     the other one, and is lost (docs/ovn.md, "Requests that arrive together at a new connection"). That loss
     belongs to no fault; the later windows reuse these 5-tuples while their conntrack entries live."""
-    running = {g.name: {"udp": _udp(g, 1.0, flows, 20, base_port, 1.0)} for g in groups}
+    docs, dark = _udp_round(groups, 1.0, flows, base_port)
+    return {name: sum(f["lost"] for f in d["udp"].get("flows", [])) for name, d in docs.items()}, dark
+
+
+def _udp_round(groups: list[Group], seconds: float, flows: int, port: int) -> tuple[dict[str, Any], list[str]]:
+    """UDP flows at 20/s on every group at once: (each group's report, the flows that lost more than half and the
+    groups whose tool failed)."""
+    running = {g.name: {"udp": _udp(g, seconds, flows, 20, port, 1.0)} for g in groups}
     docs = {name: collect(r, 30) for name, r in running.items()}
-    lost = {name: sum(f["lost"] for f in d["udp"].get("flows", [])) for name, d in docs.items()}
     dark = [f"{name}:{f['sport']}" for name, d in docs.items() for f in d["udp"].get("flows", [])
             if f["lost"] * 2 > f["sent"]] + [f"{name}: {d['udp']['error']}" for name, d in docs.items()
                                              if "error" in d["udp"]]  # fmt: skip
-    return lost, dark
+    return docs, dark
 
 
 def collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> dict[str, Any]:
