@@ -27,7 +27,7 @@ from magw.lab.planes import readiness
 from magw.lab.planes.kube import BROKER, BROKER_EMULATOR, CLUSTER_EMULATOR
 from magw.lab.scenarios import failure
 from magw.lab.spec.layout import LabLayout, layout
-from magw.sources.file.broker import withdraw_endpoint
+from magw.sources.file.endpoint_files import withdraw_endpoint
 
 Action = Callable[[], str]
 # The kinds of a file-broker lab and of a kube lab (examples/lab-soak.yaml both): docs/robustness.md, "Soak". A kube

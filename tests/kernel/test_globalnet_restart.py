@@ -23,7 +23,8 @@ import pytest
 
 from magw.daemons.gateway.app import Gateway
 from magw.model import Endpoint
-from magw.sources.file.broker import FileBroker, publish_endpoint
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.endpoint_files import publish_endpoint
 from tests.support.daemon_procs import Daemon, agent_args, read_status, wait_for, wire_node
 from tests.support.globalnet_broker import controller, converge, gateway, make_broker, put
 from tests.support.netns import NsFactory

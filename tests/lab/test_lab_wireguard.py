@@ -48,7 +48,7 @@ from magw.lab.spec.layout import ECHO_PORT, LabLayout, NodeLayout, PodLayout, la
 from magw.lab.spec.topology import Topology, parse_topology
 from magw.model.cable import WG_DEVICE, WG_PORT, check_public_key
 from magw.model.vtep import vtep_ip
-from magw.sources.file.broker import endpoint_path
+from magw.sources.file.endpoint_files import endpoint_path
 from tests.support import netns as checker
 from tests.support.labkit import poll, running_lab, unique_name
 from tests.support.wan_capture import ETH_P_ARP, Frame, capture, containing

@@ -42,7 +42,8 @@ from magw.drivers.wireguard.keys import KeyFileError
 from magw.model import Endpoint
 from magw.model.cable import Cable
 from magw.sources.base import StateSource
-from magw.sources.file.broker import FileBroker, endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.endpoint_files import endpoint_path, publish_endpoint, render_endpoint, withdraw_endpoint
 
 log = structlog.get_logger(__name__)
 

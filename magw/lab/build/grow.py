@@ -47,7 +47,7 @@ from magw.lab.planes.kube_http import KubeHttpError, object_path
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.lab.spec.topology import Topology, parse_topology
-from magw.sources.file.broker import withdraw_endpoint
+from magw.sources.file.endpoint_files import withdraw_endpoint
 from magw.sources.kube.mapping import endpoint_object_name
 
 log = structlog.get_logger(__name__)

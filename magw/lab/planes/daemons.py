@@ -43,7 +43,7 @@ from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout, layout
 from magw.model.cable import Cable
 from magw.sources.file.atomic import write_atomic
-from magw.sources.file.broker import endpoint_path
+from magw.sources.file.endpoint_files import endpoint_path
 
 ROUTE_AGENT = "magw-route-agent"
 GATEWAY = "magw-gateway"

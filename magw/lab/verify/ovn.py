@@ -43,7 +43,7 @@ from magw.lab.verify import ovn_packets
 from magw.lab.verify.check import Check
 from magw.lab.verify.ovn_node import node_checks
 from magw.lab.verify.ovn_trace import Trace, l3gateway_chassis, microflow, ovn_trace
-from magw.sources.file.broker import endpoint_path
+from magw.sources.file.endpoint_files import endpoint_path
 from magw.sources.kube.mapping import endpoint_object_name
 
 HOST_IP = "169.254.254.10"  # ovn-k8s-sub0 on every gateway host

@@ -1,18 +1,14 @@
 """The file broker: a directory of YAML documents as the state feed of one cluster.
 
-Standalone and lab deployments share state through a directory: the lab (or an
-operator) writes Cluster, Config and Node documents; each gateway daemon
-publishes its own Endpoint document; Health is optional. ``FileBroker`` polls the
-directory (``os.scandir`` with inode, mtime and size: no extra dependencies, a
-change is seen within one poll interval, 30 ms by default), re-reads only files
-whose stamp changed, re-parses only files whose content changed (a digest of
-the bytes: a heartbeat touch changes the mtime, not the content), and
-re-assembles the Snapshot of its local cluster (``magw.sources.file.assemble``) only
-when some content changed or an Endpoint expired or came back, and then re-parses
-only the items that changed (``magw.snapshot.cache``: unchanged clusters keep
-their Cluster objects). A bad file or
-document is logged with its file name and left out; its last good version stays
-in use.
+Standalone and lab deployments share state through a directory: the lab (or an operator) writes Cluster, Config and
+Node documents; each gateway daemon publishes its own Endpoint document; Health is optional. ``FileBroker`` lists the
+directory (``os.scandir`` with inode, mtime and size) when inotify reports an event on a document, when an Endpoint's
+heartbeat TTL runs out, and at least every ``rescan_interval`` (1 s); without inotify, every ``poll_interval`` (30 ms)
+(``magw.sources.file.wakeup``). It re-reads only files whose stamp changed, re-parses only files whose content changed
+(a digest of the bytes: a heartbeat touch changes the mtime, not the content), and re-assembles the Snapshot of its
+local cluster (``magw.sources.file.assemble``) only when some content changed or an Endpoint expired or came back, and
+then re-parses only the items that changed (``magw.snapshot.cache``: unchanged clusters keep their Cluster objects). A
+bad file or document is logged with its file name and left out; its last good version stays in use.
 
 Threads: ``run()`` and ``watch()`` do the listing, reading, parsing and
 assembling in one dedicated worker thread, so the event loop (health probes
@@ -35,7 +31,6 @@ not parse is treated as bad until it is complete.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import threading
@@ -47,15 +42,14 @@ from typing import Any
 
 import attrs
 import structlog
-import yaml
 
-from magw.model import Endpoint, Snapshot
+from magw.model import Snapshot
 from magw.snapshot.cache import SnapshotParser
-from magw.snapshot.load import SnapshotError, endpoint_doc
+from magw.snapshot.load import SnapshotError
 from magw.sources.file.assemble import Assembly, Ident, Parse, Problem, assemble
-from magw.sources.file.atomic import write_atomic
-from magw.sources.file.documents import Document, DocumentError, check_name, parse_file
+from magw.sources.file.documents import Document, DocumentError, parse_file
 from magw.sources.file.expiry import Expiry, endpoint_clusters, expiry
+from magw.sources.file.wakeup import Wakeup, seconds_until
 
 log = structlog.get_logger(__name__)
 
@@ -117,22 +111,29 @@ class FileBroker:
         *,
         local_cluster: str,
         poll_interval: float = 0.03,
+        rescan_interval: float = 1.0,
+        use_inotify: bool = True,
         parse: Parse | None = None,
         endpoint_ttl: float | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval: must be > 0 seconds, got {poll_interval}")
+        if not rescan_interval > 0:
+            raise ValueError(f"rescan_interval: must be > 0 seconds, got {rescan_interval}")
         if endpoint_ttl is not None and not endpoint_ttl > 0:
             raise ValueError(f"endpoint_ttl: must be > 0 seconds (or None: never), got {endpoint_ttl}")
         self.directory = Path(directory)
         self.local_cluster = local_cluster
         self.poll_interval = poll_interval
+        self.rescan_interval = rescan_interval
+        self.use_inotify = use_inotify
         # None: a SnapshotParser of its own, which re-parses only what changed (magw.snapshot.cache)
         self._parse: Parse = parse if parse is not None else SnapshotParser()
         self.endpoint_ttl = endpoint_ttl
         self._wall_clock = wall_clock
         self._expiry = Expiry()
+        self._next_stale: float | None = None  # wall clock: when the next fresh Endpoint file goes stale
         self._endpoint_files: dict[str, frozenset[str]] = {}  # file -> the clusters of its Endpoint documents
         self._files: dict[str, _FileState] = {}
         self._signature: tuple[tuple[str, Stamp], ...] | None = None
@@ -146,6 +147,7 @@ class FileBroker:
         self._stop = asyncio.Event()
         self._lock = threading.Lock()  # one pass at a time: scan() and the worker thread never overlap
         self._executor: ThreadPoolExecutor | None = None
+        self._wakeup: Wakeup | None = None
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -257,10 +259,14 @@ class FileBroker:
 
     def _stale_endpoint_files(self) -> Expiry:
         """The Endpoint files not modified for longer than ``endpoint_ttl``: expired, or kept (fail static)."""
+        self._next_stale = None
         if self.endpoint_ttl is None or not self._endpoint_files:
             return Expiry()
         oldest = (self._wall_clock() - self.endpoint_ttl) * 1e9
         files = {name: (self._files[name].stamp[1], clusters) for name, clusters in self._endpoint_files.items()}
+        fresh = [mtime for mtime, _ in files.values() if mtime >= oldest]
+        if fresh:  # a wait ends when the oldest fresh file goes stale (time passing is not an inotify event): 1 ms
+            self._next_stale = min(fresh) / 1e9 + self.endpoint_ttl + 0.001  # after the (exclusive) bound
         return expiry(files, oldest)
 
     def _docs_of(self, name: str) -> tuple[Document, ...]:
@@ -332,7 +338,7 @@ class FileBroker:
             except Exception as exc:  # a listener's bug must not stop the broker
                 log.exception("filebroker.listener_failed", error=repr(exc))
 
-    # ----- polling -------------------------------------------------------------------------------
+    # ----- following the directory ------------------------------------------------------------------
 
     async def _scan_off_loop(self) -> bool:
         """``scan()``'s pass in the broker's worker thread; the listeners are called here, on the loop."""
@@ -348,67 +354,56 @@ class FileBroker:
         if executor is not None:
             executor.shutdown(wait=False)  # a pass in progress ends on its own; nothing waits for it
 
+    def _start_wakeup(self) -> Wakeup:
+        wakeup = Wakeup(self.directory, SUFFIXES, poll_interval=self.poll_interval,
+                        rescan_interval=self.rescan_interval, use_inotify=self.use_inotify)  # fmt: skip
+        self._wakeup = wakeup
+        return wakeup
+
+    async def _next_pass(self, wakeup: Wakeup) -> None:
+        """Wait for the next reason to look (``magw.sources.file.wakeup``), and watch the directory from now on."""
+        wakeup.touch_wakes = self._expiry.expired | self._expiry.kept  # a touch renews these: look at once
+        await wakeup.wait(seconds_until(self._next_stale, self._wall_clock()))
+        wakeup.arm()
+
+    def _end(self) -> None:
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup.close()
+        self._end_worker()
+
     async def run(self) -> None:
-        """Poll until ``stop()``, calling the listeners on every change."""
+        """Follow the directory until ``stop()``, calling the listeners on every change."""
         self._stop.clear()
+        wakeup = self._start_wakeup()
         try:
+            wakeup.arm()
             while not self._stop.is_set():
                 await self._scan_off_loop()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.poll_interval):
-                        await self._stop.wait()
+                if self._stop.is_set():
+                    break
+                await self._next_pass(wakeup)
         finally:
-            self._end_worker()
+            self._end()
 
     def stop(self) -> None:
         self._stop.set()
+        if self._wakeup is not None:
+            self._wakeup.poke()
 
     async def watch(self) -> AsyncIterator[Snapshot | None]:
-        """Poll by itself: yield the snapshot after the first scan, then after every change.
+        """Follow the directory by itself: yield the snapshot after the first pass, then after every change.
 
         Use either ``watch()`` or ``run()`` with listeners, not both on one broker.
         """
+        wakeup = self._start_wakeup()
         try:
+            wakeup.arm()
             await self._scan_off_loop()
             yield self._view.snapshot
             while True:
-                await asyncio.sleep(self.poll_interval)
+                await self._next_pass(wakeup)
                 if await self._scan_off_loop():
                     yield self._view.snapshot
         finally:
-            self._end_worker()
-
-
-# ----- endpoint publication ---------------------------------------------------------------------
-
-
-def endpoint_path(directory: str | os.PathLike[str], cluster: str, hostname: str) -> Path:
-    """``<directory>/endpoint-<cluster>@<hostname>.yaml``.
-
-    ``@`` cannot occur in a name (``check_name``), so two gateways never share a file: with ``-`` cluster
-    ``a-b`` host ``c`` and cluster ``a`` host ``b-c`` did, and one overwrote (or withdrew) the other's.
-    """
-    check_name(cluster, "cluster")
-    check_name(hostname, "hostname")
-    return Path(directory) / f"endpoint-{cluster}@{hostname}.yaml"
-
-
-def render_endpoint(endpoint: Endpoint) -> str:
-    """The Endpoint document's text, exactly as ``publish_endpoint`` writes it."""
-    return yaml.safe_dump({"kind": "Endpoint", **endpoint_doc(endpoint)}, sort_keys=False)
-
-
-def publish_endpoint(directory: str | os.PathLike[str], endpoint: Endpoint) -> Path:
-    """Write the Endpoint document atomically (temp file in the same directory, fsync, rename)."""
-    path = endpoint_path(directory, endpoint.cluster, endpoint.hostname)
-    write_atomic(path, render_endpoint(endpoint))
-    return path
-
-
-def withdraw_endpoint(directory: str | os.PathLike[str], cluster: str, hostname: str) -> bool:
-    """Remove the Endpoint document; True if there was one (a missing one is not an error)."""
-    try:
-        endpoint_path(directory, cluster, hostname).unlink()
-    except FileNotFoundError:
-        return False
-    return True
+            self._end()

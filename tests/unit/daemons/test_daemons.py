@@ -306,6 +306,8 @@ def test_the_periodic_resync_is_audited_on_a_second_driver_and_repairs_drift(
     before = our_routes(ns)
     run(ns, "ip", "route", "del", "10.2.0.0/16", "proto", "157")
     wait_for(lambda: our_routes(ns) == before, "the route put back")
+    # the sync's log line follows its kernel change: wait for it, then check it is the only one
+    wait_for(lambda: bool(audited_changes(agent)), "the audited sync's log line")
     assert audited_changes(agent) == [(True, 1, 0)]
     assert drivers_ready(agent) == ["kernel", "kernel audit"]  # the audit's own driver, built in its thread
     # the kernel as observed by the real drivers compares equal to what the reconciler knows

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from magw.daemons.gateway.app import DEFAULT_EXIT_HOLD, Gateway
 from magw.model import Endpoint
-from magw.sources.file.broker import FileBroker, endpoint_path, publish_endpoint
+from magw.sources.file.broker import FileBroker
+from magw.sources.file.endpoint_files import endpoint_path, publish_endpoint
 from tests.support.globalnet_broker import gateway, make_broker
 
 TTL = 5.0  # the route agents' default --endpoint-ttl

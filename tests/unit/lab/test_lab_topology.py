@@ -251,7 +251,8 @@ def test_tbf_burst_is_ten_ms_of_the_rate() -> None:
 def test_broker_documents_assemble_into_a_snapshot(tmp_path: Path) -> None:
     """The lab's broker documents plus published endpoints give each cluster a valid snapshot."""
     from magw.model import Endpoint
-    from magw.sources.file.broker import FileBroker, publish_endpoint
+    from magw.sources.file.broker import FileBroker
+    from magw.sources.file.endpoint_files import publish_endpoint
 
     lab = layout("magw", default_topology())
     write_broker(lab, tmp_path)

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from magw.model import Endpoint
-from magw.sources.file.broker import render_endpoint
+from magw.sources.file.endpoint_files import render_endpoint
 from tests.support.netns import ip_json
 from tests.support.paths import REPO
 
