@@ -60,17 +60,26 @@ def logged(logs: list[dict[str, object]], name: str) -> list[dict[str, object]]:
     return [e for e in logs if e["event"] == name]
 
 
-async def test_a_change_is_seen_through_the_watch_not_a_poll(tmp_path: Path) -> None:
-    populate(tmp_path)
+async def across_a_publish(broker: FileBroker) -> tuple[list[Snapshot | None], list[dict[str, object]]]:
+    """Run the broker of a ``populate``d directory and publish w-gw2 after its first snapshot: the snapshots its
+    listener heard, and the log events."""
+    populate(broker.directory)
     with capture_logs() as logs:
-        running = Running(FileBroker(tmp_path, local_cluster="east", poll_interval=SLOW, rescan_interval=SLOW))
+        running = Running(broker)
         try:
             await wait_for(lambda: len(running.seen) == 1, "the first snapshot")
-            publish_endpoint(tmp_path, W_GW2)
+            publish_endpoint(broker.directory, W_GW2)
             await wait_for(lambda: len(running.seen) == 2, "the published endpoint")
         finally:
             await running.stop()
-    assert running.seen == [expected_snapshot(E_GW1, W_GW1), expected_snapshot(E_GW1, W_GW1, W_GW2)]
+    return running.seen, logs
+
+
+async def test_a_change_is_seen_through_the_watch_not_a_poll(tmp_path: Path) -> None:
+    seen, logs = await across_a_publish(
+        FileBroker(tmp_path, local_cluster="east", poll_interval=SLOW, rescan_interval=SLOW)
+    )
+    assert seen == [expected_snapshot(E_GW1, W_GW1), expected_snapshot(E_GW1, W_GW1, W_GW2)]
     assert [e["rescan_interval"] for e in logged(logs, "filebroker.watching")] == [SLOW]
     assert logged(logs, "filebroker.polling") == []
 
@@ -142,15 +151,10 @@ async def test_without_inotify_the_broker_polls_and_says_why(tmp_path: Path, mon
         raise OSError(errno.EMFILE, "Too many open files")
 
     monkeypatch.setattr(wakeup_module, "DirWatch", used_up)
-    populate(tmp_path)
-    with capture_logs() as logs:
-        running = Running(FileBroker(tmp_path, local_cluster="east", poll_interval=0.02, rescan_interval=SLOW))
-        try:
-            await wait_for(lambda: len(running.seen) == 1, "the first snapshot")
-            publish_endpoint(tmp_path, W_GW2)
-            await wait_for(lambda: len(running.seen) == 2, "the published endpoint, by polling")
-        finally:
-            await running.stop()
+    seen, logs = await across_a_publish(
+        FileBroker(tmp_path, local_cluster="east", poll_interval=0.02, rescan_interval=SLOW)
+    )
+    assert seen == [expected_snapshot(E_GW1, W_GW1), expected_snapshot(E_GW1, W_GW1, W_GW2)]  # by polling
     (polling,) = logged(logs, "filebroker.polling")
     assert polling["interval"] == 0.02
     assert "fs.inotify.max_user_instances" in str(polling["reason"])
