@@ -16,15 +16,15 @@ names in ``touch_wakes``: the stale ones, whose touch brings their Endpoint back
 nothing the broker would act on before its next pass (the file's mtime is read then, and the broker's TTL timer
 is set from it), so it does not cost a pass of its own: with a dozen gateways that was a dozen passes a second.
 
-No dependency: ``inotify_init1`` and ``inotify_add_watch`` through ctypes from the C library, events read with
-``os.read`` from a non-blocking descriptor (the broker hands it to the event loop's ``add_reader``).
+No dependency: ``inotify_init1`` and ``inotify_add_watch`` through ctypes from the C library (the interpreter's),
+events read with ``os.read`` from a non-blocking descriptor (the broker hands it to the event loop's ``add_reader``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
+import functools
 import os
 import struct
 from pathlib import Path
@@ -66,11 +66,11 @@ class Drained:
     lost: bool = False
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        raise OSError(errno.ENOSYS, "no C library found for inotify")
-    libc = ctypes.CDLL(name, use_errno=True)
+    # The interpreter's own symbols, libc's among them: ctypes.util.find_library would run ldconfig in a
+    # subprocess (13 ms here), on the event loop's thread.
+    libc = ctypes.CDLL(None, use_errno=True)
     if not hasattr(libc, "inotify_init1"):
         raise OSError(errno.ENOSYS, "the C library has no inotify")
     return libc

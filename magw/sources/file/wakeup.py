@@ -29,6 +29,7 @@ log = structlog.get_logger(__name__)
 
 Opener = Callable[[str | os.PathLike[str], tuple[str, ...]], DirWatch]
 
+TURNED_OFF = "inotify turned off (use_inotify=False)"
 _NOT_YET = (errno.ENOENT, errno.ENOTDIR)  # the directory is not there (yet): poll, and try again next time
 
 
@@ -53,13 +54,9 @@ class Wakeup:
         self._watch: DirWatch | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event = asyncio.Event()
-        self.polling_reason: str | None = None if use_inotify else "inotify turned off"
+        self.polling_reason: str | None = None if use_inotify else TURNED_OFF
         self._logged_mode: str | None = None
         self.touch_wakes: frozenset[str] = frozenset()  # set by the broker after each pass: its stale files
-
-    @property
-    def watching(self) -> bool:
-        return self._watch is not None
 
     def arm(self) -> None:
         """Watch the directory if we do not yet, can, and it exists. Call before a pass, so that a change made
@@ -130,9 +127,10 @@ class Wakeup:
             return
         if self._watch is not None:
             log.info("filebroker.watching", directory=str(self.directory), rescan_interval=self.rescan_interval)
-        elif self.polling_reason is not None:
-            log.warning("filebroker.polling", directory=str(self.directory), interval=self.poll_interval,
-                        reason=self.polling_reason)  # fmt: skip
+        elif self.polling_reason is not None:  # a warning, unless asked for
+            level = log.info if self.polling_reason == TURNED_OFF else log.warning
+            level("filebroker.polling", directory=str(self.directory), interval=self.poll_interval,
+                  reason=self.polling_reason)  # fmt: skip
         else:
             return  # no directory yet: the broker's own filebroker.no_directory says so
         self._logged_mode = mode

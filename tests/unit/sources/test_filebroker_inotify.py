@@ -188,3 +188,13 @@ async def test_a_directory_replaced_is_watched_again(tmp_path: Path) -> None:
     assert running.seen[1] == expected_snapshot(E_GW1, W_GW1, W_GW2)
     assert running.seen[2] is not None
     assert [n.name for n in running.seen[2].nodes] == ["e-gw1", "e-w1", "e-w2"]
+
+
+async def test_inotify_turned_off_polls_and_says_so_at_info(tmp_path: Path) -> None:
+    seen, logs = await across_a_publish(
+        FileBroker(tmp_path, local_cluster="east", poll_interval=0.02, rescan_interval=SLOW, use_inotify=False)
+    )
+    assert seen == [expected_snapshot(E_GW1, W_GW1), expected_snapshot(E_GW1, W_GW1, W_GW2)]  # by polling
+    (polling,) = logged(logs, "filebroker.polling")
+    assert (polling["log_level"], polling["reason"]) == ("info", wakeup_module.TURNED_OFF)
+    assert logged(logs, "filebroker.watching") == []
