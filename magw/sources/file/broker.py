@@ -47,6 +47,7 @@ from magw.model import Snapshot
 from magw.snapshot.cache import SnapshotParser
 from magw.snapshot.load import SnapshotError
 from magw.sources.file.assemble import Assembly, Ident, Parse, Problem, assemble
+from magw.sources.file.dirwatch import is_document_name
 from magw.sources.file.documents import Document, DocumentError, parse_file
 from magw.sources.file.expiry import Expiry, endpoint_clusters, expiry
 from magw.sources.file.wakeup import Wakeup, seconds_until
@@ -186,7 +187,7 @@ class FileBroker:
         try:
             with os.scandir(self.directory) as it:
                 for entry in it:
-                    if entry.name.startswith(".") or not entry.name.endswith(SUFFIXES):
+                    if not is_document_name(entry.name, SUFFIXES):
                         continue
                     try:
                         if not entry.is_file():
