@@ -145,7 +145,7 @@ class FileBroker:
         self._logged: set[tuple[str, str]] = set()
         self._missing_logged: str | None = None
         self._dir_missing_logged = False
-        self._stop = asyncio.Event()
+        self._stopping = False  # stop() was called: run() ends after its current pass
         self._lock = threading.Lock()  # one pass at a time: scan() and the worker thread never overlap
         self._executor: ThreadPoolExecutor | None = None
         self._wakeup: Wakeup | None = None
@@ -375,20 +375,20 @@ class FileBroker:
 
     async def run(self) -> None:
         """Follow the directory until ``stop()``, calling the listeners on every change."""
-        self._stop.clear()
+        self._stopping = False
         wakeup = self._start_wakeup()
         try:
             wakeup.arm()
-            while not self._stop.is_set():
+            while not self._stopping:
                 await self._scan_off_loop()
-                if self._stop.is_set():
+                if self._stopping:
                     break
                 await self._next_pass(wakeup)
         finally:
             self._end()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping = True
         if self._wakeup is not None:
             self._wakeup.poke()
 

@@ -27,7 +27,6 @@ import errno
 import functools
 import os
 import struct
-from pathlib import Path
 
 import attrs
 
@@ -87,18 +86,17 @@ class DirWatch:
     def __init__(self, directory: str | os.PathLike[str], suffixes: tuple[str, ...]) -> None:
         """Raises OSError: ENOENT/ENOTDIR (no directory yet), EMFILE (the user's inotify instances are used up),
         ENOSPC (its watches are), ENOSYS (no inotify)."""
-        self.directory = Path(directory)
         self._suffixes = suffixes
         libc = _libc()
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        wd = libc.inotify_add_watch(fd, os.fsencode(self.directory), MASK | IN_ONLYDIR | IN_EXCL_UNLINK)
+        wd = libc.inotify_add_watch(fd, os.fsencode(directory), MASK | IN_ONLYDIR | IN_EXCL_UNLINK)
         if wd < 0:
             err = ctypes.get_errno()
             os.close(fd)
-            raise OSError(err, f"inotify_add_watch {self.directory}: {os.strerror(err)}")
+            raise OSError(err, f"inotify_add_watch {os.fspath(directory)}: {os.strerror(err)}")
         self.fd: int = fd
 
     def drain(self, touch_wakes: frozenset[str] = frozenset()) -> Drained:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import math
 import os
 from collections.abc import Callable
 
@@ -146,6 +145,6 @@ def _reason(exc: OSError) -> str:
 
 def seconds_until(deadline: float | None, now: float) -> float | None:
     """Seconds from ``now`` to ``deadline`` (never negative); None stays None."""
-    if deadline is None or math.isinf(deadline):
+    if deadline is None:
         return None
     return max(0.0, deadline - now)
