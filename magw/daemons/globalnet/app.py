@@ -1,10 +1,11 @@
 """``magw-globalnet``: the single-replica Globalnet controller over a file broker directory.
 
 It waits for the lease ``globalnet-<cluster>`` (a second replica waits there), then runs a pass
-(``GlobalnetController.reconcile``) whenever the broker directory may have changed (every
-``--poll-interval``), plus at least every ``--resync`` seconds (a gone gateway's grace period ends
-without any file changing). Passes run in one worker thread, off the event loop, which keeps renewing
-the lease every ``--lease-duration``/3. A pass that fails (an I/O error) is retried with backoff
+(``GlobalnetController.reconcile``) whenever the broker's snapshot or its unreadable files change (the broker
+follows the directory with inotify, ``magw.sources.file.wakeup``; every ``--poll-interval`` where it cannot),
+plus at least every ``--resync`` seconds (a gone gateway's grace period ends without any file changing) and
+every ``--lease-duration``/3, when the pass renews the lease on its way. Passes run in one worker thread, off
+the event loop. A pass that fails (an I/O error) is retried with backoff
 (``GLOBALNET_PASS_BACKOFF``: 0.1 s doubling to 5 s); nothing after winning the lease ends the process except
 SIGTERM/SIGINT, which release the lease. Losing the lease (a renewal that fails) stops writes at once (the
 next write raises ``LeaseLost``) and sends the process back to waiting, which looks at the lease again every
@@ -45,6 +46,7 @@ class Daemon:
         self._waiting_logged = False
         self._logged_at = 0.0  # when a pass was last logged (at least every --resync)
         self.controller = self._controller(args)
+        self._following: asyncio.Task[None] | None = None
         resync, settle = self._schedule()
         self.trigger = Trigger(
             "globalnet",
@@ -58,8 +60,10 @@ class Daemon:
 
     def _controller(self, args: argparse.Namespace) -> GlobalnetController:
         self.lease = FileLease(args.broker_dir, f"globalnet-{args.cluster}", args.identity, args.lease_duration)
+        self.broker = FileBroker(args.broker_dir, local_cluster=args.cluster, poll_interval=args.poll_interval)
+        self.broker.subscribe(lambda _snapshot: self.trigger.mark_dirty("broker"))
         return GlobalnetController(
-            source=FileBroker(args.broker_dir, local_cluster=args.cluster),
+            source=self.broker,
             store=GlobalnetStore(args.broker_dir, args.cluster),
             grace=timedelta(seconds=args.gateway_grace),
             may_write=self.lease_valid,
@@ -86,8 +90,11 @@ class Daemon:
         return ok
 
     async def run(self, stop: asyncio.Event) -> int:
-        await self.trigger.run(stop)  # ends after the pass in progress, and ends the worker thread
-        await self._release()
+        self._follow()
+        try:
+            await self.trigger.run(stop)  # ends after the pass in progress, and ends the worker thread
+        finally:
+            await self._release()
         return 0
 
     async def _turn(self, _wake: Wake) -> Outcome:
@@ -121,9 +128,16 @@ class Daemon:
     # ----- the lease and the schedule of passes: the file broker's here, Kubernetes' in kube.py ----------
 
     def _schedule(self) -> tuple[float, float]:
-        """The trigger's period and settle delay. The file broker is polled: a turn every ``--poll-interval``
-        (a scan is how a change is seen, and the lease is renewed on the way)."""
-        return self.args.poll_interval, 0.0
+        """The trigger's period and settle delay: a turn when the broker saw a change, at once, and at least every
+        ``--resync`` or a third of the lease's duration, whichever is shorter (the turn renews the lease)."""
+        return min(self.args.resync, self.args.lease_duration / 3), 0.0
+
+    def _follow(self) -> None:
+        """The broker follows its directory in a task of its own; its listener marks the trigger dirty. Should it
+        end with an error (a bug), passes go on at the trigger's period, each scanning for itself, and the
+        error is logged at once and raised when the daemon stops."""
+        self._following = asyncio.create_task(self.broker.run(), name="broker")
+        self._following.add_done_callback(_log_failure)
 
     async def _ensure_lease(self) -> bool:
         """True while this replica holds the lease (renewed here every duration/3)."""
@@ -136,6 +150,17 @@ class Daemon:
         return holder.holder if holder else ""
 
     async def _release(self) -> None:
-        if self.holding:
-            self.lease.release()
-            log.info("globalnet.lease_released", identity=self.args.identity)
+        following, self._following = self._following, None
+        try:
+            if following is not None:
+                self.broker.stop()  # run() ends after its pass in progress
+                await following
+        finally:
+            if self.holding:
+                self.lease.release()
+                log.info("globalnet.lease_released", identity=self.args.identity)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("globalnet.broker_failed", error=repr(exc))

@@ -70,6 +70,9 @@ class KubeDaemon(Daemon):
             return f"? ({type(exc).__name__})"
         return str(lease.spec.holder_identity or "")
 
+    def _follow(self) -> None:
+        """The source's task starts with the first look at the lease (``_ensure_lease``)."""
+
     def _schedule(self) -> tuple[float, float]:
         """A turn when the source changes, ``--poll-interval`` after the first change (a burst of changes: one
         pass), and every ``--resync`` without one."""

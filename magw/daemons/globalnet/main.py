@@ -71,7 +71,8 @@ def parser() -> OneLineParser:
         type=positive_seconds,
         default=0.1,
         metavar="SECONDS",
-        help="seconds between broker scans (default 0.1)",
+        help="seconds between broker scans where inotify is not available; with --source kube, how long a "
+        "burst of changes is gathered into one pass (default 0.1)",
     )
     add_log_arguments(p)
     add_metrics_argument(p)

@@ -176,7 +176,8 @@ class FileBroker:
         return frozenset(name for name in self._problem_files if name.startswith(prefix))
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(snapshot)`` after the first scan and on every change; returns an unsubscribe function."""
+        """Call ``listener(snapshot)`` after the first scan and on every change of the snapshot or of
+        ``problem_files()``; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -201,7 +202,8 @@ class FileBroker:
         return out
 
     def scan(self) -> bool:
-        """Look at the directory once, here; True when the snapshot changed (or this was the first scan).
+        """Look at the directory once, here; True when the snapshot or ``problem_files()`` changed (or this was
+        the first scan).
 
         The listeners are called before it returns. ``run()`` and ``watch()`` do the same pass in the
         broker's worker thread instead.
@@ -305,7 +307,10 @@ class FileBroker:
             log.error("filebroker.assemble_failed", directory=str(self.directory), error=str(exc))
             return False
         self._report([*problems, *assembly.problems], assembly)
-        self._problem_files = frozenset(p.file for p in (*problems, *assembly.problems))
+        problem_files = frozenset(p.file for p in (*problems, *assembly.problems))
+        # a file that turns unreadable (or is fixed or removed) may leave the snapshot as it was, but not what
+        # a consumer of problem_files() decides (the Globalnet controller allocates nothing while one is there)
+        problems_changed, self._problem_files = problem_files != self._problem_files, problem_files
         first = not self._view.synced
         changed = assembly.snapshot != self._view.snapshot
         if assembly.snapshot is not None:
@@ -320,7 +325,7 @@ class FileBroker:
                 documents=len(assembly.accepted),
                 problems=len(problems) + len(assembly.problems),
             )
-        return first or changed
+        return first or changed or problems_changed
 
     def _report(self, problems: list[Problem], assembly: Assembly) -> None:
         current = {(p.file, p.error) for p in problems}

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from magw.controllers.globalnet.controller import GlobalnetPassResult
 from magw.daemons.globalnet.app import Daemon
 from magw.sources.file.lease import FileLease
-from tests.support.globalnet_broker import make_broker
+from tests.support.globalnet_broker import make_broker, put, statuses
 
 
 def _args(broker: Path, lease_duration: float) -> argparse.Namespace:
@@ -49,8 +49,8 @@ async def test_a_failing_pass_is_retried_with_the_globalnet_backoff(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: list[MutableMapping[str, Any]]
 ) -> None:
     """Two passes raise OSError: each is logged as globalnet.pass_failed, retried after 0.1 s then 0.2 s (the
-    documented 0.1 s doubling), in the daemon's one worker thread; the third pass succeeds and passes go on
-    every poll interval; on stop the lease is released."""
+    documented 0.1 s doubling), in the daemon's one worker thread; the third pass succeeds, and passes go on (a
+    third of the lease's duration apart at most); on stop the lease is released."""
     daemon = Daemon(_args(make_broker(tmp_path / "broker"), lease_duration=6.0))
     calls: list[str] = []
 
@@ -63,7 +63,7 @@ async def test_a_failing_pass_is_retried_with_the_globalnet_backoff(
     monkeypatch.setattr(daemon.controller, "reconcile", flaky)
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop))
-    await _until(lambda: len(calls) >= 5)
+    await _until(lambda: len(calls) >= 4)
     stop.set()
     assert await asyncio.wait_for(task, 5) == 0
     assert len(set(calls)) == 1 and calls[0].startswith("magw-globalnet")
@@ -109,3 +109,44 @@ async def test_without_the_lease_the_daemon_waits_then_takes_over(
     await asyncio.wait_for(task, 5)
     assert [e["event"] for e in logs if e["event"] == "globalnet.lease_waiting"] == ["globalnet.lease_waiting"]
     assert any(e["event"] == "globalnet.lease_acquired" for e in logs)
+
+
+async def test_passes_follow_the_broker_not_a_poll_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: list[MutableMapping[str, Any]]
+) -> None:
+    """Resync and lease renewal 20 s away, a 10 ms poll interval: idle, the daemon makes no pass after its first
+    ones (it made one every poll interval before: about 100 in this second); a GlobalEgressIP written into the
+    broker is allocated in well under the 20 s, which only the broker's watch can have asked for; a rewrite
+    with the same content makes no pass."""
+    broker = make_broker(tmp_path / "broker")
+    args = _args(broker, lease_duration=60.0)
+    args.resync = 20.0
+    daemon = Daemon(args)
+    passes: list[int] = []
+    reconcile = daemon.controller.reconcile
+
+    def counted() -> GlobalnetPassResult:
+        passes.append(1)
+        return reconcile()
+
+    monkeypatch.setattr(daemon.controller, "reconcile", counted)
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.run(stop))
+    try:
+        await _until(lambda: any(e["event"] == "filebroker.initial_sync" for e in logs))
+        await asyncio.sleep(0.3)  # the first passes settle (start, the broker's first snapshot)
+        settled = len(passes)
+        await asyncio.sleep(1.0)
+        assert len(passes) == settled, "passes without any change"
+        put(broker, "shop", "GlobalEgressIP", {"namespace": "ns", "name": "shop"})
+        await _until(lambda: ("GlobalEgressIP", "ns", "shop") in statuses(broker), timeout=5.0)
+        await asyncio.sleep(0.3)  # the pass that reads the controller's own write back, then quiet
+        after_write = len(passes)
+        put(broker, "shop", "GlobalEgressIP", {"namespace": "ns", "name": "shop"})  # same content, new file
+        await asyncio.sleep(0.5)
+        assert len(passes) == after_write, "a rewrite with the same content made a pass"
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 5) == 0
+    assert settled <= 3 and after_write - settled <= 3
+    assert not any(e["event"] == "filebroker.polling" for e in logs)

@@ -202,18 +202,29 @@ def test_bad_new_document_is_skipped_and_logged(tmp_path: Path) -> None:
 
 
 def test_broken_edit_keeps_the_last_good_version(tmp_path: Path) -> None:
-    """An endpoint edited into an invalid one keeps its last good version: a typo never withdraws a gateway."""
+    """An endpoint edited into an invalid one keeps its last good version: a typo never withdraws a gateway. The
+    snapshot stays, but the listeners are told, as ``problem_files()`` changed (the Globalnet controller holds
+    allocations back while a file is unreadable), and told again when the file is fixed."""
     populate(tmp_path)
     broker = FileBroker(tmp_path, local_cluster="east")
     broker.scan()
+    told: list[Snapshot | None] = []
+    broker.subscribe(told.append)
     path = endpoint_path(tmp_path, "west", "w-gw1")
-    write(tmp_path, path.name, path.read_text().replace("172.19.0.4", "172.19.0.999"))
+    good = path.read_text()
+    write(tmp_path, path.name, good.replace("172.19.0.4", "172.19.0.999"))
     with capture_logs() as logs:
-        assert broker.scan() is False
+        assert broker.scan() is True
     assert broker.snapshot == expected_snapshot(E_GW1, W_GW1)
+    assert told == [broker.snapshot]
+    assert broker.problem_files() == {"endpoint-west@w-gw1.yaml"}
     assert [(e["file"], e["kept_last_good"]) for e in events(logs, "filebroker.bad_document")] == [
         ("endpoint-west@w-gw1.yaml", True)
     ]
+    assert broker.scan() is False  # nothing new
+    write(tmp_path, path.name, good)
+    assert broker.scan() is True
+    assert broker.problem_files() == frozenset() and len(told) == 2
 
 
 @pytest.mark.parametrize("content", ["", "\n  \n"])
