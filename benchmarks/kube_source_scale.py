@@ -15,16 +15,24 @@ comparison with the last snapshot; not the sort of 100k slots it also did), and 
 
 With ``--audit-beside``, a second thread at nice 19 observes the namespace's nftables with a driver of its own
 over and over while the events run, as the reconciler's periodic audit does once per resync period (here the
-worst case: always): the figures then say what an event pays when it meets the audit.
+worst case: always): the figures then say what an event pays when it meets the audit. As in the reconciler, each
+event is synced inside ``gate.busy()`` and the audit reads as the gate's reader, stepping aside meanwhile
+(``magw.util.courtesy``); ``--gate both`` (the default with ``--audit-beside``) runs the churn twice in one run,
+without the gate (the audit shares the GIL with the events, as before) and with it. ``--gap MS`` waits that long
+between events (default 0: back to back, the worst case for the audit, which then gets only its grants). The
+whole assembly of every ``--full-every``-th event runs inside ``gate.busy()`` too: without it, an audit let loose
+beside 2 s of allocation-heavy work made the collections that followed hit the events (p99 285-329 ms with the
+gate, measured 2026-12-01).
 
 Run as root: ``.venv/bin/python benchmarks/kube_source_scale.py [--pods 100000] [--events 1000]
-[--audit-beside]``. The namespace is deleted in ``finally``.
+[--audit-beside [--gate both|on|off] [--gap MS]]``. The namespace is deleted in ``finally``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -52,6 +60,7 @@ from magw.sources.file.documents import Document  # after sys.path
 from magw.sources.kube import mapping  # after sys.path
 from magw.sources.kube.reflector import WatchEvent, key_of  # after sys.path
 from magw.sources.kube.source import KubeSource  # after sys.path
+from magw.util.courtesy import Gate  # after sys.path
 from magw.util.logsetup import configure_logging  # after sys.path
 
 NS = "submariner-operator"
@@ -158,6 +167,34 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - start
 
 
+class Collections:
+    """Python's cyclic collections while the events run (``gc.callbacks``): when, which generation, how long."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float, int]] = []
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.spans.append((self._start, time.perf_counter(), info["generation"]))
+
+    def __enter__(self) -> Collections:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+    def report(self, events: list[tuple[float, float]]) -> None:
+        full = [end - start for start, end, generation in self.spans if generation == 2]
+        met = [(a, b) for a, b in events if any(s < b and e > a for s, e, g in self.spans if g == 2)]
+        worst = max(full) * 1000 if full else 0.0
+        print(f"gc     {len(full)} full collections while the events ran (longest {worst:.0f} ms); "
+              f"{len(met)} events met one")  # fmt: skip
+
+
 def _row(name: str, values: list[float]) -> None:
     q = statistics.quantiles(values, n=100) if len(values) > 1 else [values[0]] * 99
     print(f"event  {name:<28} p50={q[49] * 1000:8.1f} ms  p99={q[98] * 1000:8.1f} ms  ({len(values)} events)")
@@ -167,15 +204,17 @@ class Auditor:
     """Observes the namespace's nftables in a thread of its own at nice 19 until stopped (the reconciler's audit,
     always on); counts the observations and their time."""
 
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, gate: Gate | None) -> None:
         self.ns = ns
+        self.gate = gate
         self.observed: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="audit-beside", daemon=True)
 
     def _run(self) -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        with NftDriver(self.ns) as driver:
+        reading = self.gate.reader() if self.gate is not None else contextlib.nullcontext()
+        with reading, NftDriver(self.ns) as driver:
             while not self._stop.is_set() and len(self.observed) < 10_000:
                 start = time.perf_counter()
                 driver.observe()
@@ -190,7 +229,16 @@ class Auditor:
         self._thread.join(timeout=120)
 
 
-def churn(pods: int, events: int, full_every: int, *, audit_beside: bool = False) -> None:
+def churn(
+    pods: int,
+    events: int,
+    full_every: int,
+    *,
+    audit_beside: bool = False,
+    gate: Gate | None = None,
+    gap: float = 0.0,
+    worst_events: int = 0,
+) -> None:
     objects = cluster_objects(pods)
     source = fed_source(objects)
     _, first = _timed(source.scan)
@@ -210,32 +258,40 @@ def churn(pods: int, events: int, full_every: int, *, audit_beside: bool = False
     live, next_pod = list(range(pods)), pods
     with namespace() as ns, NftDriver(ns) as driver, contextlib.ExitStack() as stack:
         driver.apply([NftChange(family="ip", name="magw", table=known.nft)])
-        auditor = stack.enter_context(Auditor(ns)) if audit_beside else None
+        auditor = stack.enter_context(Auditor(ns, gate)) if audit_beside else None
+        busy = gate.busy if gate is not None else contextlib.nullcontext
+        collections = stack.enter_context(Collections())
+        spans: list[tuple[float, float]] = []
         for i in range(events):
-            t0 = time.perf_counter()
-            if i % 2 == 0:
-                event(source, "Pod", pod(next_pod), deleted=False)
-                live.append(next_pod)
-                next_pod += 1
-            else:
-                event(source, "Pod", pod(live.pop(i % len(live))), deleted=True)
-            source.scan()
-            t1 = time.perf_counter()
-            assert source.snapshot is not None
-            want = plan(source.snapshot, NODE, memo=memo)
-            t2 = time.perf_counter()
-            changes = nft_changes(want.nft, known.nft)
-            t3 = time.perf_counter()
-            result = driver.apply(list(changes))
-            t4 = time.perf_counter()
-            assert result.ok, [f.describe() for f in result.failed]
-            known = want
-            for name, value in (("source", t1 - t0), ("plan", t2 - t1), ("diff", t3 - t2), ("apply", t4 - t3)):
-                times[name].append(value)
-            times["total"].append(t4 - t0)
+            if gap and i:
+                time.sleep(gap)
+            with busy():  # the event is synced: an audit with the gate steps aside
+                t0 = time.perf_counter()
+                if i % 2 == 0:
+                    event(source, "Pod", pod(next_pod), deleted=False)
+                    live.append(next_pod)
+                    next_pod += 1
+                else:
+                    event(source, "Pod", pod(live.pop(i % len(live))), deleted=True)
+                source.scan()
+                t1 = time.perf_counter()
+                assert source.snapshot is not None
+                want = plan(source.snapshot, NODE, memo=memo)
+                t2 = time.perf_counter()
+                changes = nft_changes(want.nft, known.nft)
+                t3 = time.perf_counter()
+                result = driver.apply(list(changes))
+                t4 = time.perf_counter()
+                assert result.ok, [f.describe() for f in result.failed]
+                known = want
+                for name, value in (("source", t1 - t0), ("plan", t2 - t1), ("diff", t3 - t2), ("apply", t4 - t3)):
+                    times[name].append(value)
+                times["total"].append(t4 - t0)
+                spans.append((t0, t4))
             if i % full_every == 0:
                 docs = source.documents()
-                baseline, took = _timed(lambda docs=docs: whole(docs))  # type: ignore[misc]
+                with busy():  # seconds of allocation-heavy work on this thread: the audit steps aside for it too
+                    baseline, took = _timed(lambda docs=docs: whole(docs))  # type: ignore[misc]
                 times["whole"].append(took)
                 assert baseline == source.snapshot, f"event {i}: the incremental assembly differs from the whole one"
         final = driver.observe()
@@ -243,6 +299,16 @@ def churn(pods: int, events: int, full_every: int, *, audit_beside: bool = False
             auditor.__exit__()
             took = statistics.median(auditor.observed) if auditor.observed else 0.0
             print(f"audit  {len(auditor.observed)} observations of the table beside the events, median {took:.2f} s")
+            if gate is not None:
+                print(f"audit  stepped aside {gate.waits} times, {gate.waited:.1f} s in all")
+        collections.report(spans)
+        if worst_events:
+            worst = sorted(range(len(spans)), key=lambda k: spans[k][0] - spans[k][1])[:worst_events]
+            for k in worst:
+                a, b = spans[k]
+                met = [(g, round((min(e, b) - max(c, a)) * 1000)) for c, e, g in collections.spans if c < b and e > a]
+                steps = ", ".join(f"{n} {times[n][k] * 1000:.0f}" for n in ("source", "plan", "diff", "apply"))
+                print(f"worst  event {k}: {(b - a) * 1000:.0f} ms ({steps}); collections met (generation, ms): {met}")
     assert final == known.nft, "after the churn the kernel's table differs from the plan"
     print(f"churn  pods={pods}  events={events}  (a new pod and the removal of one, alternately)")
     names = {"source": "source (event to snapshot)", "plan": "plan (with memo)", "diff": "diff", "apply": "apply",
@@ -252,20 +318,32 @@ def churn(pods: int, events: int, full_every: int, *, audit_beside: bool = False
     ratio = statistics.median(times["whole"]) / statistics.median(times["source"])
     print(f"churn  the source's pass vs the whole assembly: {ratio:.0f}x faster (medians)")
 
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pods", type=int, default=100_000)
     p.add_argument("--events", type=int, default=1_000)
     p.add_argument("--full-every", type=int, default=20, help="assemble every Nth event as a whole too")
     p.add_argument("--audit-beside", action="store_true", help="observe the table in a nice-19 thread meanwhile")
+    p.add_argument("--gate", choices=("both", "on", "off"), default="both",
+                   help="with --audit-beside: the audit steps aside while an event syncs (on), not (off), or "
+                   "one churn of each in this run (both, the default)")  # fmt: skip
+    p.add_argument("--gap", type=float, default=0.0, metavar="MS", help="milliseconds between events (default 0)")
+    p.add_argument("--worst", type=int, default=0, metavar="N",
+                   help="print the N slowest events: their steps and the collections they met")  # fmt: skip
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("kube_source_scale: run as root (a network namespace)", file=sys.stderr)
         return 2
     configure_logging("console", "warning")  # one line per apply would drown the figures
     print(json.dumps({"load": os.getloadavg()}))
-    churn(args.pods, args.events, args.full_every, audit_beside=args.audit_beside)
+    if not 0 <= args.gap <= 1000:
+        p.error("--gap must be 0..1000 ms")
+    gates = {"both": (False, True), "on": (True,), "off": (False,)}[args.gate] if args.audit_beside else (False,)
+    for gated in gates:
+        if args.audit_beside:
+            print(f"=== the audit beside the events, {'with' if gated else 'without'} the gate (gap {args.gap} ms)")
+        churn(args.pods, args.events, args.full_every, audit_beside=args.audit_beside,
+              gate=Gate() if gated else None, gap=args.gap / 1000, worst_events=args.worst)  # fmt: skip
     return 0
 
 

@@ -19,13 +19,20 @@ they are equal (no drift, the usual case) the audit is *clean*: the full sync th
 whose objects are the planner's own, so the diff takes the identity shortcuts of an event's sync. A diff against
 the fresh observation compares every object: 0.85 s at 100k routes, which an event arriving meanwhile waited
 for (docs/performance.md, row 18c).
+
+The audit's reads step aside while the sync path works (``magw.util.courtesy``): the reconciler holds its
+``Gate`` busy for every sync, and the audit's thread is the gate's reader, so the driver's read loops wait while an
+event is synced instead of sharing the GIL with it (docs/performance.md, row 22h). Each audit logs what its read
+took and how long of it was spent stepping aside (``reconciler.audit_read``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -34,6 +41,7 @@ import structlog
 
 from magw.desired.state import DesiredState
 from magw.reconcile.worker import close_worker
+from magw.util.courtesy import Gate
 
 log = structlog.get_logger(__name__)
 
@@ -64,11 +72,12 @@ class _Taken:
 class Audit:
     """Runs ``observe`` in its own thread on request and hands the result to the loop (``docs/reconciler.md``)."""
 
-    def __init__(self, observe: Observe, *, name: str, max_discards: int = 3) -> None:
+    def __init__(self, observe: Observe, *, name: str, max_discards: int = 3, gate: Gate | None = None) -> None:
         if max_discards < 1:
             raise ValueError(f"max_discards: must be at least 1, got {max_discards}")
         self._observe = observe
         self._name = name
+        self._gate = gate  # the reconciler's: busy while it syncs, and the audit's reads wait meanwhile
         self.max_discards = max_discards
         self.discards = 0  # in a row; reset by an audit that was used and by a blocking full sync
         self._executor: ThreadPoolExecutor | None = None
@@ -91,10 +100,16 @@ class Audit:
             self._executor = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix=f"magw-{self._name}-audit", initializer=_lowest_priority
             )
-        observe = self._observe
+        observe, gate, name = self._observe, self._gate, self._name
 
         def audit() -> tuple[DesiredState, bool]:
-            observed = observe()
+            start = time.monotonic()
+            waited_before = gate.waited if gate is not None else 0.0
+            with gate.reader() if gate is not None else contextlib.nullcontext():
+                observed = observe()
+            waited = (gate.waited - waited_before) if gate is not None else 0.0
+            log.info("reconciler.audit_read", name=name, took_ms=round((time.monotonic() - start) * 1000, 1),
+                     stepped_aside_ms=round(waited * 1000, 1))  # fmt: skip
             return observed, known is not None and observed == known  # O(objects), here rather than on the sync path
 
         running = self._executor.submit(audit)

@@ -55,6 +55,7 @@ from magw.reconcile.retry import Backoff, RetryBook
 from magw.reconcile.status import ObjectStatus, ReconcilerStatus, StatusBook
 from magw.reconcile.steps import SyncSteps
 from magw.reconcile.worker import close_worker
+from magw.util.courtesy import Gate
 
 log = structlog.get_logger(__name__)
 
@@ -107,7 +108,8 @@ class Reconciler:
         self._metrics = ReconcilerMetrics(name, registry)
         self._steps = SyncSteps(differ=differ, retry=self._retry, metrics=self._metrics)  # in the worker thread
         self._known: DesiredState | None = None
-        self._audit = Audit(audit, name=name) if audit is not None else None
+        self.gate = Gate()  # busy while a sync runs: the audit's reads step aside meanwhile (magw.util.courtesy)
+        self._audit = Audit(audit, name=name, gate=self.gate) if audit is not None else None
         self._generation = 0  # moves whenever a sync may have changed the kernel: an audit from before is stale
         self._need_full = True
         self._reasons: list[str] = []
@@ -326,6 +328,12 @@ class Reconciler:
     ) -> SyncResult:
         """Run one sync now (full: observe first, or use ``observed``, an audit's). The loop uses this; so do
         ``--once`` and tests."""
+        with self.gate.busy():
+            return await self._sync_once(full=full, reasons=reasons, observed=observed)
+
+    async def _sync_once(
+        self, *, full: bool, reasons: tuple[str, ...], observed: DesiredState | None
+    ) -> SyncResult:
         self._phase = "syncing"
         started = time.perf_counter()
         now = self._clock.now()

@@ -4,14 +4,18 @@
 (measured as the longest stall of a thread beside a 100k-element nft observe, benchmarks/nft_observe.py). Here
 the items are sorted in runs of ``RUN`` (a few milliseconds each) and the runs merged by ``heapq.merge``, a
 Python generator, between whose steps the interpreter can hand the GIL over. The result is the same list.
-Shaped for the latency of other threads, not for speed: it costs about as much CPU as one sort. Pure.
+Shaped for the latency of other threads, not for speed: it costs about as much CPU as one sort. An audit's reader
+steps aside between runs while the sync path works (``magw.util.courtesy``). Pure.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable
 from typing import Any, TypeVar
+
+from magw.util.courtesy import step_aside
 
 T = TypeVar("T", bound=Any)
 
@@ -23,5 +27,13 @@ def sorted_in_steps(items: Iterable[T]) -> list[T]:
     unique = list(dict.fromkeys(items))
     if len(unique) <= RUN:
         return sorted(unique)
-    runs = [sorted(unique[i : i + RUN]) for i in range(0, len(unique), RUN)]
-    return list(heapq.merge(*runs))
+    runs = []
+    for i in range(0, len(unique), RUN):
+        step_aside()
+        runs.append(sorted(unique[i : i + RUN]))
+    merged = heapq.merge(*runs)
+    out: list[T] = []
+    while chunk := list(itertools.islice(merged, RUN)):
+        out.extend(chunk)
+        step_aside()
+    return out

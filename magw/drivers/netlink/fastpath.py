@@ -46,6 +46,7 @@ from magw.drivers.netlink.routes import (
 )
 from magw.reconcile.changeset import Op
 from magw.reconcile.driver import Failure
+from magw.util.courtesy import courteous
 
 log = structlog.get_logger(__name__)
 
@@ -160,7 +161,7 @@ class RouteNexthopIO:
             return [], []
         nexthops: list[Nexthop] = []
         groups: list[NexthopGroup] = []
-        for msg in replies:
+        for msg in courteous(replies):  # an audit's reader steps aside while the sync path works
             obj = parse_nexthop(msg, self._ifname)
             if isinstance(obj, NexthopGroup):
                 groups.append(obj)
@@ -169,7 +170,8 @@ class RouteNexthopIO:
         return sorted(nexthops, key=lambda n: n.key), sorted(groups, key=lambda g: g.key)
 
     def _observe_routes(self) -> list[Route]:
-        routes = [r for r in (parse_route(m, self._ifname) for m in self._sock.dump(pack_route_dump())) if r]
+        replies = courteous(self._sock.dump(pack_route_dump()))  # an audit's reader steps aside while the sync works
+        routes = [r for r in (parse_route(m, self._ifname) for m in replies) if r]
         return sorted(routes, key=lambda r: r.key)
 
     # -- apply -----------------------------------------------------------------------------

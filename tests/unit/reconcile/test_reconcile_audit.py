@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 from magw.desired.state import DesiredState
 from magw.reconcile.audit import Audit
 from magw.reconcile.changeset import ChangeSet, Op, key_text
+from magw.util.courtesy import step_aside
 from tests.support.reconcile_harness import (
     BASE,
     R1,
@@ -172,6 +173,50 @@ async def test_an_event_is_synced_while_the_audit_observes_and_the_stale_audit_i
     assert (h.results[2].full, h.results[2].reasons, h.results[2].applied) == (True, ("audit",), ())
     assert [e["reason"] for e in events(logs, "reconciler.audit_discarded")] == ["kernel_changed"]
     assert (driver.observes, gated.calls) == (1, 2)
+
+
+async def test_the_audits_reads_step_aside_while_a_sync_runs(logs: list[dict[str, Any]]) -> None:
+    """Every sync holds the reconciler's gate busy (the planner runs inside it), and the audit's observe runs as the
+    gate's reader: a read loop's step_aside waits while an event is synced and goes on once it is done. The audit
+    logs its read's time and how much of it was spent stepping aside (magw.util.courtesy)."""
+    driver = fresh_driver()
+    go, stepping, stepped = threading.Event(), threading.Event(), threading.Event()
+
+    def observe() -> DesiredState:
+        if not go.wait(timeout=10):
+            raise TimeoutError("the test never let the audit read")
+        stepping.set()
+        step_aside()  # what the driver's read loops do
+        stepped.set()
+        return driver.inner.observe()
+
+    h = Harness(driver, audit=observe)
+    h.rec.gate.max_wait = 30.0  # the wait below must end by the sync, not by the reader's bound
+    planned_busy: list[bool] = []
+    planner = h.rec._planner
+
+    def planning() -> DesiredState | None:
+        planned_busy.append(h.rec.gate.is_busy)
+        return planner()
+
+    h.rec._planner = planning
+    await h.start()
+    await h.idle()
+    assert planned_busy == [True] and not h.rec.gate.is_busy
+    h.clock.advance(RESYNC)
+    await h.until(lambda: h.rec._audit is not None and h.rec._audit.busy)
+    with h.rec.gate.busy():  # a sync under way
+        go.set()
+        await h.until(stepping.is_set)
+        await asyncio.sleep(0.05)
+        assert not stepped.is_set()  # the audit waits while the sync works
+    await h.until(stepped.is_set)
+    await h.until(lambda: len(h.results) == 2)
+    await h.stop()
+    assert h.rec.gate.waits == 1 and h.rec.gate.waited >= 0.04
+    (read,) = events(logs, "reconciler.audit_read")
+    assert read["name"] == "t" and read["stepped_aside_ms"] >= 40 and read["took_ms"] >= read["stepped_aside_ms"]
+    assert planned_busy == [True, True]
 
 
 async def test_audits_that_keep_failing_end_in_a_full_sync_on_the_sync_path(logs: list[dict[str, Any]]) -> None:
