@@ -9,13 +9,19 @@ The deadline adapts to each peer's round-trip time as TCP's retransmission timer
 (Jacobson/Karels, RFC 6298): ``sent + max(timeout, SRTT + RTT_FACTOR x RTTVAR)``, at
 most ``sent + cap`` (the probe interval). In a cluster the RTT is far below the floor
 ``timeout``; across a WAN a peer 50 ms away gets 150 ms instead of being declared
-dead. Every reply to the latest probe of a peer, late or not, updates the smoothed
-RTT (gain 1/8) and its mean deviation (gain 1/4). The deviation is what matters
+dead. Every reply to one of the last ``RECENT`` probes of a peer, late or not, updates the
+smoothed RTT (gain 1/8) and its mean deviation (gain 1/4). The deviation is what matters
 under congestion: when a saturated link's queue (tbf's 50 ms in the lab) suddenly
 delays the replies of a peer whose idle RTT is below a millisecond, one late reply
 raises the deadline past the queue at once, where 4 x SRTT would take three probes
 to get there, and three misses in a row declare the peer down
-(``benchmarks/throughput.py`` saw routes withdrawn every few hundred ms that way).
+(``benchmarks/throughput.py`` saw routes withdrawn every few hundred ms that way). A late reply
+counts even when newer probes were sent meanwhile: a peer in transition is probed every fast
+interval (30 ms), so when a queue suddenly holds replies for 50 ms, the first probe's reply comes
+after the second probe went out. Counting only the latest probe's reply, no sample came in time,
+and the third miss took the peer down (``test_a_sudden_50ms_queue_costs_misses_not_a_failover``). Such a
+sample also extends the deadline of the probe in flight to its send time plus the new wait: the
+fast probe went out before the queue was known.
 There is at most one probe in flight per key: the caller expires before it
 sends again (deadline <= interval; a faster probe waits, ``waiting``).
 """
@@ -32,6 +38,7 @@ SEQ_MOD = 1 << 16
 RTT_FACTOR = 4.0  # K of RFC 6298
 RTT_GAIN = 0.125  # alpha: the smoothed RTT's gain
 RTTVAR_GAIN = 0.25  # beta: the mean deviation's gain
+RECENT = 4  # probes per key whose replies still give an RTT sample (one each)
 
 
 @attrs.frozen(kw_only=True)
@@ -92,7 +99,7 @@ class ProbeBook:
     timeout: float
     cap: float | None = None
     _pending: dict[StateKey, _Probe] = attrs.field(factory=dict)
-    _latest: dict[StateKey, _Probe] = attrs.field(factory=dict)
+    _recent: dict[StateKey, dict[int, _Probe]] = attrs.field(factory=dict)  # seq -> probe, oldest first
     _seq: dict[StateKey, int] = attrs.field(factory=dict)
     _srtt: dict[StateKey, float] = attrs.field(factory=dict)
     _rttvar: dict[StateKey, float] = attrs.field(factory=dict)
@@ -117,16 +124,19 @@ class ProbeBook:
         self._seq[key] = seq
         probe = _Probe(seq=seq, sent=now, deadline=now + self.wait_for(key))
         self._pending[key] = probe
-        self._latest[key] = probe
+        recent = self._recent.setdefault(key, {})
+        recent.pop(seq, None)  # a sequence number that wrapped around replaces its old probe
+        recent[seq] = probe
+        if len(recent) > RECENT:
+            del recent[next(iter(recent))]
         return seq
 
     def received(self, key: StateKey, seq: int, at: float) -> Outcome | None:
         """A reply arrived at ``at``: the success it proves, or None if it proves nothing."""
-        latest = self._latest.get(key)
-        if latest is None or latest.seq != seq:
+        probe = self._recent.get(key, {}).pop(seq, None)  # one RTT sample per probe: a duplicate is ignored
+        if probe is None:
             return None
-        del self._latest[key]  # one RTT sample per probe: a duplicate is ignored
-        rtt = max(at - latest.sent, 0.0)
+        rtt = max(at - probe.sent, 0.0)
         old = self._srtt.get(key)
         if old is None:  # RFC 6298 2.2: the first sample
             self._srtt[key], self._rttvar[key] = rtt, rtt / 2
@@ -135,7 +145,14 @@ class ProbeBook:
             self._srtt[key] = old + RTT_GAIN * (rtt - old)
         self._stats.setdefault(key, RttStats()).add(rtt)
         pending = self._pending.get(key)
-        if pending is None or pending.seq != seq or at > pending.deadline:
+        if pending is not None and pending.seq != seq:
+            # A late reply of an older probe taught a longer round trip: the probe in flight waits as long. Only
+            # ever later, and only on a reply: a dead peer's deadlines stay where they were.
+            deadline = pending.sent + self.wait_for(key)
+            if deadline > pending.deadline:
+                self._pending[key] = attrs.evolve(pending, deadline=deadline)
+            return None
+        if pending is None or at > pending.deadline:
             return None
         del self._pending[key]
         return Outcome(key=key, success=True, rtt=rtt)
@@ -159,7 +176,7 @@ class ProbeBook:
 
     def forget(self, keep: frozenset[StateKey]) -> None:
         """Drop every key not in ``keep`` (peers no longer probed)."""
-        for table in (self._pending, self._latest, self._seq, self._srtt, self._rttvar, self._stats):
+        for table in (self._pending, self._recent, self._seq, self._srtt, self._rttvar, self._stats):
             for key in [k for k in table if k not in keep]:
                 del table[key]
 

@@ -26,6 +26,7 @@ class FakeNet:
     """Which (VTEP, echo id) answer, and the sockets the monitor opened."""
 
     silent: set[tuple[IPv4Address, int]] = attrs.field(factory=set)
+    delay: dict[IPv4Address, float] = attrs.field(factory=dict)  # extra seconds on each reply (a queue)
     sockets: dict[int, FakeSocket] = attrs.field(factory=dict)
     clock: float = 0.0
 
@@ -52,7 +53,8 @@ class FakeSocket:
     def send(self, address: IPv4Address, seq: int) -> bool:
         self.sent.append((address, seq))
         if (address, self.echo_id) not in self.net.silent:
-            self.queued.append(Reply(address=address, seq=seq, at=self.net.clock + RTT))
+            at = self.net.clock + RTT + self.net.delay.get(address, 0.0)
+            self.queued.append(Reply(address=address, seq=seq, at=at))
         return True
 
     def replies(self) -> list[Reply]:
@@ -78,10 +80,11 @@ def monitor(
 
 
 def advance(mon: HealthMonitor, net: FakeNet, until: float) -> None:
-    """Tick the monitor at every time it asks for (and 1 ms after each send, when replies arrive)."""
+    """Tick the monitor at every time it asks for (and when each reply arrives)."""
     while net.clock < until:
         wake = mon.tick(net.clock)
-        nxt = min(x for x in (wake, net.clock + RTT) if x is not None)
+        arrivals = [r.at for sock in net.sockets.values() for r in sock.queued if r.at > net.clock]
+        nxt = min(x for x in (wake, net.clock + RTT, *arrivals) if x is not None)
         net.clock = min(max(nxt, net.clock + 1e-6), until)
 
 
@@ -115,6 +118,34 @@ def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
     assert dict(health.reach) == {"e-gw1": frozenset(), "e-gw2": frozenset({"west"})}
     sent = net.sockets[ALIVE_ID].sent
     assert sum(1 for a, _ in sent if a == GW1) - sum(1 for a, _ in sent if a == GW2) in (1, 2)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        ProbeParams(startup_grace=0),  # the defaults: a fast probe 27 ms after the last one
+        ProbeParams(fast_interval=0.02, startup_grace=0),
+        ProbeParams(interval=0.08, fast_interval=0.02, startup_grace=0),
+    ],
+    ids=["defaults", "fast-20ms", "interval-80ms-fast-20ms"],
+)
+def test_a_sudden_50ms_queue_costs_misses_not_a_failover(params: ProbeParams) -> None:
+    """From 0.52 s every reply of e-gw1 waits 50 ms in a queue (a saturated link: tbf's bound in the lab). Its
+    first probes miss, and the fast ones are sent while the first one's reply is still queued. That late reply
+    arrives before the third miss and teaches the deadline the queue (SRTT + 4 x deviation), so the next probe
+    succeeds: e-gw1 never goes down, and on_change never fires. A late reply counts as an RTT sample even when a
+    newer probe was sent meanwhile, and extends that probe's deadline. (An interval whose jittered length is below
+    the queue, 60 ms here, cannot tolerate it: a deadline never passes the next probe.)"""
+    net = FakeNet()
+    changes: list[tuple[float, Health]] = []
+    mon = monitor("e-w1", net, changes, params)
+    advance(mon, net, 0.52)
+    net.delay[GW1] = 0.05
+    with structlog.testing.capture_logs() as logs:
+        advance(mon, net, 2.0)
+    assert [e["peer"] for e in logs if e["event"] == "health.first_miss"] == ["e-gw1", "e-gw1"]
+    assert [e for e in logs if e["event"] == "health.state_changed"] == []
+    assert len(changes) == 1
 
 
 def test_the_first_miss_of_an_up_peer_is_logged_once_where_a_failover_starts() -> None:

@@ -211,6 +211,26 @@ def test_late_duplicate_and_stale_replies_prove_nothing() -> None:
     assert book.received(A, second, 1.103) is None  # duplicate
 
 
+def test_a_late_reply_of_an_older_probe_teaches_the_rtt_and_extends_the_probe_in_flight() -> None:
+    """A fast probe went out before the first one's reply, delayed by a queue, came back: that reply proves no
+    success, but is an RTT sample, and the probe in flight now waits SRTT + 4 x deviation from its own send. A
+    second copy is no second sample; a probe of a key that got no reply keeps its deadline."""
+    book = ProbeBook(timeout=0.02, cap=0.08)
+    for i in range(20):
+        book.received(A, book.sent(A, i * 0.1), i * 0.1 + 0.001)
+    first = book.sent(A, 2.0)
+    assert book.expire(2.021) == [Outcome(key=A, success=False)]
+    second = book.sent(A, 2.021)
+    book.sent(B, 2.021)
+    assert book.received(A, first, 2.051) is None
+    assert book.received(A, first, 2.052) is None  # a copy: no second sample
+    assert book.srtt(A) == pytest.approx(0.001 + (0.051 - 0.001) / 8, abs=1e-6)
+    assert book.expire(2.0411) == [Outcome(key=B, success=False)]  # B's 20 ms deadline did not move
+    # A's second probe, due at 2.041 when sent, now waits about 59 ms: its reply at 2.072 is a success
+    assert book.next_deadline() == pytest.approx(2.021 + 0.00725 + 4 * 0.0125, abs=1e-4)
+    assert book.received(A, second, 2.021 + 0.051) == Outcome(key=A, success=True, rtt=pytest.approx(0.051))
+
+
 def test_sequence_numbers_wrap_at_16_bits() -> None:
     """Sequence numbers count up per key and wrap around within the 16-bit field."""
     book = ProbeBook(timeout=0.03)
