@@ -47,8 +47,9 @@ from magw.desired.state import DesiredState
 from magw.reconcile.audit import Audit, Observe
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
-from magw.reconcile.driver import ApplyResult, Driver
+from magw.reconcile.driver import Driver
 from magw.reconcile.metrics import ReconcilerMetrics
+from magw.reconcile.onepass import SyncWork, run_sync
 from magw.reconcile.prunes import Differ
 from magw.reconcile.result import SyncResult, log_sync
 from magw.reconcile.retry import Backoff, RetryBook
@@ -341,60 +342,48 @@ class Reconciler:
         if full or self._known is None:
             full = True
             self._last_full_attempt_at = now
-        try:
-            desired = await self._offload(self._planner)
-        except Exception as exc:  # a planner bug must not kill the loop; the next input change retries
-            log.exception("reconciler.plan_failed", name=self.name, error=repr(exc))
-            self._metrics.error("plan")
-            return self._finish(SyncResult(full=full, planned=False, reasons=reasons, error=repr(exc)))
-        if desired is None:
-            log.info("reconciler.waiting_for_inputs", name=self.name, reasons=",".join(reasons))
-            self._need_full = self._need_full or full
-            return self._finish(SyncResult(full=full, planned=False, reasons=reasons))
-        try:
-            result = await self._sync_with(
-                desired, full=full, reasons=reasons, now=now, started=started, observed=observed
-            )
-        except Exception as exc:  # a driver that raises (socket closed, namespace gone) is retried with backoff
-            return self._finish(self._sync_failed(exc, full=full, reasons=reasons, now=now, started=started))
-        self._sync_errors = 0
-        self._sync_retry_at = None
-        return self._finish(result)
-
-    async def _sync_with(
-        self,
-        desired: DesiredState,
-        *,
-        full: bool,
-        reasons: tuple[str, ...],
-        now: float,
-        started: float,
-        observed: DesiredState | None,
-    ) -> SyncResult:
-        if observed is None:
-            observed = await self._offload(self._driver.observe) if full or self._known is None else self._known
-        prune = self._inputs_synced is None or self._inputs_synced()
-        filtered, deferred = await self._offload(self._steps.prepare, desired, observed, prune=prune, now=now)
-        result = await self._offload(self._driver.apply, filtered.changes) if filtered.changes else ApplyResult()
-        if result.applied or result.failed:
-            self._generation += 1
-        known, relinked, took = await self._offload(
-            self._steps.record,
-            desired,
-            observed,
-            result,
+        work = await self._offload(
+            run_sync,
+            self._planner,
+            self._driver,
+            self._steps,
+            observe=observed is None and (full or self._known is None),
+            observed=observed if observed is not None else self._known,
+            prune=lambda: self._inputs_synced is None or self._inputs_synced(),
             now=now,
             full=full,
             started=started,
-            skipped=filtered.skipped,
-            deferred=deferred,
         )
-        follow_up = relinked and reasons != (_FOLLOW_UP,)
-        self._known = None if result.failed or follow_up else known
+        if work.plan_error is not None:  # a planner bug must not kill the loop; the next input change retries
+            exc = work.plan_error
+            log.error("reconciler.plan_failed", name=self.name, error=repr(exc), exc_info=exc)
+            self._metrics.error("plan")
+            return self._finish(SyncResult(full=full, planned=False, reasons=reasons, error=repr(exc)))
+        if work.desired is None:
+            log.info("reconciler.waiting_for_inputs", name=self.name, reasons=",".join(reasons))
+            self._need_full = self._need_full or full
+            return self._finish(SyncResult(full=full, planned=False, reasons=reasons))
+        if work.driver_error is not None:  # a driver that raises (socket closed, namespace gone) is retried
+            return self._finish(
+                self._sync_failed(work.driver_error, full=full, reasons=reasons, now=now, started=started)
+            )
+        self._sync_errors = 0
+        self._sync_retry_at = None
+        return self._finish(self._synced(work, full=full, reasons=reasons, now=now))
+
+    def _synced(self, work: SyncWork, *, full: bool, reasons: tuple[str, ...], now: float) -> SyncResult:
+        """The loop's bookkeeping after a sync whose every step ran."""
+        assert work.desired is not None and work.filtered is not None
+        result, filtered, deferred = work.result, work.filtered, work.deferred
+        if result.applied or result.failed:
+            self._generation += 1
+        follow_up = work.relinked and reasons != (_FOLLOW_UP,)
+        self._known = None if result.failed or follow_up else work.known
         self._need_full = bool(result.failed) or follow_up
         if follow_up:
             self._mark(_FOLLOW_UP)
-        self._status.record(desired, self._retry, skipped=filtered.skipped, deferred=deferred, failed=result.failed)
+        failed = result.failed
+        self._status.record(work.desired, self._retry, skipped=filtered.skipped, deferred=deferred, failed=failed)
         self._syncs += 1
         self._last_sync_at = now
         if full:
@@ -408,7 +397,8 @@ class Reconciler:
             failures=result.failed,
             skipped=len(filtered.skipped),
             deferred=len(deferred),
-            took_ms=round(took * 1000, 3),
+            took_ms=round(work.took * 1000, 3),
+            phases_ms=tuple(work.phases_ms),
         )
         log_sync(self.name, sync, self._retry, self._clock.now())
         return sync

@@ -25,6 +25,9 @@ class SyncResult:
     skipped: int = 0
     deferred: int = 0
     took_ms: float = 0.0
+    # Where took_ms went, in order: ("plan", ms), ("observe", ms), ("diff", ms), ("apply", ms), ("record", ms)
+    # (observe only when it ran on the sync's path; each includes the hand-off to the worker thread and back)
+    phases_ms: tuple[tuple[str, float], ...] = ()
     error: str | None = None
 
     @property
@@ -60,4 +63,5 @@ def log_sync(name: str, sync: SyncResult, retry: RetryBook, now: float) -> None:
         deferred=sync.deferred,
         took_ms=sync.took_ms,
         reasons=",".join(sync.reasons),
+        **{f"{phase}_ms": ms for phase, ms in sync.phases_ms},
     )

@@ -56,7 +56,8 @@ async def test_start_is_a_full_sync_that_converges(logs: list[dict[str, Any]]) -
     assert h.rec.status().converged is True
     assert [o.state for o in h.rec.status().objects] == ["done"] * 5
     (done,) = sync_events(logs)
-    assert {k: v for k, v in done.items() if k != "took_ms"} == {
+    timed = ("took_ms", "plan_ms", "observe_ms", "diff_ms", "apply_ms", "record_ms")
+    assert {k: v for k, v in done.items() if k not in timed} == {
         "event": "reconciler.sync_done",
         "log_level": "info",
         "name": "t",
@@ -67,7 +68,11 @@ async def test_start_is_a_full_sync_that_converges(logs: list[dict[str, Any]]) -
         "deferred": 0,
         "reasons": "start",
     }
-    assert isinstance(done["took_ms"], float)
+    assert all(isinstance(done[k], float) for k in timed)
+    # the phases in the order they ran, each within the whole
+    assert [k for k in done if k in timed[1:]] == list(timed[1:])
+    assert sum(done[k] for k in timed[1:]) >= done["took_ms"] * 0.5
+    assert all(done[k] <= done["took_ms"] + 5 for k in timed[1:])
     assert [
         e["event"] for e in logs if e["event"].startswith("reconciler.") and e["event"] != "reconciler.sync_done"
     ] == [
