@@ -8,8 +8,11 @@ down):
   after the fault (up to one interval) and that probe's timeout;
 - **down**: its ``health.state_changed`` of the victim to ``down`` (``down_after`` misses: the first miss plus
   ``down_after - 1`` more at the fast interval);
-- **kernel**: the end of its first ``reconciler.sync_done`` after that, one with ``health`` among its reasons (the
-  plan, the diff and the nexthop group replace; ``took_ms`` is that sync's own time).
+- **groups**: the first ``netlink.fastpath.apply_done`` of that sync: the nexthop group replace reached the kernel
+  (what moves the flows; the sync's other changes, an nft table on a worker that keeps the client's address,
+  come after it);
+- **kernel**: the end of its first ``reconciler.sync_done`` after the down, one with ``health`` among its reasons
+  (the plan, the diff and the nexthop group replace; ``took_ms`` is that sync's own time).
 
 Each is in ms after ``t0``: the benchmark's is the moment the link the observer's probes cross was down (the
 victim's underlay port for the local workers, its WAN port for the remote gateways: ``failure.fail``'s ``on_cut``),
@@ -28,7 +31,7 @@ from typing import Any
 
 import attrs
 
-PHASES = ("first_miss_ms", "down_ms", "kernel_ms")
+PHASES = ("first_miss_ms", "down_ms", "groups_ms", "kernel_ms")
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +40,7 @@ class ObserverSplit:
     side: str  # "local worker" (the victim's cluster) or "remote gateway"
     first_miss_ms: float | None
     down_ms: float | None
+    groups_ms: float | None
     kernel_ms: float | None
     sync_took_ms: float | None
 
@@ -82,18 +86,25 @@ def observer_split(
         ),
         None,
     )
-    kernel, took = None, None
+    groups, kernel, took = None, None, None
     if down is not None:
         for at, e in events:
-            if at >= down and e.get("event") == "reconciler.sync_done" and "health" in str(e.get("reasons", "")):
+            if at < down:
+                continue
+            if groups is None and e.get("event") == "netlink.fastpath.apply_done":
+                groups = at
+            if e.get("event") == "reconciler.sync_done" and "health" in str(e.get("reasons", "")):
                 kernel, took = at, e.get("took_ms")
                 break
+            if e.get("event") == "reconciler.sync_done":  # another sync's ops: not the health sync's groups
+                groups = None
 
     def ms(at: float | None) -> float | None:
         return None if at is None else round((at - t0) * 1000, 1)
 
     return ObserverSplit(observer=observer, side=side, first_miss_ms=ms(miss), down_ms=ms(down),
-                         kernel_ms=ms(kernel), sync_took_ms=took)  # fmt: skip
+                         groups_ms=ms(groups) if kernel is not None else None, kernel_ms=ms(kernel),
+                         sync_took_ms=took)  # fmt: skip
 
 
 def split(
@@ -123,12 +134,14 @@ def lines(label: str, rows: list[ObserverSplit]) -> list[str]:
 
     out = []
     for side, s in summary(rows).items():
-        miss, down, kernel = s["first_miss_ms"], s["down_ms"], s["kernel_ms"]
+        miss, down, groups, kernel = s["first_miss_ms"], s["down_ms"], s["groups_ms"], s["kernel_ms"]
         misses = None if miss is None or down is None else down - miss
+        to_groups = None if down is None or groups is None else groups - down
         react = None if down is None or kernel is None else kernel - down
         n = sum(1 for r in rows if r.side == side)
         out.append(
-            f"{label:<24} split, {side} ({n}): first miss {f(miss)} ms, then down +{f(misses)}, then kernel"
-            f" +{f(react)} (sync {f(s['sync_took_ms'])}) = {f(kernel)} ms after the fault"
+            f"{label:<24} split, {side} ({n}): first miss {f(miss)} ms, then down +{f(misses)}, then groups"
+            f" +{f(to_groups)}, kernel +{f(react)} (sync {f(s['sync_took_ms'])}) = {f(groups)} / {f(kernel)} ms"
+            " after the fault"
         )
     return out

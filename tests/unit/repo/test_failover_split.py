@@ -29,7 +29,10 @@ def test_each_observer_phase_is_its_first_line_after_the_fault(tmp_path: Path) -
                 _line(62, "health.first_miss", peer="east-gw1"),
                 _line(65, "reconciler.sync_done", reasons="broker", took_ms=1.0),  # before the down
                 _line(121, "health.state_changed", peer="east-gw1", new="down"),
+                _line(122, "netlink.fastpath.apply_done", ops=2),  # a broker sync's ops
                 _line(124, "reconciler.sync_done", reasons="broker", took_ms=1.0),  # not for health
+                _line(125, "netlink.fastpath.apply_done", ops=1),  # the health sync's group replace
+                _line(126, "netlink.fastpath.apply_done", ops=1),
                 _line(128, "reconciler.sync_done", reasons="health,broker", took_ms=6.5),
             ]
         )
@@ -50,17 +53,20 @@ def test_each_observer_phase_is_its_first_line_after_the_fault(tmp_path: Path) -
         T0,
     )
     w1, g1, g2 = rows
-    assert (w1.first_miss_ms, w1.down_ms, w1.kernel_ms, w1.sync_took_ms) == (62.0, 121.0, 128.0, 6.5)
-    assert (g1.first_miss_ms, g1.down_ms, g1.kernel_ms, g1.sync_took_ms) == (40.0, 100.0, 110.0, 9.0)
-    assert (g2.first_miss_ms, g2.down_ms, g2.kernel_ms) == (None, None, None)  # no log at all
+    phases = ("first_miss_ms", "down_ms", "groups_ms", "kernel_ms", "sync_took_ms")
+    assert [getattr(w1, p) for p in phases] == [62.0, 121.0, 125.0, 128.0, 6.5]
+    assert [getattr(g1, p) for p in phases] == [40.0, 100.0, None, 110.0, 9.0]  # its log has no group replace
+    assert (g2.first_miss_ms, g2.down_ms, g2.groups_ms, g2.kernel_ms) == (None, None, None, None)  # no log at all
     medians = failover_split.summary(rows)
     assert medians["remote gateway"] == {
         "first_miss_ms": 40.0,
         "down_ms": 100.0,
+        "groups_ms": None,
         "kernel_ms": 110.0,
         "sync_took_ms": 9.0,
     }
     text = failover_split.lines("resilient fail 1/4", rows)
     assert text[0].endswith(
-        "local worker (1): first miss 62 ms, then down +59, then kernel +7 (sync 6) = 128 ms after the fault"
+        "local worker (1): first miss 62 ms, then down +59, then groups +4, kernel +7 (sync 6) = 125 / 128 ms after"
+        " the fault"
     )
