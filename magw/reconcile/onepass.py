@@ -1,10 +1,10 @@
 """One sync's work, in ONE call in the reconciler's worker thread: plan, observe (when due), diff, apply, record.
 
 Shaped for latency (docs/performance.md, row 38a): the loop used to hand each step to the worker thread and take
-it back, four round trips per sync. Each hand-off waits for the GIL (up to the 5 ms switch interval while the
-loop runs Python) and for the scheduler on a busy machine: in a failover's sync of a small lab the planner's
-0.75 ms of work took 3-19 ms from the loop's side. One call makes one round trip. The loop keeps the
-bookkeeping that must happen in its own thread (``magw.reconcile.loop``).
+it back, four round trips per sync. Each hand-off waits for the GIL (up to the switch interval while the loop
+runs Python: 1 ms in the route agent, 5 ms by default) and for a CPU on a busy machine: in a failover's sync
+of a small lab the planner's 0.75 ms of work took 3-19 ms from the loop's side. One call makes one round
+trip. The loop keeps the bookkeeping that must happen in its own thread (``magw.reconcile.loop``).
 
 Nothing here raises: a planner's exception and a driver's are returned, apart, for the loop to log and count.
 """
@@ -31,7 +31,6 @@ class SyncWork:
     phases_ms: list[tuple[str, float]] = attrs.field(factory=list)
     plan_error: Exception | None = None
     desired: DesiredState | None = None
-    observed: DesiredState | None = None
     filtered: Filtered | None = None
     deferred: tuple[Op | NftChange, ...] = ()
     result: ApplyResult = attrs.field(factory=ApplyResult)
@@ -75,7 +74,6 @@ def run_sync(
             observed = driver.observe()
             work.timed("observe", t)
         assert observed is not None, "a partial sync diffs against the known state"
-        work.observed = observed
         t = time.perf_counter()
         work.filtered, work.deferred = steps.prepare(work.desired, observed, prune=prune(), now=now)
         work.timed("diff", t)

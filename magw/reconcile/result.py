@@ -25,8 +25,9 @@ class SyncResult:
     skipped: int = 0
     deferred: int = 0
     took_ms: float = 0.0
-    # Where took_ms went, in order: ("plan", ms), ("observe", ms), ("diff", ms), ("apply", ms), ("record", ms)
-    # (observe only when it ran on the sync's path; each includes the hand-off to the worker thread and back)
+    # Where took_ms went, in order: ("plan", ms), ("observe", ms), ("diff", ms), ("apply", ms), ("record", ms),
+    # each timed in the worker thread (observe only when it ran on the sync's path, apply only when something
+    # differed); the rest of took_ms is the hand-off to the worker thread
     phases_ms: tuple[tuple[str, float], ...] = ()
     error: str | None = None
 
