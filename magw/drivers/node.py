@@ -3,10 +3,10 @@
 Either half may be real or fake (``NetlinkDriver``/``FakeNetlink``,
 ``NftDriver``/``FakeNft``). ``observe()`` is the netlink state with our nft table
 in its ``nft`` field; ``apply()`` carries out the nft changes in a thread while
-the netlink ops are sent (or after them, when they are few: ``FEW_OPS``), and
-returns one merged ApplyResult (netlink results first). A failure in one half
-never stops the other. ``begin_apply()`` starts the nft thread (when there are
-nft changes) and leaves the netlink half to the ``finish`` it returns (``magw.reconcile.driver.StagedDriver``).
+the netlink ops are sent, and returns one merged ApplyResult (netlink results
+first). A failure in one half never stops the other. ``begin_apply()`` starts
+the nft thread (when there are nft changes) and leaves the netlink half to the
+``finish`` it returns (``magw.reconcile.driver.StagedDriver``).
 
 Why a thread (docs/performance.md): nftables and rtnetlink are independent kernel
 subsystems, and our rules name interfaces (``iifname``/``oifname``), never by
@@ -34,8 +34,6 @@ from magw.reconcile.driver import ApplyResult, merge_results
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-
-FEW_OPS = 64  # netlink ops sent before the nft changes rather than beside them (apply)
 
 
 class NetlinkHalf(Protocol):
@@ -69,13 +67,8 @@ class NodeDriver:
         return attrs.evolve(self.netlink.observe(), nft=main, extra_nft=extra)
 
     def apply(self, changes: ChangeSet) -> ApplyResult:
-        """The nft changes in a thread while this thread sends the netlink ops, when there are both and the
-        netlink ops are many; a few netlink ops go first, then the nft changes."""
-        # Shaped for latency: a failover's sync is a few ops, a nexthop group replace first, often beside a small
-        # nft change. Started beside it, the nft thread's Python (the transaction's JSON) took the GIL from the
-        # group replace: it reached the kernel 19-22 ms into the apply instead of at once (docs/performance.md,
-        # row 38a). A few netlink ops take a millisecond or two, so the nft changes lose nothing by waiting.
-        if not (changes.ops and changes.nft) or len(changes.ops) <= FEW_OPS:
+        """The nft changes in a thread while this thread sends the netlink ops, when there are both."""
+        if not (changes.ops and changes.nft):
             return self._sequential(changes)
         return self.begin_apply(changes)()
 

@@ -9,7 +9,7 @@ import pytest
 
 from magw.desired.nft.values import NftTable
 from magw.desired.state import DesiredState, Link
-from magw.drivers.node import FEW_OPS, NodeDriver
+from magw.drivers.node import NodeDriver
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.driver import ApplyResult, Failure
 
@@ -51,15 +51,9 @@ def test_observe_lists_nft_before_dumping_routes() -> None:
 
 
 _LINK = Link(name="vx-test", vni=100, port=4800, mtu=1450, mac="02:00:00:00:00:01")
-_NFT = (NftChange(family="ip", name="magw", table=NftTable(family="ip", name="magw")),)
-_CHANGES = ChangeSet(ops=(Op(verb="create", kind="links", obj=_LINK),), nft=_NFT)
-# More netlink ops than FEW_OPS: the nft half runs beside them
-_MANY = ChangeSet(
-    ops=tuple(
-        Op(verb="create", kind="links", obj=Link(name=f"vx-{i}", vni=100 + i, port=4800, mtu=1450, mac=""))
-        for i in range(FEW_OPS + 1)
-    ),
-    nft=_NFT,
+_CHANGES = ChangeSet(
+    ops=(Op(verb="create", kind="links", obj=_LINK),),
+    nft=(NftChange(family="ip", name="magw", table=NftTable(family="ip", name="magw")),),
 )
 
 
@@ -96,31 +90,10 @@ def test_apply_runs_the_nft_transaction_while_netlink_works() -> None:
     the result holds both, netlink first, as the sequential apply reported them."""
     started = threading.Event()
     nft = _SignalsNft(started)
-    result = NodeDriver(netlink=_WaitsForNft(started), nft=nft).apply(_MANY)
+    result = NodeDriver(netlink=_WaitsForNft(started), nft=nft).apply(_CHANGES)
     assert result.failed == ()
-    assert result.applied == (*_MANY.ops, *_MANY.nft)
-    assert nft.thread != threading.current_thread().name
-
-
-def test_a_few_netlink_ops_go_before_the_nft_changes() -> None:
-    """A failover's sync: one group replace beside a small nft change. The netlink ops reach the kernel first,
-    with no nft thread to share the GIL with; then the nft changes, in the same thread."""
-    calls: list[str] = []
-
-    class _Netlink2(_Netlink):
-        def apply(self, changes: ChangeSet) -> ApplyResult:
-            calls.append(f"netlink {len(changes.ops)} in {threading.current_thread().name}")
-            return ApplyResult(applied=changes.ops)
-
-    class _Nft2(_Nft):
-        def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
-            calls.append(f"nft {len(changes)} in {threading.current_thread().name}")
-            return ApplyResult(applied=tuple(changes))
-
-    here = threading.current_thread().name
-    result = NodeDriver(netlink=_Netlink2([]), nft=_Nft2([])).apply(_CHANGES)
-    assert calls == [f"netlink 1 in {here}", f"nft 1 in {here}"]
     assert result.applied == (*_CHANGES.ops, *_CHANGES.nft)
+    assert nft.thread != threading.current_thread().name
 
 
 def test_an_nft_exception_is_raised_after_netlink_finished() -> None:
@@ -135,7 +108,7 @@ def test_an_nft_exception_is_raised_after_netlink_finished() -> None:
             return result
 
     with pytest.raises(RuntimeError, match="libnftables crashed"):
-        NodeDriver(netlink=_Recording(started), nft=_SignalsNft(started, raises=True)).apply(_MANY)
+        NodeDriver(netlink=_Recording(started), nft=_SignalsNft(started, raises=True)).apply(_CHANGES)
     assert netlink_calls == ["done"]
 
 
