@@ -347,7 +347,7 @@ class Reconciler:
             self._planner,
             self._driver,
             self._steps,
-            observe=observed is None and (full or self._known is None),
+            observe=observed is None and full,  # full is True above whenever nothing is known
             observed=observed if observed is not None else self._known,
             prune=lambda: self._inputs_synced is None or self._inputs_synced(),
             now=now,

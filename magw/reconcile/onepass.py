@@ -11,8 +11,9 @@ Nothing here raises: a planner's exception and a driver's are returned, apart, f
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -39,8 +40,14 @@ class SyncWork:
     took: float = 0.0
     driver_error: Exception | None = None
 
-    def timed(self, phase: str, started: float) -> None:
-        self.phases_ms.append((phase, round((time.perf_counter() - started) * 1000, 3)))
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as ``name`` in ``phases_ms`` (also when it raises)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases_ms.append((name, round((time.perf_counter() - started) * 1000, 3)))
 
 
 def run_sync(
@@ -58,41 +65,35 @@ def run_sync(
     """Plan; then, with a plan, diff against ``observed`` (observing first when ``observe``), apply what differs,
     and record it. ``phases_ms``: each step's wall time, in the order they ran."""
     work = SyncWork()
-    t = time.perf_counter()
     try:
-        work.desired = planner()
+        with work.phase("plan"):
+            work.desired = planner()
     except Exception as exc:  # a planner bug must not kill the loop: the loop logs it
         work.plan_error = exc
         return work
-    finally:
-        work.timed("plan", t)
     if work.desired is None:
         return work
     try:
         if observe:
-            t = time.perf_counter()
-            observed = driver.observe()
-            work.timed("observe", t)
+            with work.phase("observe"):
+                observed = driver.observe()
         assert observed is not None, "a partial sync diffs against the known state"
-        t = time.perf_counter()
-        work.filtered, work.deferred = steps.prepare(work.desired, observed, prune=prune(), now=now)
-        work.timed("diff", t)
+        with work.phase("diff"):
+            work.filtered, work.deferred = steps.prepare(work.desired, observed, prune=prune(), now=now)
         if work.filtered.changes:
-            t = time.perf_counter()
-            work.result = driver.apply(work.filtered.changes)
-            work.timed("apply", t)
-        t = time.perf_counter()
-        work.known, work.relinked, work.took = steps.record(
-            work.desired,
-            observed,
-            work.result,
-            now=now,
-            full=full,
-            started=started,
-            skipped=work.filtered.skipped,
-            deferred=work.deferred,
-        )
-        work.timed("record", t)
+            with work.phase("apply"):
+                work.result = driver.apply(work.filtered.changes)
+        with work.phase("record"):
+            work.known, work.relinked, work.took = steps.record(
+                work.desired,
+                observed,
+                work.result,
+                now=now,
+                full=full,
+                started=started,
+                skipped=work.filtered.skipped,
+                deferred=work.deferred,
+            )
     except Exception as exc:  # a driver that raises (socket closed, namespace gone) is retried with backoff
         work.driver_error = exc
     return work
