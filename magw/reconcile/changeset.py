@@ -10,6 +10,7 @@ import attrs
 from magw.desired.nft.values import NftTable
 from magw.desired.state import NetObject
 from magw.reconcile.nftdelta import NftElementDelta
+from magw.reconcile.nftupdate import TableUpdate
 
 Verb = Literal["create", "replace", "delete"]
 
@@ -57,17 +58,24 @@ class NftChange:
     ``elements`` set: the kernel's table differs from ``table`` only in these set/map elements, and the
     transaction carries only them (never a table, chain or rule command); ``table`` is still the table
     after the change, so the known state and the retry book need not know how it was done.
+
+    ``update`` set (and ``elements`` None): the table exists and changes in place, chains and sets kept where they
+    stay the same (``magw.reconcile.nftupdate``); without it, the whole table is replaced.
     """
 
     family: str
     name: str
     table: NftTable | None
     elements: NftElementDelta | None = None
+    update: TableUpdate | None = None
 
     def describe(self) -> str:
-        """``replace nft table ip magw``, or ``nft ip magw: +3 -1 elements (gn_egress +2 -1, gn_in +1)``."""
+        """``replace nft table ip magw``, ``update nft table ip magw in place: flush 1 chain, 3 rules``, or
+        ``nft ip magw: +3 -1 elements (gn_egress +2 -1, gn_in +1)``."""
         if self.table is None:
             return f"delete nft table {self.family} {self.name}"
+        if self.update is not None and self.elements is None:
+            return f"update nft table {self.family} {self.name} in place: {self.update.describe()}"
         if self.elements is None:
             return f"replace nft table {self.family} {self.name}"
         return f"nft {self.family} {self.name}: {self.elements.describe()}"

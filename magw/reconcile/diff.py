@@ -68,8 +68,10 @@ cannot hold nexthops through it anyway, so nothing is re-emitted for that.
 nftables: when desired and observed differ only in set/map elements (same key,
 sets, maps, chains and rules), the difference is one ``NftChange`` carrying an
 element delta (``magw.reconcile.nftdelta``): the driver sends only the changed
-elements. Any other difference is one ``NftChange`` replacing the whole table in
-one transaction; a table no longer desired is one ``NftChange(table=None)``.
+elements. Any other difference in a table that exists is one ``NftChange`` carrying
+an in-place update (``magw.reconcile.nftupdate``: unchanged chains and sets kept,
+in one transaction), or replacing the whole table in one transaction when no update
+will do; a table no longer desired is one ``NftChange(table=None)``.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ from magw.desired.nft.values import NftTable
 from magw.desired.state import KINDS, DesiredState, Link, NetObject, NexthopGroup, int_key
 from magw.reconcile.changeset import ChangeSet, NftChange, Op
 from magw.reconcile.nftdelta import element_delta
+from magw.reconcile.nftupdate import table_update
 
 # Link fields that change only by deleting and recreating the link.
 LINK_FIXED_FIELDS: tuple[str, ...] = ("vni", "port", "local", "learning")
@@ -129,14 +132,17 @@ def diff_nft(desired: DesiredState, observed: DesiredState) -> tuple[NftChange, 
 
 
 def nft_changes(desired: NftTable | None, observed: NftTable | None) -> tuple[NftChange, ...]:
-    """One change per table that differs: the changed elements only when nothing else differs, else the whole
-    table; the new table comes before the old one's removal."""
+    """One change per table that differs: the changed elements only when nothing else differs, else the table
+    changed in place, else the whole table; the new table comes before the old one's removal."""
     if desired is observed or desired == observed:
         return ()
     if desired is not None and observed is not None:
         delta = element_delta(desired, observed)
         if delta is not None:
             return (NftChange(family=desired.family, name=desired.name, table=desired, elements=delta),)
+        update = table_update(desired, observed)
+        if update is not None:
+            return (NftChange(family=desired.family, name=desired.name, table=desired, update=update),)
     changes: list[NftChange] = []
     if desired is not None:
         changes.append(NftChange(family=desired.family, name=desired.name, table=desired))

@@ -105,14 +105,14 @@ def element_delta(desired: NftTable, observed: NftTable) -> NftElementDelta | No
         if want.elements != have.elements:
             if CONSTANT in want.flags:
                 return None
-            add, delete = _sorted_differences(want.elements, have.elements)
+            add, delete = sorted_differences(want.elements, have.elements)
             sets.append(SetDelta(name=want.name, type=want.type, interval=_interval(want), add=add, delete=delete))
     maps: list[MapDelta] = []
     for wmap, hmap in zip(desired.maps, observed.maps, strict=True):
         if wmap.elements != hmap.elements:
             if CONSTANT in wmap.flags:
                 return None
-            padd, pdelete = _sorted_differences(wmap.elements, hmap.elements)
+            padd, pdelete = sorted_differences(wmap.elements, hmap.elements)
             maps.append(
                 MapDelta(
                     name=wmap.name, type=wmap.type, map=wmap.map, interval=_interval(wmap), add=padd, delete=pdelete
@@ -137,7 +137,7 @@ def _interval(s: NftSet | NftMap) -> bool:
 _BLOCK = 512
 
 
-def _sorted_differences(want: tuple[T, ...], have: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T, ...]]:
+def sorted_differences(want: tuple[T, ...], have: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T, ...]]:
     """(in ``want`` only, in ``have`` only), each sorted, for two sorted tuples without repeats.
 
     Shaped for speed: one set difference over 100k elements took 40-100 ms here (a cache miss per

@@ -42,7 +42,7 @@ def _ref(table: NftTable) -> dict[str, str]:
     return {"family": table.family, "table": table.name}
 
 
-def _chain_json(table: NftTable, c: NftChain) -> dict[str, Any]:
+def chain_json(table: NftTable, c: NftChain) -> dict[str, Any]:
     body: dict[str, Any] = {**_ref(table), "name": c.name}
     if c.hook is not None:
         body.update(type=c.type, hook=c.hook, prio=c.priority)
@@ -61,7 +61,7 @@ def _set_json(table: NftTable, s: NftSet, *, with_elements: bool = True) -> dict
     return {"add": {"set": body}}
 
 
-def _set_text(table: NftTable, s: NftSet, *, checked: bool) -> str:
+def set_text(table: NftTable, s: NftSet, *, checked: bool) -> str:
     """``json.dumps(_set_json(table, s))`` with the elements written as text directly (no dict per element)."""
     body = json.dumps(_set_json(table, s, with_elements=False)["add"]["set"])
     if s.elements:
@@ -70,7 +70,7 @@ def _set_text(table: NftTable, s: NftSet, *, checked: bool) -> str:
     return f'{{"add": {{"set": {body}}}}}'
 
 
-def _map_text(table: NftTable, m: NftMap, *, checked: bool) -> str:
+def map_text(table: NftTable, m: NftMap, *, checked: bool) -> str:
     """``json.dumps(_map_json(table, m))``; a checked ``ipv4_addr : ipv4_addr`` map's elements written as text.
 
     Shaped for speed (docs/performance.md): a Globalnet gateway's maps hold an element per pod, and converting 100k
@@ -102,7 +102,7 @@ def _map_json(table: NftTable, m: NftMap) -> dict[str, Any]:
     return {"add": {"map": body}}
 
 
-def _rule_json(table: NftTable, r: NftRule) -> dict[str, Any]:
+def rule_json(table: NftTable, r: NftRule) -> dict[str, Any]:
     body: dict[str, Any] = {**_ref(table), "chain": r.chain, "expr": json.loads(r.expr)}
     if r.comment is not None:
         body["comment"] = r.comment
@@ -120,10 +120,10 @@ def replace_commands(table: NftTable) -> list[dict[str, Any]]:
     return [
         *delete_commands(table.family, table.name),
         {"add": {"table": {"family": table.family, "name": table.name}}},
-        *(_chain_json(table, c) for c in table.chains),
+        *(chain_json(table, c) for c in table.chains),
         *(_set_json(table, s) for s in table.sets),
         *(_map_json(table, m) for m in table.maps),
-        *(_rule_json(table, r) for r in table.rules),
+        *(rule_json(table, r) for r in table.rules),
     ]
 
 
@@ -141,10 +141,10 @@ def replace_document_text(table: NftTable, *, checked: bool = False) -> str:
         *delete_commands(table.family, table.name),
         {"add": {"table": {"family": table.family, "name": table.name}}},
     ]
-    parts = [json.dumps(c) for c in [*head, *(_chain_json(table, c) for c in table.chains)]]
-    parts += [_set_text(table, s, checked=checked) for s in table.sets]
-    parts += [_map_text(table, m, checked=checked) for m in table.maps]
-    parts += [json.dumps(_rule_json(table, r)) for r in table.rules]
+    parts = [json.dumps(c) for c in [*head, *(chain_json(table, c) for c in table.chains)]]
+    parts += [set_text(table, s, checked=checked) for s in table.sets]
+    parts += [map_text(table, m, checked=checked) for m in table.maps]
+    parts += [json.dumps(rule_json(table, r)) for r in table.rules]
     return '{"nftables": [' + ", ".join(parts) + "]}"
 
 

@@ -29,7 +29,7 @@ import structlog
 
 from magw.desired.nft.values import NftTable
 from magw.drivers.heap import give_back_heap
-from magw.drivers.nft import codec, elemcmds, nfelems, preflight, textcmds
+from magw.drivers.nft import codec, elemcmds, nfelems, preflight, textcmds, updatecmds
 from magw.drivers.nft.libnft import Nft, NftError
 from magw.drivers.nft.nfnl import NfnlSocket
 from magw.drivers.nft.preflight import NODE_TABLES, TableKey, change_refusal
@@ -94,6 +94,7 @@ class NftDriver:
             raise ValueError("tables: give at least one (family, name) we own")
         self._nft = nft if nft is not None else Nft(netns)
         self._nfnl = element_socket if element_socket is not None or not raw_elements else NfnlSocket(netns)
+        self._update_refused = False  # the last transaction's in-place update was refused, and the table replaced
 
     def close(self) -> None:
         self._nft.close()
@@ -149,6 +150,7 @@ class NftDriver:
         return tuple(t for t in found if t is not None)
 
     def _transaction(self, change: NftChange) -> str | None:
+        self._update_refused = False
         reason = change_refusal(change, self.tables)
         if reason is None and change.elements is not None:
             errors = elemcmds.delta_errors(change.elements)  # the changed elements only: the rest is in the kernel
@@ -164,6 +166,15 @@ class NftDriver:
             reason = "; ".join(errors) if errors else None
         if reason is not None:
             return reason
+        if change.update is not None and change.table is not None and change.elements is None:
+            error = self._run(updatecmds.update_document_text(change.table, change.update, checked=True))
+            if error is None:
+                return None
+            # the kernel's table is not the one the update was computed from (changed under us, or gone): the
+            # batch changed nothing, and the whole replace below makes the table right whatever it holds
+            log.warning("nft.update_refused", netns=self.netns, family=change.family, table=change.name,
+                        update=change.update.describe(), error=error)  # fmt: skip
+            self._update_refused = True
         text = textcmds.replace_text(change.table) if change.table is not None and change.elements is None else None
         if text is not None:
             error = self._run(text)
@@ -202,6 +213,14 @@ class NftDriver:
             return exc.message
         return None
 
+    def _how(self, change: NftChange) -> str:
+        """How the last transaction changed the table: delete, elements, update (in place) or replace."""
+        if change.table is None:
+            return "delete"
+        if change.elements is not None:
+            return "elements"
+        return "update" if change.update is not None and not self._update_refused else "replace"
+
     def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
         """Carry out each change as one transaction; a failed one leaves its table as it was."""
         applied: list[NftChange] = []
@@ -218,6 +237,7 @@ class NftDriver:
                     family=change.family,
                     table=change.name,
                     delete=change.table is None,
+                    how=self._how(change),
                     rules=0 if change.table is None or change.elements is not None else len(change.table.rules),
                     elements=None if change.elements is None else change.elements.describe(),
                     took_ms=took_ms,

@@ -79,11 +79,22 @@ def element_document_text(family: str, table: str, delta: NftElementDelta) -> st
 
     What the driver sends; the elements must have passed ``delta_errors`` (so they are canonical).
     """
+    parts = [*delete_command_texts(family, table, delta), *add_command_texts(family, table, delta)]
+    return '{"nftables": [' + ", ".join(parts) + "]}"
+
+
+def delete_command_texts(family: str, table: str, delta: NftElementDelta) -> list[str]:
+    """The ``delete element`` commands of ``delta`` as JSON texts (checked elements, as above)."""
     parts = [_command_text("delete", family, table, d.name, _set_text(d, d.delete)) for d in delta.sets if d.delete]
     parts += [_command_text("delete", family, table, d.name, json.dumps(_map_keys(d))) for d in delta.maps if d.delete]
-    parts += [_command_text("add", family, table, d.name, _set_text(d, d.add)) for d in delta.sets if d.add]
+    return parts
+
+
+def add_command_texts(family: str, table: str, delta: NftElementDelta) -> list[str]:
+    """The ``add element`` commands of ``delta`` as JSON texts (checked elements, as above)."""
+    parts = [_command_text("add", family, table, d.name, _set_text(d, d.add)) for d in delta.sets if d.add]
     parts += [_command_text("add", family, table, d.name, json.dumps(_map_pairs(d))) for d in delta.maps if d.add]
-    return '{"nftables": [' + ", ".join(parts) + "]}"
+    return parts
 
 
 def _set_text(d: SetDelta, items: tuple[str, ...]) -> str:

@@ -241,12 +241,21 @@ def test_nft_equal_tables_give_nothing() -> None:
     assert diff(DesiredState(nft=TABLE), DesiredState(nft=TABLE)).nft == ()
 
 
-def test_nft_new_or_different_table_is_one_whole_table_replace() -> None:
-    """A missing or different table: one NftChange carrying the whole desired table."""
-    other = attrs.evolve(TABLE, chains=[NftChain(name="input")])
+def test_nft_new_table_is_one_whole_table_replace() -> None:
+    """A missing table: one NftChange carrying the whole desired table."""
     expected = (NftChange(family="ip", name="magw", table=TABLE),)
     assert diff(DesiredState(nft=TABLE), DesiredState()).nft == expected
-    assert diff(DesiredState(nft=TABLE), DesiredState(nft=other)).nft == expected
+
+
+def test_nft_different_table_is_one_change_in_place() -> None:
+    """A table that exists and differs in more than elements: one NftChange carrying the whole desired table and
+    the in-place update from the observed one (tests/unit/reconcile/test_nft_update.py has the update's cases)."""
+    other = attrs.evolve(TABLE, chains=[NftChain(name="input")])
+    (change,) = diff(DesiredState(nft=TABLE), DesiredState(nft=other)).nft
+    assert (change.family, change.name, change.table, change.elements) == ("ip", "magw", TABLE, None)
+    assert change.update is not None
+    assert (change.update.delete_chains, change.update.add_chains) == (("input",), (NftChain(name="forward"),))
+    assert change.describe() == "update nft table ip magw in place: -1 chain, +1 chain"
 
 
 def test_nft_table_no_longer_desired_is_deleted() -> None:

@@ -156,7 +156,7 @@ def test_after_apply_keeps_the_main_table_when_its_replace_failed() -> None:
     observed = small_state(nft=NftTable(family="ip", name="magw"))
     chain = NftChain(name="input", type="filter", hook="input", priority=0, policy="accept")
     desired = small_state(nft=NftTable(family="ip", name="magw", chains=[chain]))
-    failed = NftChange(family="ip", name="magw", table=desired.nft)
+    (failed,) = diff(desired, observed).nft
     known = after_apply(observed, desired, (), [failed])
     assert known.nft is observed.nft
     assert diff(desired, known).nft == (failed,)

@@ -17,8 +17,8 @@ from magw.reconcile.nftdelta import (
     MapDelta,
     NftElementDelta,
     SetDelta,
-    _sorted_differences,
     element_delta,
+    sorted_differences,
     with_delta,
 )
 
@@ -105,15 +105,21 @@ def test_equal_tables_give_no_change() -> None:
     assert nft_changes(None, None) == ()
 
 
-def test_rule_change_replaces_the_whole_table() -> None:
+def _in_place(change: NftChange, desired: NftTable) -> bool:
+    """The whole table, no delta: the change is made in place (``magw.reconcile.nftupdate``)."""
+    return (change.table, change.elements) == (desired, None) and change.update is not None
+
+
+def test_rule_change_is_no_delta() -> None:
     """A rule differs (elements too): the whole table, no delta."""
     desired = attrs.evolve(_sets(TABLE, gn_in=("10.0.0.9",)), rules=(RULE, RULE))
-    assert nft_changes(desired, TABLE) == (NftChange(family="ip", name="magw", table=desired),)
+    (change,) = nft_changes(desired, TABLE)
+    assert _in_place(change, desired)
 
 
-def test_chain_set_type_flag_or_map_type_change_replaces_the_whole_table() -> None:
-    """Anything but elements differing means a replace: chains, a set's type or flags, a map's value type,
-    a set more or less."""
+def test_chain_set_type_flag_or_map_type_change_is_no_delta() -> None:
+    """Anything but elements differing is not an element delta: chains, a set's type or flags, a map's value
+    type, a set more or less."""
     variants = [
         attrs.evolve(TABLE, chains=(FWD, NftChain(name="sub"))),
         attrs.evolve(TABLE, sets=(attrs.evolve(IN, flags=("interval",)), CIDRS)),
@@ -123,14 +129,17 @@ def test_chain_set_type_flag_or_map_type_change_replaces_the_whole_table() -> No
         attrs.evolve(TABLE, maps=()),
     ]
     for desired in variants:
-        assert nft_changes(desired, TABLE) == (NftChange(family="ip", name="magw", table=desired),), desired
+        (change,) = nft_changes(desired, TABLE)
+        assert _in_place(change, desired), desired
 
 
-def test_constant_set_elements_replace_the_whole_table() -> None:
-    """A constant set is sized at creation (the kernel refuses growing it): its changes replace the table."""
+def test_constant_set_elements_are_no_delta() -> None:
+    """A constant set is sized at creation (the kernel refuses growing it): its changes recreate the set."""
     observed = attrs.evolve(TABLE, sets=(attrs.evolve(IN, flags=("constant",)), CIDRS))
     desired = _sets(observed, gn_in=("10.0.0.1", "10.0.0.2", "10.0.0.3"))
-    assert nft_changes(desired, observed) == (NftChange(family="ip", name="magw", table=desired),)
+    (change,) = nft_changes(desired, observed)
+    assert _in_place(change, desired)
+    assert change.update is not None and change.update.delete_sets == ("gn_in",)
     assert nft_changes(_sets(observed, cidrs=()), observed)[0].elements is not None  # other sets: still a delta
 
 
@@ -234,4 +243,4 @@ def test_blockwise_differences_equal_plain_set_differences() -> None:
                 if rng.random() < p_have:
                     have.append(addr)
         w, h = tuple(sorted(want)), tuple(sorted(have))
-        assert _sorted_differences(w, h) == _naive(w, h)
+        assert sorted_differences(w, h) == _naive(w, h)
