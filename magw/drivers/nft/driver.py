@@ -8,8 +8,10 @@
   when the table can be written in it (``textcmds``: faster, and about 55 MB less
   at 100k set elements), else, or when libnftables refuses the text before it
   reaches the kernel, as the JSON document (a kernel refusal of the text is the
-  result: JSON would make the same batch). ``table=None`` deletes the table, and deleting a missing table
-  succeeds. A change with ``elements`` sends only element deletes and adds, an
+  result: JSON would make the same batch). A change with ``update`` changes the table in place
+  (``updatecmds``: kept chains and sets untouched, so no packet passes between two rule sets), and falls back to
+  the whole replace when the kernel refuses it (the table was not the one observed). ``table=None`` deletes the
+  table, and deleting a missing table succeeds. A change with ``elements`` sends only element deletes and adds, an
   empty one nothing: as nfnetlink messages of our own (``nfelems``, ``nfnl``)
   when it can be written so, which spares libnftables' cache of every interval
   set's elements (2 s at 100k prefixes), else as ``delete element``/``add
