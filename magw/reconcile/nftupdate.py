@@ -26,7 +26,7 @@ with it. A chain that is deleted or redefined while a rule or a verdict map jump
 return None: the caller replaces the whole table (our planners write no jumps).
 
 Pure: the diff computes the update from the observed and the desired table; the nft driver sends it as one
-transaction (``magw.drivers.nft.codec.update_document_text``) and falls back to the whole replace if the kernel
+transaction (``magw.drivers.nft.updatecmds``) and falls back to the whole replace if the kernel
 refuses it (the observed table was stale).
 """
 
@@ -40,7 +40,7 @@ from magw.reconcile.nftdelta import CONSTANT, MapDelta, NftElementDelta, SetDelt
 
 @attrs.frozen(kw_only=True)
 class TableUpdate:
-    """The commands of one in-place change, in the order they are sent (see ``order``)."""
+    """What one in-place change flushes, deletes and adds (``magw.drivers.nft.updatecmds`` sends it in this order)."""
 
     flush: tuple[str, ...] = ()  # kept chains whose rules change: flushed, their rules added again
     delete_chains: tuple[str, ...] = ()

@@ -121,10 +121,10 @@ def test_a_constant_set_whose_elements_change_is_added_again() -> None:
     const = attrs.evolve(PEERS, flags=("constant",))
     old = attrs.evolve(OLD, sets=(REMOTE, const))
     grown = attrs.evolve(const, elements=(*const.elements, "172.18.0.13"))
-    update = table_update(attrs.evolve(old, sets=(REMOTE, grown), rules=(REWRITE, INPUT_GUARD)), old)
+    update = table_update(attrs.evolve(old, sets=(REMOTE, grown)), old)
     assert update is not None
-    assert (update.delete_sets, update.add_sets, update.elements) == (("vxlan_peers",), (grown,), update.elements)
-    assert not update.elements
+    assert (update.delete_sets, update.add_sets, update.flush) == (("vxlan_peers",), (grown,), ("forward",))
+    assert not update.elements  # no element command for a set that is added again
 
 
 def test_no_update_for_another_table_or_a_chain_something_jumps_to() -> None:
