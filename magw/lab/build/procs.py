@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -238,6 +239,31 @@ def stop(records: Iterable[ProcRecord], *, grace: float = STOP_GRACE) -> dict[in
     result = stop_pids(((r.pid, r.start_ticks) for r in records if r.kind not in STOP_LAST), grace=grace)
     result.update(stop_pids(((r.pid, r.start_ticks) for r in records if r.kind in STOP_LAST), grace=grace))
     return result
+
+
+def listens(path: Path) -> bool:
+    """Whether a server accepts connections on the unix stream socket ``path``. The socket file appears at the
+    server's bind(), before its listen(): a client that connects in between is refused ("Connection refused", and
+    ``ovs-vsctl`` exits on it), so a file that exists is not yet a server that answers."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for_socket(path: Path, rec: ProcRecord, *, timeout: float, poll: float = 0.05) -> None:
+    """Until ``rec``'s server listens on the unix socket ``path`` (``listens``), bounded by ``timeout``; LabError,
+    one line, when ``rec`` exits first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and listens(path)):
+        if not alive(rec):
+            raise LabError(f"{rec.kind} of {rec.owner} exited (see {rec.log})")
+        if time.monotonic() >= deadline:
+            raise LabError(f"{rec.kind} of {rec.owner}: nothing listens on {path} after {timeout:g} s")
+        time.sleep(poll)
 
 
 def wait_for_path(path: Path, rec: ProcRecord, *, timeout: float, poll: float = 0.05) -> None:

@@ -135,7 +135,7 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
             waits.append((d.socket(db), rec))
     deadline = time.monotonic() + START_TIMEOUT
     for path, rec in waits:
-        procs.wait_for_path(path, rec, timeout=max(deadline - time.monotonic(), 0.0))
+        procs.wait_for_socket(path, rec, timeout=max(deadline - time.monotonic(), 0.0))
     for c in lab.clusters:
         st, _ = _start(st, c, "ovn-northd", northd_argv(ovn_dir(st, c.id).dir))
     step(f"ovn: NB, SB and ovn-northd for {len(lab.clusters)} clusters in {st.dir / 'ovn'}")

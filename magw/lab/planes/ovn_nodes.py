@@ -185,7 +185,7 @@ def start_node_ovs(st: LabState, node: NodeLayout) -> list[procs.ProcRecord]:
     ])  # fmt: skip
     records = [db]
     try:
-        procs.wait_for_path(d / "db.sock", db, timeout=START_TIMEOUT)
+        procs.wait_for_socket(d / "db.sock", db, timeout=START_TIMEOUT)
         vsctl(st, node, "--no-wait", "init")
         vswitchd = _start(st, node, "ovs-vswitchd", [
             "ovs-vswitchd", ovs_db(st, node), "--no-chdir", f"--pidfile={d}/vswitchd.pid",
