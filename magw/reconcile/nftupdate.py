@@ -32,8 +32,11 @@ refuses it (the observed table was stale).
 
 from __future__ import annotations
 
+import json
+
 import attrs
 
+from magw.desired.nft.refs import chain_targets, set_refs
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.reconcile.nftdelta import CONSTANT, MapDelta, NftElementDelta, SetDelta, sorted_differences
 
@@ -90,12 +93,12 @@ def table_update(desired: NftTable, observed: NftTable) -> TableUpdate | None:
     gone_maps = sorted(n for n, m in have_maps.items() if n not in want_maps or not _same_map(want_maps[n], m))
 
     want_rules, have_rules = _rules_by_chain(desired), _rules_by_chain(observed)
-    refs = {f'"@{n}"' for n in (*gone_sets, *gone_maps)}
+    gone = {*gone_sets, *gone_maps}
     flush = sorted(
         name
         for name in have_chains.keys() & want_chains.keys()
         if name not in gone_chains
-        and (want_rules.get(name, ()) != have_rules.get(name, ()) or _names_any(have_rules.get(name, ()), refs))
+        and (want_rules.get(name, ()) != have_rules.get(name, ()) or _names_any(have_rules.get(name, ()), gone))
     )
     redo = set(flush) | {n for n in want_chains if n not in have_chains or n in gone_chains}
     return TableUpdate(
@@ -118,15 +121,15 @@ def _rules_by_chain(table: NftTable) -> dict[str, tuple[NftRule, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _names_any(rules: tuple[NftRule, ...], refs: set[str]) -> bool:
-    return bool(refs) and any(ref in r.expr for r in rules for ref in refs)
+def _names_any(rules: tuple[NftRule, ...], names: set[str]) -> bool:
+    """Whether one of ``rules`` uses a set or map of ``names``."""
+    return bool(names) and any(set_refs(json.loads(r.expr)) & names for r in rules)
 
 
 def _jumped_to(table: NftTable, chains: set[str]) -> bool:
     """Whether a rule's jump or goto, or a verdict map's value, names one of ``chains``."""
-    for r in table.rules:
-        if any(f'"target": "{c}"' in r.expr for c in chains):
-            return True
+    if any(chain_targets(json.loads(r.expr)) & chains for r in table.rules):
+        return True
     verdicts = {v.split()[1] for m in table.maps for _k, v in m.elements if v.split()[0] in ("jump", "goto")}
     return bool(verdicts & chains)
 

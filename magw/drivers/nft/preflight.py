@@ -25,9 +25,9 @@ from typing import Any
 
 from magw.desired.egressgw.plan import TABLE_NAME as EGRESSGW_TABLE
 from magw.desired.nft.plan import TABLE_FAMILY, TABLE_NAME
+from magw.desired.nft.refs import lookups
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import elements
-from magw.drivers.nft.refs import lookups
 from magw.reconcile.changeset import NftChange
 
 TableKey = tuple[str, str]

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from magw.desired.nft.refs import chain_targets
 from magw.desired.nft.values import NftTable
 from magw.drivers.nft.preflight import parse_expr
-from magw.drivers.nft.refs import chain_targets
 
 STATEMENTS = frozenset(
     {

@@ -25,10 +25,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
+from magw.desired.nft.refs import chain_targets, nat_statements, set_refs
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
 from magw.drivers.nft import elements
 from magw.drivers.nft.preflight import parse_expr
-from magw.drivers.nft.refs import chain_targets, nat_statements, set_refs
 
 HOOKS = ("prerouting", "input", "forward", "output", "postrouting")
 TYPE_HOOKS = {
