@@ -105,20 +105,26 @@ def element_delta(desired: NftTable, observed: NftTable) -> NftElementDelta | No
         if want.elements != have.elements:
             if CONSTANT in want.flags:
                 return None
-            add, delete = sorted_differences(want.elements, have.elements)
-            sets.append(SetDelta(name=want.name, type=want.type, interval=_interval(want), add=add, delete=delete))
+            sets.append(set_delta(want, have))
     maps: list[MapDelta] = []
     for wmap, hmap in zip(desired.maps, observed.maps, strict=True):
         if wmap.elements != hmap.elements:
             if CONSTANT in wmap.flags:
                 return None
-            padd, pdelete = sorted_differences(wmap.elements, hmap.elements)
-            maps.append(
-                MapDelta(
-                    name=wmap.name, type=wmap.type, map=wmap.map, interval=_interval(wmap), add=padd, delete=pdelete
-                )
-            )
+            maps.append(map_delta(wmap, hmap))
     return NftElementDelta(sets=tuple(sets), maps=tuple(maps))
+
+
+def set_delta(want: NftSet, have: NftSet) -> SetDelta:
+    """The elements that turn set ``have`` into ``want`` (same name, type and flags)."""
+    add, delete = sorted_differences(want.elements, have.elements)
+    return SetDelta(name=want.name, type=want.type, interval=_interval(want), add=add, delete=delete)
+
+
+def map_delta(want: NftMap, have: NftMap) -> MapDelta:
+    """The pairs that turn map ``have`` into ``want`` (same name, types and flags)."""
+    add, delete = sorted_differences(want.elements, have.elements)
+    return MapDelta(name=want.name, type=want.type, map=want.map, interval=_interval(want), add=add, delete=delete)
 
 
 def _set_shape(s: NftSet) -> tuple[str, str, tuple[str, ...]]:

@@ -38,7 +38,7 @@ import attrs
 
 from magw.desired.nft.refs import chain_targets, set_refs
 from magw.desired.nft.values import NftChain, NftMap, NftRule, NftSet, NftTable
-from magw.reconcile.nftdelta import CONSTANT, MapDelta, NftElementDelta, SetDelta, sorted_differences
+from magw.reconcile.nftdelta import CONSTANT, NftElementDelta, map_delta, set_delta
 
 
 @attrs.frozen(kw_only=True)
@@ -153,16 +153,10 @@ def _kept_elements(desired: NftTable, have_sets: dict[str, NftSet], have_maps: d
     for s in desired.sets:
         have = have_sets.get(s.name)
         if have is not None and _same_set(s, have) and s.elements != have.elements:
-            add, delete = sorted_differences(s.elements, have.elements)
-            sets.append(SetDelta(name=s.name, type=s.type, interval="interval" in s.flags, add=add, delete=delete))
+            sets.append(set_delta(s, have))
     maps = []
     for m in desired.maps:
         hmap = have_maps.get(m.name)
         if hmap is not None and _same_map(m, hmap) and m.elements != hmap.elements:
-            padd, pdelete = sorted_differences(m.elements, hmap.elements)
-            maps.append(
-                MapDelta(
-                    name=m.name, type=m.type, map=m.map, interval="interval" in m.flags, add=padd, delete=pdelete
-                )
-            )
+            maps.append(map_delta(m, hmap))
     return NftElementDelta(sets=tuple(sets), maps=tuple(maps))
