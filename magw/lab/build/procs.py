@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -257,22 +257,20 @@ def listens(path: Path) -> bool:
 def wait_for_socket(path: Path, rec: ProcRecord, *, timeout: float, poll: float = 0.05) -> None:
     """Until ``rec``'s server listens on the unix socket ``path`` (``listens``), bounded by ``timeout``; LabError,
     one line, when ``rec`` exits first or the time runs out."""
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and listens(path)):
-        if not alive(rec):
-            raise LabError(f"{rec.kind} of {rec.owner} exited (see {rec.log})")
-        if time.monotonic() >= deadline:
-            raise LabError(f"{rec.kind} of {rec.owner}: nothing listens on {path} after {timeout:g} s")
-        time.sleep(poll)
+    _wait(lambda: listens(path), f"nothing listens on {path}", rec, timeout=timeout, poll=poll)
 
 
 def wait_for_path(path: Path, rec: ProcRecord, *, timeout: float, poll: float = 0.05) -> None:
     """Until ``path`` exists (a server's socket or pid file), bounded by ``timeout``; LabError, one line, when
     ``rec`` exits first or the time runs out."""
+    _wait(path.exists, f"no {path}", rec, timeout=timeout, poll=poll)
+
+
+def _wait(ready: Callable[[], bool], missing: str, rec: ProcRecord, *, timeout: float, poll: float) -> None:
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not ready():
         if not alive(rec):
             raise LabError(f"{rec.kind} of {rec.owner} exited (see {rec.log})")
         if time.monotonic() >= deadline:
-            raise LabError(f"{rec.kind} of {rec.owner}: no {path} after {timeout:g} s")
+            raise LabError(f"{rec.kind} of {rec.owner}: {missing} after {timeout:g} s")
         time.sleep(poll)
