@@ -96,7 +96,6 @@ class NftDriver:
             raise ValueError("tables: give at least one (family, name) we own")
         self._nft = nft if nft is not None else Nft(netns)
         self._nfnl = element_socket if element_socket is not None or not raw_elements else NfnlSocket(netns)
-        self._update_refused = False  # the last transaction's in-place update was refused, and the table replaced
 
     def close(self) -> None:
         self._nft.close()
@@ -151,42 +150,43 @@ class NftDriver:
         found = (self.observe_table(family, name) for family, name in self.tables)
         return tuple(t for t in found if t is not None)
 
-    def _transaction(self, change: NftChange) -> str | None:
-        self._update_refused = False
+    def _transaction(self, change: NftChange) -> tuple[str | None, str]:
+        """Run ``change``: its error (None when applied), and how it went: delete, elements, update (in place) or
+        replace (also an update the kernel refused, then replaced whole)."""
+        how = "delete" if change.table is None else "elements" if change.elements is not None else "replace"
         reason = change_refusal(change, self.tables)
         if reason is None and change.elements is not None:
             errors = elemcmds.delta_errors(change.elements)  # the changed elements only: the rest is in the kernel
             reason = "; ".join(errors) if errors else None
             if reason is None and not change.elements:
-                return None  # nothing to send (nft refuses an empty element list)
+                return None, how  # nothing to send (nft refuses an empty element list)
             if reason is None and change.table is not None:
                 sent = self._send_elements(change.table, change.elements)
                 if sent is not False:
-                    return sent
+                    return sent, how
         elif reason is None and change.table is not None:
             errors = preflight.table_errors(change.table)
             reason = "; ".join(errors) if errors else None
         if reason is not None:
-            return reason
+            return reason, how
         if change.update is not None and change.table is not None and change.elements is None:
             error = self._run(updatecmds.update_document_text(change.table, change.update, checked=True))
             if error is None:
-                return None
+                return None, "update"
             # the kernel's table is not the one the update was computed from (changed under us, or gone): the
             # batch changed nothing, and the whole replace below makes the table right whatever it holds
             log.warning("nft.update_refused", netns=self.netns, family=change.family, table=change.name,
                         update=change.update.describe(), error=error)  # fmt: skip
-            self._update_refused = True
         text = textcmds.replace_text(change.table) if change.table is not None and change.elements is None else None
         if text is not None:
             error = self._run(text)
             if error is None or KERNEL_REFUSED in error:
                 # Parsed and sent, and the kernel said no: the JSON document makes the same batch (the contract of
                 # tests/kernel/test_nft_textcmds.py), so it would be refused too; run the failing transaction once only.
-                return error
+                return error, how
             # nft syntax refused (e.g. a name that is an nft keyword): nothing reached the kernel, JSON says it all
             log.warning("nft.text_refused", netns=self.netns, family=change.family, table=change.name, error=error)
-        return self._run(transaction_text(change, checked=True))
+        return self._run(transaction_text(change, checked=True)), how
 
     def _send_elements(self, table: NftTable, delta: NftElementDelta) -> str | Literal[False] | None:
         """The element change as our own nfnetlink batch: its error, None when applied; False when it cannot be sent
@@ -215,21 +215,13 @@ class NftDriver:
             return exc.message
         return None
 
-    def _how(self, change: NftChange) -> str:
-        """How the last transaction changed the table: delete, elements, update (in place) or replace."""
-        if change.table is None:
-            return "delete"
-        if change.elements is not None:
-            return "elements"
-        return "update" if change.update is not None and not self._update_refused else "replace"
-
     def apply(self, changes: Sequence[NftChange]) -> ApplyResult:
         """Carry out each change as one transaction; a failed one leaves its table as it was."""
         applied: list[NftChange] = []
         failed: list[Failure] = []
         for change in changes:
             start = time.monotonic()
-            error = self._transaction(change)
+            error, how = self._transaction(change)
             took_ms = round((time.monotonic() - start) * 1000, 2)
             if error is None:
                 applied.append(change)
@@ -239,7 +231,7 @@ class NftDriver:
                     family=change.family,
                     table=change.name,
                     delete=change.table is None,
-                    how=self._how(change),
+                    how=how,
                     rules=0 if change.table is None or change.elements is not None else len(change.table.rules),
                     elements=None if change.elements is None else change.elements.describe(),
                     took_ms=took_ms,
