@@ -53,7 +53,7 @@ import attrs
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import soak_faults, soak_kernel, soak_view, soak_watch  # after sys.path
+from benchmarks import soak_drops, soak_faults, soak_kernel, soak_view, soak_watch  # after sys.path
 from benchmarks.soak_view import SnapshotOf  # after sys.path
 from magw.lab.build import kept, state  # after sys.path
 from magw.lab.build import lifecycle as build  # after sys.path
@@ -199,6 +199,8 @@ def heal_wait(fault: soak_faults.Fault, inject_took: float) -> float:
 def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, groups: list[soak_watch.Group],
            res: soak_watch.Resources, base_port: int = soak_watch.BASE_PORT) -> dict[str, Any]:  # fmt: skip
     duration = PRE + fault.lead + fault.hold + POST
+    drop_nodes = soak_drops.lab_nodes(lab, state.read(lab.name))
+    drops_before = soak_drops.read_all(drop_nodes)  # before the traffic: evidence for a row that goes wrong
     running = {g.name: soak_watch.start(g, duration, flows=FLOWS, rate=RATE, conns=CONNS, base_port=base_port)
                for g in groups}  # fmt: skip
     time.sleep(PRE)
@@ -224,17 +226,20 @@ def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, gr
     only_path = fault.outage and any(
         sum(n.gateway and n.cluster == c for n in lab.nodes) == 1 for c in fault.touches if c != "egress")
     bound = FAILOVER_BOUND + (fault.hold if only_path else 0.0)
+    drops_after = soak_drops.read_all(drop_nodes)
     rows = []
     for g in groups:
         # A Service may have sent a flow to a pod of the failed node: lost while the node is down.
         mine = FAILOVER_BOUND + fault.hold if fault.outage and fault.target in g.backends else bound
         figures, bad = judge(fault, g, docs[g.name], mine)
+        eg = lab.topology.egressgw
+        clusters = {eg.cluster if t == "egress" and eg is not None else t for t in g.touches}
+        spaces = {n.name: n.namespace for n in lab.nodes if n.cluster in clusters}
         dark = [f["sport"] for f in docs[g.name].get("udp", {}).get("flows", []) if f["lost_tail"]]
         if dark:  # the evidence, before the entries expire
-            eg = lab.topology.egressgw
-            clusters = {eg.cluster if t == "egress" and eg is not None else t for t in g.touches}
-            spaces = {n.name: n.namespace for n in lab.nodes if n.cluster in clusters}
             figures["dark_conntrack"] = soak_kernel.conntrack_evidence(spaces, dark)
+        if not figures.get("crossed") and figures.get("lost", 0):  # where did they die? (benchmarks/soak_drops.py)
+            figures["drops_moved"] = soak_drops.moved(drops_before, drops_after, spaces)
         rows.append(figures)
         problems += bad
     rounds: list[float] = []
@@ -275,6 +280,8 @@ def row_text(i: int, r: dict[str, Any]) -> str:
         verdict += f" [probes called {len(r['spurious_downs'])} live peer(s) down: {some}]"
     evidence = [f"\n      {g['group']}: a flow that did not come back: {e}" for g in r["groups"]
                 for e in g.get("dark_conntrack", [])]  # fmt: skip
+    evidence += [f"\n      {g['group']}: drop counters that moved in the window: {e}" for g in r["groups"]
+                 for e in g.get("drops_moved", [])]  # fmt: skip
     return (f"{i:>3} {r['kind']:<18} {r['target'][:34]:<34} {det:>8} {r['crossed_lost']:>6} "
             f"{r['crossed_window_ms']:>7.0f} {r['untouched_lost']:>5} {conv:>7}  {verdict}"
             + "".join(evidence))  # fmt: skip
