@@ -25,6 +25,7 @@ from pathlib import Path
 
 import structlog
 
+from magw.drivers.unixsock import listens
 from magw.drivers.wireguard.tool import WgError, WgTool
 
 log = structlog.get_logger(__name__)
@@ -138,7 +139,7 @@ class UserspaceDevice:
         self.pidfile.write_text(f"{child.pid}\n")
         deadline = time.monotonic() + START_WAIT
         sock = Path(f"/proc/{child.pid}/root/run/wireguard/{self.device}.sock")
-        while not (link_exists(self.device) and sock.exists()):
+        while not (link_exists(self.device) and listens(sock)):  # listening: ``wg`` gives up on a refused connect
             if child.poll() is not None:
                 raise WgError(f"wireguard-go for {self.device} exited with {child.returncode} (log: {self.logfile})")
             if time.monotonic() >= deadline:

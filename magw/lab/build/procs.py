@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 import attrs
 import structlog
 
+from magw.drivers.unixsock import listens
 from magw.lab.errors import LabError
 
 log = structlog.get_logger(__name__)
@@ -239,19 +239,6 @@ def stop(records: Iterable[ProcRecord], *, grace: float = STOP_GRACE) -> dict[in
     result = stop_pids(((r.pid, r.start_ticks) for r in records if r.kind not in STOP_LAST), grace=grace)
     result.update(stop_pids(((r.pid, r.start_ticks) for r in records if r.kind in STOP_LAST), grace=grace))
     return result
-
-
-def listens(path: Path) -> bool:
-    """Whether a server accepts connections on the unix stream socket ``path``. The socket file appears at the
-    server's bind(), before its listen(): a client that connects in between is refused ("Connection refused", and
-    ``ovs-vsctl`` exits on it), so a file that exists is not yet a server that answers."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def wait_for_socket(path: Path, rec: ProcRecord, *, timeout: float, poll: float = 0.05) -> None:

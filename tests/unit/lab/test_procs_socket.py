@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from magw.drivers.unixsock import listens
 from magw.lab.build import procs
 from magw.lab.errors import LabError
 
@@ -32,10 +33,10 @@ def test_a_bound_socket_that_does_not_listen_yet_is_not_a_server(tmp_path: Path)
     path = tmp_path / "db.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(path))
-        assert path.exists() and not procs.listens(path)
+        assert path.exists() and not listens(path)
         server.listen(1)
-        assert procs.listens(path)
-    assert not procs.listens(tmp_path / "missing.sock")
+        assert listens(path)
+    assert not listens(tmp_path / "missing.sock")
 
 
 def test_wait_for_socket_returns_once_the_server_listens(tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ def test_wait_for_socket_returns_once_the_server_listens(tmp_path: Path) -> None
             procs.wait_for_socket(path, _me(), timeout=10.0, poll=0.02)
         finally:
             timer.join()
-        assert procs.listens(path)
+        assert listens(path)
 
 
 def test_wait_for_socket_says_when_nothing_listens_or_the_server_exited(tmp_path: Path) -> None:
