@@ -53,7 +53,7 @@ import attrs
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import soak_drops, soak_faults, soak_kernel, soak_view, soak_watch  # after sys.path
+from benchmarks import soak_drops, soak_faults, soak_kernel, soak_report, soak_view, soak_watch  # after sys.path
 from benchmarks.soak_view import SnapshotOf  # after sys.path
 from magw.lab.build import kept, state  # after sys.path
 from magw.lab.build import lifecycle as build  # after sys.path
@@ -271,26 +271,6 @@ def window(lab: LabLayout, snapshot_of: SnapshotOf, fault: soak_faults.Fault, gr
     }  # fmt: skip
 
 
-def row_text(i: int, r: dict[str, Any]) -> str:
-    det = "-" if r["detection_s"] is None else f"{r['detection_s'] * 1000:.0f} ms"
-    conv = "NO" if r["converged_s"] is None else f"{r['converged_s']:.1f} s"
-    verdict = "ok" if not r["problems"] else "VIOLATED: " + "; ".join(r["problems"][:3])
-    if r.get("spurious_downs"):
-        some = ", ".join(r["spurious_downs"][:4])
-        verdict += f" [probes called {len(r['spurious_downs'])} live peer(s) down: {some}]"
-    evidence = [f"\n      {g['group']}: a flow that did not come back: {e}" for g in r["groups"]
-                for e in g.get("dark_conntrack", [])]  # fmt: skip
-    evidence += [f"\n      {g['group']}: drop counters that moved in the window: {e}" for g in r["groups"]
-                 for e in g.get("drops_moved", [])]  # fmt: skip
-    return (f"{i:>3} {r['kind']:<18} {r['target'][:34]:<34} {det:>8} {r['crossed_lost']:>6} "
-            f"{r['crossed_window_ms']:>7.0f} {r['untouched_lost']:>5} {conv:>7}  {verdict}"
-            + "".join(evidence))  # fmt: skip
-
-
-HEADER = ("  # kind               target                             detected   lost  window  other  conv.   verdict\n"
-          "                                                                   (crossed, ms)   lost")  # fmt: skip
-
-
 def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bool = False, cable: str = "",
          fresh_ports: bool = False, kinds: frozenset[str] = frozenset(),
          control_plane: str = "file", cni: str = "generic") -> dict[str, Any]:  # fmt: skip
@@ -337,7 +317,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
         res.sample(name)  # baselines
         report(f"lab {name} up in {up_s:.0f} s and converged; seed {seed}; groups: "
                + ", ".join(f"{g.name} -> {g.target}" for g in groups))  # fmt: skip
-        report(HEADER)
+        report(soak_report.HEADER)
         end = started + minutes * 60
         faults = soak_faults.schedule(lab, broker, rng, 10_000, kinds, control_plane, cni)
         for fault in faults:
@@ -348,7 +328,7 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
             base = soak_watch.BASE_PORT + (len(rows) % FRESH_CYCLE) * FLOWS if fresh_ports else soak_watch.BASE_PORT
             row = window(lab, snapshot_of, fault, groups, res, base)
             rows.append(row)
-            report(row_text(len(rows), row))
+            report(soak_report.row_text(len(rows), row))
         doc["faults"] = rows
         doc["resources"] = {k: {"rss_growth_mib": round(v[0], 1), "fd_growth": v[1]} for k, v in res.worst.items()}
         finished = True
@@ -363,29 +343,6 @@ def soak(minutes: float, seed: int, name: str, report: Any = print, existing: bo
                 report(f"the lab's logs and status files are kept in {gone.kept}")
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     return doc
-
-
-def summary(doc: dict[str, Any]) -> list[str]:
-    rows = doc["faults"]
-    bad = [r for r in rows if r["problems"]]
-    kinds = sorted({r["kind"] for r in rows})
-    conv = [r["converged_s"] for r in rows if r["converged_s"] is not None]
-    det = [r["detection_s"] for r in rows if r["detection_s"] is not None]
-    checks = [r["check_s"] for r in rows if r.get("check_s") is not None]
-    worst_rss = max((v["rss_growth_mib"] for v in doc["resources"].values()), default=0.0)
-    worst_fd = max((v["fd_growth"] for v in doc["resources"].values()), default=0)
-    return [
-        f"faults: {len(rows)} of {len(kinds)} kinds ({', '.join(kinds)}) in {doc['elapsed_s']:.0f} s,"
-        f" seed {doc['seed']}",
-        f"violated invariants: {sum(len(r['problems']) for r in rows)} in {len(bad)} windows",
-        f"datagrams lost by groups that did not cross a fault: {sum(r['untouched_lost'] for r in rows)}",
-        f"longest loss window of a crossed group: {max((r['crossed_window_ms'] for r in rows), default=0):.0f} ms",
-        f"convergence after the heal: max {max(conv, default=0):.1f} s (the passing check itself took "
-        f"{min(checks, default=0):.1f}-{max(checks, default=0):.1f} s); detection (power/WAN): "
-        f"max {max(det, default=0) * 1000:.0f} ms",
-        f"daemons' worst growth from their baseline: RSS +{worst_rss:.1f} MiB (bound {RSS_BOUND_MIB:g}), "
-        f"fds +{worst_fd} (bound {FD_BOUND})",
-    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -430,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = soak(args.minutes, seed, name, report=lambda s: print(s, flush=True), existing=args.existing,
                cable=args.cable, fresh_ports=args.fresh_ports, kinds=kinds,
                control_plane=args.control_plane, cni=args.cni)  # fmt: skip
-    lines = summary(doc)
+    lines = soak_report.summary(doc, RSS_BOUND_MIB, FD_BOUND)
     for line in lines:
         print(line)
     doc["summary"] = lines

@@ -26,7 +26,7 @@ import attrs
 import pytest
 import yaml
 
-from benchmarks import soak, soak_faults, soak_kernel, soak_view, soak_watch
+from benchmarks import soak, soak_faults, soak_kernel, soak_report, soak_view, soak_watch
 from magw.lab.planes.daemons import daemons_installed
 from magw.lab.planes.ovn_nodes import ovs_missing
 from magw.lab.planes.ovn_servers import ovn_missing
@@ -156,10 +156,25 @@ def test_a_row_shows_where_a_dark_flow_left_state() -> None:
            "crossed_lost": 620, "crossed_window_ms": 12399.0, "untouched_lost": 0, "problems": ["east>west: x"],
            "groups": [{"group": "east>west", "dark_conntrack": ["west-gw2: udp 17 115 src=100.0.0.10"]},
                       {"group": "ingress"}]}  # fmt: skip
-    lines = soak.row_text(1, row).splitlines()
+    lines = soak_report.row_text(1, row).splitlines()
     assert len(lines) == 2 and "VIOLATED: east>west: x" in lines[0]
     assert lines[1].split() == ["east>west:", "a", "flow", "that", "did", "not", "come", "back:", "west-gw2:", "udp",
                                 "17", "115", "src=100.0.0.10"]  # fmt: skip
+
+
+def test_a_row_names_the_drop_counters_that_moved_where_an_untouched_group_lost() -> None:
+    """An untouched group that lost datagrams: the row prints the drop counters that grew on its clusters' nodes
+    (benchmarks/soak_drops.py), one line per node."""
+    row = {"kind": "gateway-add", "target": "west-gw3", "detection_s": None, "converged_s": 15.0, "crossed_lost": 101,
+           "crossed_window_ms": 338.0, "untouched_lost": 4, "problems": ["egress: did not cross the fault but lost 4"],
+           "groups": [{"group": "egress", "drops_moved": ["east-gw2: Ip.OutNoRoutes +2", "east-w1: Udp.NoPorts +1"]},
+                      {"group": "east>west"}]}  # fmt: skip
+    lines = soak_report.row_text(1, row).splitlines()
+    assert len(lines) == 3 and "VIOLATED: egress: did not cross the fault but lost 4" in lines[0]
+    assert [line.strip() for line in lines[1:]] == [
+        "egress: drop counters that moved in the window: east-gw2: Ip.OutNoRoutes +2",
+        "egress: drop counters that moved in the window: east-w1: Udp.NoPorts +1",
+    ]
 
 
 @pytest.mark.kernel
