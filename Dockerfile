@@ -1,5 +1,5 @@
 # One image with every magw daemon (magw-route-agent, magw-gateway, magw-globalnet, magw-egress, magw-egress-agent,
-# whose keepalived and conntrackd come from Debian) and the magw CLI; the
+# whose keepalived, conntrackd and conntrack come from Debian) and the magw CLI; the
 # manifests in deploy/ choose the command. Debian 12, as scripts/setup.sh: libnftables' official Python binding
 # python3-nftables is a Debian package (locked to libnftables1's version), not a PyPI one.
 #
@@ -9,7 +9,7 @@ FROM debian:12-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         python3 python3-venv python3-nftables libnftables1 iproute2 nftables ca-certificates \
-        keepalived conntrackd wireguard-go wireguard-tools \
+        keepalived conntrackd conntrack wireguard-go wireguard-tools \
     && rm -rf /var/lib/apt/lists/*
 
 # A virtualenv (Debian 12's pip refuses to install into the system Python, PEP 668) that sees ONE Debian

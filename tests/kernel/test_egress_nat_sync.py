@@ -23,6 +23,7 @@ import pytest
 from magw.drivers.conntrackd.config import ConntrackdNode
 from magw.drivers.conntrackd.config import render as render_ctd
 from magw.drivers.conntrackd.process import Conntrackd
+from magw.drivers.conntrackd.purge import deleted, purge_nat_through
 from magw.drivers.keepalived.config import KeepalivedNode
 from magw.drivers.keepalived.config import render as render_ka
 from magw.drivers.keepalived.process import Keepalived
@@ -189,3 +190,41 @@ def test_a_segment_from_the_far_side_before_the_commit(tmp_path: Path, kind: str
             assert exchange(f.client, f.server, b"after") == "ok"
         else:
             assert exchange(f.client, f.server, b"after") == "reset"
+
+
+def test_a_node_that_lost_the_vip_purges_only_the_vips_entries_not_its_other_nat_flows(tmp_path: Path) -> None:
+    """The backup transition asks for a resync and schedules no kernel flush (conntrackd's ``-t`` would: in 1.4.7 it
+    flushes, after PurgeTimeout, every entry its filter lets through, which includes the node's own NATed flows, a
+    pod's Service connection among them). The purge then deletes the entries NATed through the VIP, and only them.
+    Read with ``conntrack -L`` and conntrackd's own log."""
+    with candidates(tmp_path, sync=True) as c, flow(c.world, "egress") as f:
+        n1 = c.world.net.nodes[0]
+        assert exchange(f.client, f.server, b"before-1") == "ok"
+        # n1's own NATed flow: a pod's connection to a ClusterIP, DNATed to a backend (not the VIP's)
+        run(n1, "conntrack", "-I", "-p", "tcp", "-s", "10.1.3.11", "-d", "10.96.0.10", "--sport", "41000",
+            "--dport", "443", "-r", "10.1.4.20", "-q", "10.1.3.11", "--reply-port-src", "8443", "--reply-port-dst",
+            "41000", "--state", "ESTABLISHED", "-u", "SEEN_REPLY", "-t", "600")  # fmt: skip
+        fail_over(c)
+        steps = c.ctds[0].become_backup()
+        assert [(s.option, s.returncode) for s in steps] == [("-n", 0)], steps
+        assert "flushing conntrack table in" not in c.ctds[0].log.read_text()  # no kernel flush scheduled
+        assert f"dst={VIP} sport=9000" in c.conntrack(1)  # the VIP's flow, stale on n1 now
+
+        purged = c.ctds[0].purge([VIP])
+        assert [(s.option, s.returncode, deleted(s)) for s in purged] == [
+            (f"-D --reply-dst {VIP}", 0, 1),  # the egress flow, SNATed to the VIP
+            (f"-D --orig-dst {VIP}", 0, 0),  # no ingress flow here: conntrack exits 1, not a failure
+        ]
+        table = c.conntrack(1)
+        assert str(VIP) not in table
+        assert "src=10.1.3.11 dst=10.96.0.10 sport=41000 dport=443" in table  # the node's own NATed flow stays
+
+        # for the record, what -t does: conntrackd schedules the flush of its filter's whole share of the table
+        assert c.ctds[0].client("-t").returncode == 0
+        assert "flushing conntrack table in 60 secs" in c.ctds[0].log.read_text()
+
+
+def test_a_purge_that_cannot_run_says_so(tmp_path: Path) -> None:
+    with candidates(tmp_path, sync=False) as c:
+        steps = purge_nat_through([VIP], c.world.net.nodes[0], binary="/nonexistent/conntrack")
+        assert len(steps) == 2 and all(s.returncode != 0 and deleted(s) == 0 for s in steps), steps

@@ -5,8 +5,10 @@ keepalived decides who holds a VIP; this agent only listens (its notify FIFO) an
 - per VIP, whether this node is master and since when (RFC 3339 UTC, this node's clock);
 - conntrackd's transitions, node-wide because one conntrackd serves every VIP of the node: when a VIP
   becomes MASTER here, commit the synced flows (``-c -f -R -B``); when the node is master of *no* VIP any
-  more, shorten the kernel's timers and ask for a resync (``-t -n``), or ``-t`` on FAULT. Shortening timers
-  while still master of another VIP would let that VIP's idle flows expire, so it waits;
+  more, ask for a resync (``-n``; nothing on FAULT) and, ``PURGE_DELAY`` s later unless it is master of a VIP
+  again by then, delete the kernel's entries NATed through the VIPs (``vip_addresses``; not conntrackd's ``-t``,
+  which flushes every NATed flow of the node: magw.drivers.conntrackd.process). While still master of another
+  VIP nothing is done: that VIP's flows are this node's;
 - a callback for each change of this node's master-ness of a VIP (the lead wires it to EgressVIPStatus);
 - the status endpoint (magw.daemons.egressgw_agent.status_http) reads ``status()``.
 
@@ -22,16 +24,20 @@ import fcntl
 import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from ipaddress import IPv4Address
 
 import attrs
 import structlog
 
-from magw.drivers.conntrackd.process import Conntrackd, Step
+from magw.drivers.conntrackd.process import Conntrackd
+from magw.drivers.conntrackd.purge import deleted
+from magw.drivers.conntrackd.step import Step
 from magw.drivers.keepalived.events import State, VrrpEvent, read_events
 
 log = structlog.get_logger(__name__)
 
 HolderCallback = Callable[[str, bool, str], Awaitable[None]]
+PURGE_DELAY = 60.0  # s, as conntrackd's PurgeTimeout: packets of the moved flows still in flight, a quick return
 
 
 def utc_now() -> str:
@@ -85,13 +91,17 @@ class EgressHA:
         conntrackd: Conntrackd | None = None,
         on_holder_change: HolderCallback | None = None,
         clock: Callable[[], str] = utc_now,
+        purge_delay: float = PURGE_DELAY,
     ) -> None:
         self.node = node
         self.conntrackd = conntrackd
         self.on_holder_change = on_holder_change
         self.clock = clock
+        self.purge_delay = purge_delay
+        self.vip_addresses: tuple[IPv4Address, ...] = ()  # every VIP of the model (EgressHANode.apply sets them)
         self._vips: dict[str, VipState] = {}
         self._ct_lock = asyncio.Lock()
+        self._purge: asyncio.Task[None] | None = None
         self.transitions: list[tuple[str, tuple[Step, ...]]] = []  # (transition, steps), for logs and tests
 
     def status(self) -> dict[str, object]:
@@ -132,9 +142,10 @@ class EgressHA:
         if ctd is None:
             return
         if state == "MASTER":
+            self._cancel_purge()
             name, run = "master", ctd.become_master
         elif self.masters():
-            return  # still master of another VIP: keep its flows' timers
+            return  # still master of another VIP: its flows are this node's, nothing to step back from
         elif state == "FAULT":
             name, run = "fault", ctd.become_fault
         elif state == "BACKUP" or was_master_somewhere:
@@ -153,8 +164,38 @@ class EgressHA:
             steps=[(s.option, s.returncode) for s in steps],
             errors=[s.output for s in failed],
         )
+        if name != "master" and (self._purge is None or self._purge.done()):  # one pending purge, as -t's alarm
+            self._purge = asyncio.create_task(self._purge_later(ctd), name=f"egress-ha-purge-{self.node}")
+
+    def close(self) -> None:
+        """Drop a pending purge (the agent stops)."""
+        self._cancel_purge()
+
+    def _cancel_purge(self) -> None:
+        if self._purge is not None and not self._purge.done():
+            self._purge.cancel()
+            log.info("egress_ha.purge_cancelled", node=self.node)
+        self._purge = None
+
+    async def _purge_later(self, ctd: Conntrackd) -> None:
+        """``purge_delay`` s after the node became master of no VIP: delete the entries NATed through the VIPs,
+        unless it is master of one again (then the MASTER transition has cancelled this task)."""
+        await asyncio.sleep(self.purge_delay)
+        vips = self.vip_addresses
+        if self.masters() or not vips:
+            return
+        async with self._ct_lock:
+            steps = await asyncio.to_thread(ctd.purge, vips)
+        self.transitions.append(("purge", steps))
+        failed = [s for s in steps if s.returncode != 0]
+        report = log.error if failed else log.info
+        report("egress_ha.purged", node=self.node, vips=[str(v) for v in vips],
+               deleted=sum(deleted(s) for s in steps), errors=[s.output for s in failed])  # fmt: skip
 
     async def run(self, fifo: str) -> None:
         """Handle the events of keepalived's notify FIFO ``fifo`` until cancelled."""
-        async for event in read_events(fifo):
-            await self.handle(event)
+        try:
+            async for event in read_events(fifo):
+                await self.handle(event)
+        finally:
+            self.close()

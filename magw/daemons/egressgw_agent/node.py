@@ -97,6 +97,7 @@ class EgressHANode:
                     self.conntrackd.steps(("-R", "-B"))
             self._ctd_text = ctd_text
         self.agent.conntrackd = self.conntrackd if ctd_text else None
+        self.agent.vip_addresses = tuple(sorted({v.vip for v in egress.vips}))
         if not any(self.node in v.candidates for v in egress.vips):
             self.keepalived.stop()
             self._ka_started = False

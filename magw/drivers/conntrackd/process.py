@@ -3,7 +3,7 @@
 Command line (docs/egress-ha.md; scripts/setup.sh's evidence points here)::
 
     ip netns exec NS conntrackd -C DIR/conntrackd.conf        # the daemon, in the foreground
-    ip netns exec NS conntrackd -C DIR/conntrackd.conf -c     # a client command to it (-c -f -R -B -t -n)
+    ip netns exec NS conntrackd -C DIR/conntrackd.conf -c     # a client command to it (-c -f -R -B -n)
 
 Without ``-d`` conntrackd stays in the foreground, so the PID we hold is the daemon's. Client commands
 reach it over the UNIX socket named in the config (a path in DIR), so they need not run in the namespace;
@@ -13,36 +13,34 @@ Transitions, as conntrackd's ``primary-backup.sh``:
 
 - MASTER: ``-c`` commit the external cache (the flows the old master synced) to the kernel table, ``-f``
   flush both caches, ``-R`` resync the internal cache with the kernel, ``-B`` bulk-send it to the backups.
-- BACKUP: ``-t`` shorten the kernel's timers (the flows this node NATed as master expire), ``-n`` ask the
-  master for a resync.
-- FAULT: ``-t``.
+- BACKUP: ``-n`` ask the master for a resync.
+- FAULT: nothing.
+
+Not ``-t`` on BACKUP and FAULT, as ``primary-backup.sh`` does: in conntrackd 1.4.7 it schedules, after
+``PurgeTimeout`` (60 s), a flush of every kernel entry that its filter lets through. The filter keeps out only the
+VIPs, the nodes and the inter-cluster flows, so on a candidate that runs pods or is a gateway the flush took every
+other NATed flow of the node (a pod's Service connections among them), 60 s after each start as backup too. The
+agent deletes the VIPs' own entries itself instead, 60 s after the node became master of none
+(``magw.drivers.conntrackd.purge``; docs/egress-ha.md, "Transitions").
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from ipaddress import IPv4Address
 from pathlib import Path
 
-import attrs
-
+from magw.drivers.conntrackd.purge import purge_nat_through
+from magw.drivers.conntrackd.step import Step
 from magw.drivers.nsdaemon import DaemonError, NsDaemon, wait_for
 
 BINARY = "conntrackd"
 START_TIMEOUT = 10.0
 CLIENT_TIMEOUT = 10.0
 ON_MASTER = ("-c", "-f", "-R", "-B")
-ON_BACKUP = ("-t", "-n")
-ON_FAULT = ("-t",)
-
-
-@attrs.frozen(kw_only=True)
-class Step:
-    """One client command and how it went (the agent logs these; a failed step does not stop the next)."""
-
-    option: str
-    returncode: int
-    output: str
+ON_BACKUP = ("-n",)
+ON_FAULT: tuple[str, ...] = ()
 
 
 class Conntrackd:
@@ -114,3 +112,7 @@ class Conntrackd:
 
     def become_fault(self) -> tuple[Step, ...]:
         return self.steps(ON_FAULT)
+
+    def purge(self, vips: Iterable[IPv4Address]) -> tuple[Step, ...]:
+        """Delete the kernel's entries NATed through ``vips`` in our namespace (``magw.drivers.conntrackd.purge``)."""
+        return purge_nat_through(vips, self.netns)

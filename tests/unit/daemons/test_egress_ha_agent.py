@@ -4,6 +4,8 @@ the holder callback, and the status endpoint (magw.daemons.egressgw_agent.status
 
 from __future__ import annotations
 
+import asyncio
+from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,14 @@ class FakeConntrackd:
         return self._run("master", ("-c", "-f", "-R", "-B"))
 
     def become_backup(self) -> tuple[Step, ...]:
-        return self._run("backup", ("-t", "-n"))
+        return self._run("backup", ("-n",))
 
     def become_fault(self) -> tuple[Step, ...]:
-        return self._run("fault", ("-t",))
+        return self._run("fault", ())
+
+    def purge(self, vips: tuple[IPv4Address, ...]) -> tuple[Step, ...]:
+        self.calls.append("purge " + " ".join(str(v) for v in vips))
+        return (Step(option=f"-D --reply-dst {vips[0]}", returncode=0, output="2 flow entries have been deleted."),)
 
 
 def ev(name: str, state: str) -> VrrpEvent:
@@ -49,13 +55,19 @@ class Clock:
         return f"2026-01-01T00:00:{self.n:02d}Z"
 
 
-def agent(ctd: FakeConntrackd | None = None) -> tuple[EgressHA, list[tuple[str, bool, str]]]:
+Changes = list[tuple[str, bool, str]]
+
+
+def agent(ctd: FakeConntrackd | None = None, purge_delay: float = 1000.0) -> tuple[EgressHA, Changes]:
     calls: list[tuple[str, bool, str]] = []
 
     async def on_change(vip: str, master: bool, since: str) -> None:
         calls.append((vip, master, since))
 
-    return EgressHA("n1", conntrackd=ctd, on_holder_change=on_change, clock=Clock()), calls  # type: ignore[arg-type]
+    a = EgressHA("n1", conntrackd=ctd, on_holder_change=on_change, clock=Clock(),  # type: ignore[arg-type]
+                 purge_delay=purge_delay)  # fmt: skip
+    a.vip_addresses = (IPv4Address("172.31.0.100"), IPv4Address("172.31.0.101"))
+    return a, calls
 
 
 async def test_master_state_since_and_callback() -> None:
@@ -77,7 +89,7 @@ async def test_group_events_are_ignored() -> None:
     assert a.status()["vips"] == [] and calls == []
 
 
-async def test_conntrackd_commits_on_every_master_and_shortens_timers_only_when_master_of_none() -> None:
+async def test_conntrackd_commits_on_every_master_and_steps_back_only_when_master_of_none() -> None:
     ctd = FakeConntrackd()
     a, _ = agent(ctd)
     await a.handle(ev("a", "BACKUP"))  # at start: backup of everything, as primary-backup.sh does
@@ -86,8 +98,41 @@ async def test_conntrackd_commits_on_every_master_and_shortens_timers_only_when_
     await a.handle(ev("b", "MASTER"))
     await a.handle(ev("a", "BACKUP"))  # still master of b
     await a.handle(ev("b", "FAULT"))  # master of none now
-    assert ctd.calls == ["backup", "master", "master", "fault"]
+    assert ctd.calls == ["backup", "master", "master", "fault"]  # the purges wait (1000 s here)
     assert [name for name, _ in a.transitions] == ctd.calls
+    a.close()
+
+
+async def _settle(a: EgressHA, ctd: FakeConntrackd, calls: int) -> None:
+    for _ in range(500):  # bounded: the purge runs in a worker thread
+        if len(ctd.calls) >= calls:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_master_of_none_purges_the_vips_nat_entries_after_the_delay() -> None:
+    """Not conntrackd's -t (it flushes every NATed flow of the node): the VIPs' own entries, once."""
+    ctd = FakeConntrackd()
+    a, _ = agent(ctd, purge_delay=0.0)
+    await a.handle(ev("a", "MASTER"))
+    await a.handle(ev("a", "BACKUP"))
+    await _settle(a, ctd, 3)
+    assert ctd.calls == ["master", "backup", "purge 172.31.0.100 172.31.0.101"]
+    assert [name for name, _ in a.transitions] == ["master", "backup", "purge"]
+
+
+async def test_a_master_transition_before_the_delay_cancels_the_purge() -> None:
+    ctd = FakeConntrackd()
+    a, _ = agent(ctd, purge_delay=1000.0)
+    await a.handle(ev("a", "BACKUP"))  # a purge pending
+    await a.handle(ev("a", "MASTER"))  # back: its flows are this node's again
+    await a.handle(ev("a", "FAULT"))  # a new pending purge
+    await a.handle(ev("a", "BACKUP"))  # still the one pending: no second
+    pending = [t for t in asyncio.all_tasks() if t.get_name() == "egress-ha-purge-n1"]
+    assert ctd.calls == ["backup", "master", "fault", "backup"] and len(pending) == 1
+    a.close()
+    await asyncio.sleep(0)
+    assert pending[0].cancelled() or pending[0].cancelling()
 
 
 async def test_a_failing_callback_does_not_stop_the_agent() -> None:

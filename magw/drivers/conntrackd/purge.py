@@ -1,0 +1,59 @@
+"""Delete the kernel's conntrack entries NATed through VIPs: what a node that holds none of them any more keeps.
+
+A node that was master of a VIP keeps the entries of the flows it NATed for it (egress SNAT to the VIP: the reply
+goes to the VIP; ingress DNAT from the VIP: the original goes to it) after the VIP moves. Their packets no longer
+reach it, but the entries live on (an established TCP entry for days), and if the VIP comes back after the new master
+gave such a flow another binding, the old entry wins over the commit (conntrackd's commit leaves an existing entry
+alone). conntrackd's ``-t`` would flush them, but it flushes every entry its filter lets through, which on a node
+that is also a gateway or runs pods is every NATed flow of the node's own (a pod's Service connections among them):
+see docs/egress-ha.md, "Transitions". So the agent deletes exactly the VIPs' entries itself, with the ``conntrack``
+tool in the node's namespace (conntrack-tools, as the soak's and ``magw gather``'s reads)::
+
+    conntrack -D --reply-dst VIP     # egress: SNATed to the VIP
+    conntrack -D --orig-dst VIP      # ingress: DNATed from the VIP
+
+``conntrack -D`` exits 1 when nothing matched; that is not a failure (the count it prints says what it did).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable
+from ipaddress import IPv4Address
+
+from magw.drivers.conntrackd.step import Step
+
+BINARY = "conntrack"
+TIMEOUT = 10.0
+_DELETED = re.compile(r"(\d+) flow entries have been deleted")
+DIRECTIONS = ("--reply-dst", "--orig-dst")  # egress SNAT to the VIP, ingress DNAT from it
+
+
+def deleted(step: Step) -> int:
+    """How many entries a purge step deleted (0 when it failed)."""
+    m = _DELETED.search(step.output)
+    return int(m.group(1)) if m is not None and step.returncode == 0 else 0
+
+
+def purge_nat_through(vips: Iterable[IPv4Address], netns: str | None, *, binary: str = BINARY) -> tuple[Step, ...]:
+    """Delete the entries NATed through each of ``vips`` in ``netns`` (None: this namespace); one step per VIP and
+    direction, each bounded; a step that fails does not stop the next."""
+    steps = []
+    for vip in sorted(set(vips)):
+        for direction in DIRECTIONS:
+            argv = [binary, "-D", direction, str(vip)]
+            cmd = ["ip", "netns", "exec", netns, *argv] if netns else argv
+            option = f"-D {direction} {vip}"
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+            except subprocess.TimeoutExpired:
+                steps.append(Step(option=option, returncode=-1, output="timed out"))
+                continue
+            except FileNotFoundError as exc:
+                steps.append(Step(option=option, returncode=-1, output=f"{exc.filename}: not found"))
+                continue
+            output = (done.stdout + done.stderr).strip()
+            ok = _DELETED.search(output) is not None  # "0 flow entries have been deleted" comes with exit status 1
+            steps.append(Step(option=option, returncode=0 if ok else (done.returncode or 1), output=output))
+    return tuple(steps)
