@@ -2,12 +2,12 @@
 
 A node that was master of a VIP keeps the entries of the flows it NATed for it (egress SNAT to the VIP: the reply
 goes to the VIP; ingress DNAT from the VIP: the original goes to it) after the VIP moves. Their packets no longer
-reach it, but the entries live on (an established TCP entry for days), and if the VIP comes back after the new master
-gave such a flow another binding, the old entry wins over the commit (conntrackd's commit leaves an existing entry
-alone). conntrackd's ``-t`` would flush them, but it flushes every entry its filter lets through, which on a node
-that is also a gateway or runs pods is every NATed flow of the node's own (a pod's Service connections among them):
-see docs/egress-ha.md, "Transitions". So the agent deletes exactly the VIPs' entries itself, with the ``conntrack``
-tool in the node's namespace (conntrack-tools, as the soak's and ``magw gather``'s reads)::
+reach it, but the entries live on until they time out (an established TCP entry: 5 days), holding table space for
+nothing. conntrackd's ``-t`` (in ``primary-backup.sh``) is there to flush them, but it flushes every entry its filter
+lets through, which on a node that is also a gateway or runs pods is every NATed flow of the node's own (a pod's
+Service connections among them): see docs/egress-ha.md, "Transitions". So the agent deletes exactly the VIPs'
+entries itself, with the ``conntrack`` tool in the node's namespace (conntrack-tools, as the soak's and ``magw
+gather``'s reads)::
 
     conntrack -D --reply-dst VIP     # egress: SNATed to the VIP
     conntrack -D --orig-dst VIP      # ingress: DNATed from the VIP
