@@ -26,13 +26,12 @@ agent deletes the VIPs' own entries itself instead, 60 s after the node became m
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable, Sequence
 from ipaddress import IPv4Address
 from pathlib import Path
 
 from magw.drivers.conntrackd.purge import purge_nat_through
-from magw.drivers.conntrackd.step import Step
+from magw.drivers.conntrackd.step import Step, run_step
 from magw.drivers.nsdaemon import DaemonError, NsDaemon, wait_for
 
 BINARY = "conntrackd"
@@ -93,13 +92,7 @@ class Conntrackd:
 
     def client(self, *options: str) -> Step:
         """Run ``conntrackd -C CONF OPTIONS`` against our daemon (bounded)."""
-        argv = [self.binary, "-C", str(self.conf), *options]
-        cmd = ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=CLIENT_TIMEOUT, check=False)
-        except subprocess.TimeoutExpired:
-            return Step(option=" ".join(options), returncode=-1, output="timed out")
-        return Step(option=" ".join(options), returncode=done.returncode, output=(done.stdout + done.stderr).strip())
+        return run_step(" ".join(options), [self.binary, "-C", str(self.conf), *options], self.netns, CLIENT_TIMEOUT)
 
     def steps(self, options: Sequence[str]) -> tuple[Step, ...]:
         return tuple(self.client(o) for o in options)

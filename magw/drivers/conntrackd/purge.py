@@ -18,11 +18,12 @@ gather``'s reads)::
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterable
 from ipaddress import IPv4Address
 
-from magw.drivers.conntrackd.step import Step
+import attrs
+
+from magw.drivers.conntrackd.step import Step, run_step
 
 BINARY = "conntrack"
 TIMEOUT = 10.0
@@ -42,18 +43,12 @@ def purge_nat_through(vips: Iterable[IPv4Address], netns: str | None, *, binary:
     steps = []
     for vip in sorted(set(vips)):
         for direction in DIRECTIONS:
-            argv = [binary, "-D", direction, str(vip)]
-            cmd = ["ip", "netns", "exec", netns, *argv] if netns else argv
             option = f"-D {direction} {vip}"
             try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-            except subprocess.TimeoutExpired:
-                steps.append(Step(option=option, returncode=-1, output="timed out"))
-                continue
+                step = run_step(option, [binary, "-D", direction, str(vip)], netns, TIMEOUT)
             except FileNotFoundError as exc:
                 steps.append(Step(option=option, returncode=-1, output=f"{exc.filename}: not found"))
                 continue
-            output = (done.stdout + done.stderr).strip()
-            ok = _DELETED.search(output) is not None  # "0 flow entries have been deleted" comes with exit status 1
-            steps.append(Step(option=option, returncode=0 if ok else (done.returncode or 1), output=output))
+            ok = _DELETED.search(step.output) is not None  # "0 flow entries have been deleted" comes with exit status 1
+            steps.append(attrs.evolve(step, returncode=0 if ok else (step.returncode or 1)))
     return tuple(steps)
