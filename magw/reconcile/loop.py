@@ -45,9 +45,11 @@ from prometheus_client import CollectorRegistry
 
 from magw.desired.state import DesiredState
 from magw.reconcile.audit import Audit, Observe
+from magw.reconcile.changeset import ChangeSet, Op
 from magw.reconcile.clock import Clock, MonotonicClock
 from magw.reconcile.diff import diff
-from magw.reconcile.driver import Driver
+from magw.reconcile.driver import ApplyResult, Driver
+from magw.reconcile.known import carry_out
 from magw.reconcile.metrics import ReconcilerMetrics
 from magw.reconcile.onepass import SyncWork, run_sync
 from magw.reconcile.prunes import Differ
@@ -147,6 +149,32 @@ class Reconciler:
                 loop.call_soon_threadsafe(functools.partial(self._mark, reason, urgent=urgent))
                 return
         self._mark(reason, urgent=urgent)
+
+    def apply_now(self, make: Callable[[DesiredState], tuple[Op, ...]]) -> ApplyResult | None:
+        """Apply ``make(known)`` through the driver at once, on the loop's thread, ahead of the sync an event
+        asked for (a dead gateway's group replaces: magw.reconcile.shortcut). None, with nothing done, while a
+        sync runs in the worker thread (it owns the driver then) or while the known state is in doubt: the sync
+        does it all. What is applied becomes known, so the sync's diff starts from it; a failure throws the
+        known state away (the next sync observes)."""
+        known = self._known
+        if self._phase == "syncing" or known is None or not self._partial_possible():
+            return None
+        ops = make(known)
+        if not ops:
+            return None
+        self._generation += 1  # an audit that observed before this is stale
+        try:
+            with self.gate.busy():
+                result = self._driver.apply(ChangeSet(ops=ops))
+        except Exception as exc:  # the driver raised: what it did is unknown; the sync observes and does it all
+            self._known, self._need_full = None, True
+            log.error("reconciler.apply_now_failed", name=self.name, error=repr(exc))
+            return None
+        if result.failed:
+            self._known, self._need_full = None, True
+        else:
+            self._known = carry_out(known, result.applied)
+        return result
 
     def _mark(self, reason: str, *, urgent: bool = False) -> None:
         if reason not in self._reasons:

@@ -29,6 +29,7 @@ from magw.daemons.common.runner import write_json_atomic
 from magw.daemons.route_agent.cable import CableDriver
 from magw.daemons.route_agent.egressgw_problems import EgressGatewayProblems
 from magw.daemons.route_agent.ovn_syncer import OvnSyncer
+from magw.daemons.route_agent.shortcut import FailoverShortcut
 from magw.desired.cable.values import WgDevice
 from magw.desired.node.classes import adopted_main
 from magw.desired.node.memo import PlanMemo
@@ -38,7 +39,7 @@ from magw.desired.state import DesiredState
 from magw.health.monitor import HealthMonitor
 from magw.health.natdisc import NatDiscovery
 from magw.metrics.route_agent import RouteAgentMetrics
-from magw.model import Cni, Strategy
+from magw.model import Cni, Health, Strategy
 from magw.reconcile.driver import Driver
 from magw.reconcile.loop import Reconciler, SyncResult
 from magw.sources.base import StateSource
@@ -78,6 +79,9 @@ class RouteAgent:
     # The ids of our nexthop groups the kernel held when the agent started: a worker's shared group keeps the one
     # it finds (magw.desired.node.classes, "Adopting the kernel's group"), so a restart or an upgrade moves no route.
     held_groups: frozenset[int] = frozenset()
+    # A gateway the probes take down leaves the kernel's groups at once, before the sync (magw.reconcile.shortcut)
+    failover_shortcut: bool = True
+    shortcut: FailoverShortcut | None = attrs.field(init=False, default=None)
     reconciler: Reconciler = attrs.field(init=False)
     metrics: RouteAgentMetrics = attrs.field(init=False)
     not_ready: str | None = attrs.field(init=False, default=None)
@@ -104,6 +108,8 @@ class RouteAgent:
         )
         if self.health is not None:  # a health change replans at once: a partial sync, no round trip through the source
             # urgent: flows through a dead gateway are lost until the kernel follows (no 10 ms settle)
+            if self.failover_shortcut:
+                self.shortcut = FailoverShortcut(self.node, self.reconciler, self.health, self.source)
             self.health.on_change = self._health_changed
             self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
             self.source.subscribe(self.health.update)
@@ -122,7 +128,9 @@ class RouteAgent:
             fail_static=lambda: len(self.fail_static),
         )
 
-    def _health_changed(self, _health: object) -> None:
+    def _health_changed(self, health: Health) -> None:
+        if self.shortcut is not None:  # the dead gateway's group replaces first, then the sync for the rest
+            self.shortcut.changed(health)
         self.reconciler.mark_dirty("health", urgent=True)
         if self.natdisc is not None:  # a private path that died (or came back) is found again within one check
             self.natdisc.recheck()
