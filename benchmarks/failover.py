@@ -442,12 +442,14 @@ def main() -> int:
     p.add_argument("--carry-seconds", type=float, default=12.0,
                    help="with --carry: fresh flows for this long after the recovery; the recovery run's traffic"
                    " lasts --fail-at + this + 0.5 s if that is longer than --duration (default 12)")  # fmt: skip
-    for key, what in (("interval", "seconds"), ("fast-interval", "seconds"), ("timeout", "seconds")):
-        p.add_argument(f"--probe-{key}", type=float, metavar="S", help=f"the route agents' --probe-{key} ({what})")
+    for key in ("interval", "min-interval", "fast-interval", "timeout"):
+        p.add_argument(f"--probe-{key}", type=float, metavar="S", help=f"the route agents' --probe-{key} (seconds)")
+    p.add_argument("--probe-budget", type=int, metavar="N", help="the route agents' --probe-budget (probes/s)")
     p.add_argument("--down-after", type=int, metavar="N", help="the route agents' --down-after (misses)")
     args = p.parse_args()
-    given = {"interval": args.probe_interval, "fast_interval": args.probe_fast_interval,
-             "timeout": args.probe_timeout, "down_after": args.down_after}  # fmt: skip
+    given = {"interval": args.probe_interval, "min_interval": args.probe_min_interval, "budget": args.probe_budget,
+             "fast_interval": args.probe_fast_interval, "timeout": args.probe_timeout,
+             "down_after": args.down_after}  # fmt: skip
     args.probe = {k: v for k, v in given.items() if v is not None}  # the topology's probe: (magw.lab.spec.probe)
     if os.geteuid() != 0:
         p.error("needs root (network namespaces)")

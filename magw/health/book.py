@@ -7,8 +7,8 @@ reply. A duplicate or a reply to an older probe counts for nothing.
 
 The deadline adapts to each peer's round-trip time as TCP's retransmission timer does
 (Jacobson/Karels, RFC 6298): ``sent + max(timeout, SRTT + RTT_FACTOR x RTTVAR)``, at
-most ``sent + cap`` (the probe interval). In a cluster the RTT is far below the floor
-``timeout``; across a WAN a peer 50 ms away gets 150 ms instead of being declared
+most ``sent + cap`` (``ProbeParams.max_wait``: 250 ms, or a longer interval). In a
+cluster the RTT is far below the floor ``timeout``; across a WAN a peer 50 ms away gets 150 ms instead of being declared
 dead. Every reply to one of the last ``RECENT`` probes of a peer, late or not, updates the
 smoothed RTT (gain 1/8) and its mean deviation (gain 1/4). The deviation is what matters
 under congestion: when a saturated link's queue (tbf's 50 ms in the lab) suddenly
@@ -22,8 +22,9 @@ after the second probe went out. Counting only the latest probe's reply, no samp
 and the third miss took the peer down (``test_a_sudden_50ms_queue_costs_misses_not_a_failover``). Such a
 sample also extends the deadline of the probe in flight to its send time plus the new wait: the
 fast probe went out before the queue was known.
-There is at most one probe in flight per key: the caller expires before it
-sends again (deadline <= interval; a faster probe waits, ``waiting``).
+There is at most one probe in flight per key: a probe due while one is in flight
+waits until that one's outcome is known (``waiting``), so a deadline may pass the
+next interval: probing slows to the peer's pace instead of cutting its wait short.
 """
 
 from __future__ import annotations

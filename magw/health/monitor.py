@@ -100,8 +100,9 @@ class HealthMonitor:
         self._snapshot: Snapshot | None = None
         self._plan: ProbePlan = NO_PLAN
         self._states: dict[StateKey, ProbeState] = {}
-        self._book = ProbeBook(timeout=probe.timeout, cap=probe.shortest_interval)
+        self._book = ProbeBook(timeout=probe.timeout, cap=probe.max_wait)
         self._sockets: dict[int, EchoSocket] = {}
+        self._interval = probe.interval  # the probe interval for the current targets (ProbeParams.interval_for)
         self._schedule = SendSchedule()  # when each target is next probed (a heap: magw.health.schedule)
         self._by_address: dict[IPv4Address, ProbeTarget] = {}
         self._last_send: dict[IPv4Address, float] = {}
@@ -189,13 +190,17 @@ class HealthMonitor:
                     self._states.setdefault((target.address, echo_id), NEW_LATER)
         self._book.forget(keys)
         self.events.forget(set(keys))
+        interval = self.params.interval_for(sum(len(t.echo_ids) for t in plan.targets))
+        if interval != self._interval:
+            log.info("health.interval", node=self.node, interval=round(interval, 4), was=round(self._interval, 4))
+            self._interval = interval
         now = self._clock()
         addresses = {t.address for t in plan.targets}
         self._schedule.keep(addresses)
         self._last_send = {a: t for a, t in self._last_send.items() if a in addresses}
         for target in plan.targets:
             if self._schedule.get(target.address) is None:
-                self._schedule.set(target.address, now + self._rng() * self.params.interval)
+                self._schedule.set(target.address, now + self._rng() * self._interval)
         self._by_address = {t.address: t for t in plan.targets}
         log.info(
             "health.targets",
@@ -366,7 +371,9 @@ class HealthMonitor:
         log.info(
             "health.started",
             node=self.node,
-            interval=self.params.interval,
+            interval=self._interval,
+            max_interval=self.params.interval,
+            budget=self.params.budget,
             fast_interval=self.params.fast_interval,
             timeout=self.params.timeout,
             down_after=self.params.down_after,
@@ -417,7 +424,7 @@ class HealthMonitor:
                 continue
             self._send(target)
             self._last_send[address] = now
-            self._schedule.set(address, now + jittered(self.params.interval, self.params.jitter, self._rng()))
+            self._schedule.set(address, now + jittered(self._interval, self.params.jitter, self._rng()))
         times = [t for t in (self._schedule.earliest(), self._book.next_deadline()) if t is not None]
         return min(times) if times else None
 

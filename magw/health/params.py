@@ -5,7 +5,9 @@ from __future__ import annotations
 import attrs
 
 DEFAULT_INTERVAL = 0.1
-DEFAULT_FAST_INTERVAL = 0.03
+DEFAULT_MIN_INTERVAL = 0.03
+DEFAULT_BUDGET = 1000.0  # probes per second a node may spend to probe faster than DEFAULT_INTERVAL
+DEFAULT_FAST_INTERVAL = 0.02
 DEFAULT_STARTUP_GRACE = 3.0
 DEFAULT_TIMEOUT = 0.02
 DEFAULT_DOWN_AFTER = 3
@@ -19,6 +21,12 @@ DEFAULT_LIVENESS_REFRESH = 0.25
 DEFAULT_LIVENESS_EXIT_HOLD = 10.0
 
 MAX_COUNT = 100
+MAX_BUDGET = 1_000_000.0
+# The longest a probe's reply is waited for, whatever the peer's RTT estimate says, unless the interval is longer:
+# a late sample (a VM paused for a second) must not keep a dead peer's deadlines seconds away. It may exceed the
+# interval: a probe due while one is in flight waits for that one's outcome (magw.health.monitor), so a short
+# interval still tolerates a queue longer than itself (a 30 ms interval, a 50 ms queue).
+MAX_WAIT = 0.25
 
 
 def _positive(name: str, value: float) -> None:
@@ -37,16 +45,22 @@ class ProbeParams:
 
     ``interval``: the most seconds between two probes of one peer; each interval
     is reduced by a random fraction of at most ``jitter`` (as BFD does).
+    ``min_interval`` and ``budget``: a node that sends ``n`` probes per round (its
+    targets' echo ids) probes every ``n / budget`` seconds, within ``min_interval``
+    and ``interval`` (``interval_for``): a few peers are probed every 30 ms (the
+    wait for the next probe is most of a failover), a hundred no faster than the
+    budget of 1,000 probes per second allows. ``budget`` 0: always ``interval``.
+    Default ``min_interval``: 30 ms, or ``interval`` if that is shorter.
     ``timeout``: a probe whose reply has not arrived ``timeout`` seconds after it
     was sent is a miss; for a peer whose smoothed round-trip time is larger, 4 x
-    that RTT, at most the shortest jittered interval (``magw.health.book``).
+    that RTT, at most ``max_wait`` (``magw.health.book``).
     ``down_after``: consecutive misses that take an up peer down.
     ``up_after``: consecutive successes that bring a down peer back up.
     ``fast_interval``: the most seconds between two probes of a peer in
     transition: an up peer that missed but is not down yet, or a down peer
     that answered but is not up yet (HAProxy's ``fastinter``). A probe still in
     flight is always waited for: a slow peer's deadline is never cut short.
-    Equal to ``interval``: no acceleration. Default: 30 ms, or ``interval`` if that is shorter.
+    Equal to ``interval``: no acceleration. Default: 20 ms, or ``interval`` if that is shorter.
     ``startup_grace``: for this many seconds after the monitor starts, a peer
     never seen answering (UNKNOWN) is not taken down: gateways that start with
     their cluster answer only once their kernels hold their plans. Its misses
@@ -54,6 +68,10 @@ class ProbeParams:
     """
 
     interval: float = DEFAULT_INTERVAL
+    min_interval: float = attrs.field(
+        default=attrs.Factory(lambda self: min(DEFAULT_MIN_INTERVAL, self.interval), takes_self=True)
+    )
+    budget: float = DEFAULT_BUDGET
     fast_interval: float = attrs.field(
         default=attrs.Factory(lambda self: min(DEFAULT_FAST_INTERVAL, self.interval), takes_self=True)
     )
@@ -67,6 +85,12 @@ class ProbeParams:
         _positive("probe interval", self.interval)
         _positive("probe timeout", self.timeout)
         _positive("probe fast interval", self.fast_interval)
+        _positive("probe min interval", self.min_interval)
+        if self.min_interval > self.interval:
+            interval = f"{self.interval:g}"
+            raise ValueError(f"probe min interval: must be <= the probe interval {interval}, got {self.min_interval}")
+        if not 0 <= self.budget <= MAX_BUDGET:
+            raise ValueError(f"probe budget: must be from 0 to {MAX_BUDGET:g} probes per second, got {self.budget}")
         if self.fast_interval > self.interval:
             raise ValueError(
                 f"probe fast interval: must be <= the probe interval {self.interval:g}, got {self.fast_interval}"
@@ -83,8 +107,21 @@ class ProbeParams:
 
     @property
     def shortest_interval(self) -> float:
-        """interval x (1 - jitter): every probe's deadline comes before the next probe of its peer."""
+        """interval x (1 - jitter): the floor ``timeout`` is at most that. A budget's shorter interval may be shorter
+        than the timeout: a probe due while one is in flight waits for it (magw.health.monitor)."""
         return self.interval * (1.0 - self.jitter)
+
+    def interval_for(self, probes_per_round: int) -> float:
+        """The interval of a node that sends ``probes_per_round`` probes each round: ``probes_per_round / budget``,
+        within ``min_interval`` and ``interval``."""
+        if self.budget <= 0:
+            return self.interval
+        return min(self.interval, max(self.min_interval, probes_per_round / self.budget))
+
+    @property
+    def max_wait(self) -> float:
+        """The longest a reply is waited for (``MAX_WAIT``, or the shortest jittered interval if that is longer)."""
+        return max(MAX_WAIT, self.shortest_interval)
 
 
 @attrs.frozen(kw_only=True)

@@ -30,6 +30,7 @@ import structlog
 
 from magw.drivers.netlink.sysctl import read_sysctl, write_sysctl
 from magw.drivers.netns import current_netns_refusal, run_in_netns
+from magw.health.fastaddr import FastAddress
 
 log = structlog.get_logger(__name__)
 
@@ -42,6 +43,7 @@ _HEADER = struct.Struct("!BBHHH")  # type, code, checksum, id, sequence
 _TIMESPEC = struct.Struct("@qq")
 _CMSG_SPACE = 64
 _RECV_BATCH = 256
+_PEER_CACHE = 65536  # peers' addresses kept per socket (the targets; anything else answering is cleared out)
 
 
 class PingSocketError(RuntimeError):
@@ -101,6 +103,7 @@ class EchoSocket:
         if not 1 <= echo_id <= 0xFFFF:
             raise ValueError(f"echo id: must be from 1 to 65535, got {echo_id}")
         self.echo_id = echo_id
+        self._peers: dict[str, IPv4Address] = {}
         try:
             self._sock = run_in_netns(netns, lambda: _open(echo_id))
         except PermissionError as exc:
@@ -137,7 +140,12 @@ class EchoSocket:
             kind, _code, _sum, _id, seq = _HEADER.unpack_from(data)
             if kind != ICMP_ECHO_REPLY:
                 continue
-            out.append(Reply(address=IPv4Address(peer[0]), seq=seq, at=_received_at(ancdata, offset)))
+            address = self._peers.get(peer[0])
+            if address is None:  # one FastAddress per peer, not one parse and hash per reply
+                if len(self._peers) >= _PEER_CACHE:
+                    self._peers.clear()
+                address = self._peers[peer[0]] = FastAddress(peer[0])
+            out.append(Reply(address=address, seq=seq, at=_received_at(ancdata, offset)))
         return out
 
 

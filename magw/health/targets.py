@@ -24,6 +24,7 @@ import attrs
 
 from magw.desired.node.roles import active_endpoints, node_role
 from magw.health.echoids import ALIVE_ID, reach_ids
+from magw.health.fastaddr import FastAddress
 from magw.health.statemachine import FailPolicy
 from magw.model import Endpoint, Snapshot
 from magw.model.vtep import vtep_ip
@@ -96,7 +97,7 @@ def _target(snapshot: Snapshot, endpoint: Endpoint, echo_ids: tuple[int, ...], *
     return ProbeTarget(
         hostname=endpoint.hostname,
         cluster=endpoint.cluster,
-        address=vtep_ip(endpoint.private_ip, inter_cluster=inter_cluster),
+        address=FastAddress(vtep_ip(endpoint.private_ip, inter_cluster=inter_cluster)),
         echo_ids=echo_ids,
         policy=_policy(snapshot, endpoint, inter_cluster=inter_cluster),
         late_pending=snapshot.config.multi_active,

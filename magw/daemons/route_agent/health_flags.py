@@ -29,6 +29,16 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= hp.MAX_BUDGET:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {hp.MAX_BUDGET:g} probes per second, got {text}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         return float(text)
@@ -40,7 +50,10 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
     """The route agent's probe and liveness flags (``--lease-*``), and the file broker's endpoint TTL."""
     g = p.add_argument_group("failure detection (docs/health.md)")
     flags: list[tuple[str, Callable[[str], float], float, str, str]] = [
-        ("--probe-interval", _seconds, hp.DEFAULT_INTERVAL, "SECONDS", "seconds between two probes of one peer"),
+        ("--probe-interval", _seconds, hp.DEFAULT_INTERVAL, "SECONDS", "the most seconds between two probes of one "
+         "peer"),
+        ("--probe-budget", _budget, hp.DEFAULT_BUDGET, "PROBES", "probes per second this node may send to probe "
+         "faster than --probe-interval, down to --probe-min-interval; 0: always --probe-interval"),
         ("--probe-timeout", _seconds, hp.DEFAULT_TIMEOUT, "SECONDS", "a later reply is a miss; > RTT, <= interval"),
         ("--probe-startup-grace", _seconds_or_off, hp.DEFAULT_STARTUP_GRACE, "SECONDS", "after start, a peer never "
          "seen answering is not taken down for SECONDS (its misses count); 0: no grace"),
@@ -62,6 +75,13 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds between the probes of a peer that missed (or answered while down), until it is down (or "
         f"up); <= interval (default {hp.DEFAULT_FAST_INTERVAL:g}, or the interval if shorter)",
+    )
+    g.add_argument(
+        "--probe-min-interval",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the fewest seconds between two probes of one peer, when --probe-budget allows it; <= interval "
+        f"(default {hp.DEFAULT_MIN_INTERVAL:g}, or the interval if shorter)",
     )
     g.add_argument("--no-health", action="store_true", help="no probes and no lease: only the broker's Health")
 
@@ -85,10 +105,11 @@ def _flag_error(parser: OneLineParser, exc: ValueError) -> None:
 
 def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams:
     try:
-        fast = {} if args.probe_fast_interval is None else {"fast_interval": args.probe_fast_interval}
+        optional = {"fast_interval": args.probe_fast_interval, "min_interval": args.probe_min_interval}
         return ProbeParams(
-            **fast,
+            **{k: v for k, v in optional.items() if v is not None},
             interval=args.probe_interval,
+            budget=args.probe_budget,
             timeout=args.probe_timeout,
             down_after=args.down_after,
             up_after=args.up_after,

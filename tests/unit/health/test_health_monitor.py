@@ -15,6 +15,15 @@ from magw.health.probe import Reply
 from magw.model import Health
 from tests.support.planner_seed import seed_east
 
+# The timings below were worked out for one fixed interval: 100 ms, 30 ms in transition, no budget (a handful of
+# peers would be probed every 30 ms under the default budget: tests/unit/health/test_health_budget.py).
+CLASSIC = {"fast_interval": 0.03, "budget": 0.0}
+
+
+def classic(**kwargs: float) -> ProbeParams:
+    return ProbeParams(**{**CLASSIC, **kwargs})  # type: ignore[arg-type]
+
+
 WEST_ID = reach_ids(["west"])["west"]
 GW1, GW2 = IPv4Address("240.18.0.6"), IPv4Address("240.18.0.8")
 W_GW1, W_GW2 = IPv4Address("241.18.0.4"), IPv4Address("241.18.0.9")
@@ -68,7 +77,7 @@ def monitor(
 ) -> HealthMonitor:
     mon = HealthMonitor(
         node,
-        probe=params or ProbeParams(startup_grace=0),
+        probe=params or classic(startup_grace=0),
         liveness=LivenessParams(),
         on_change=lambda h: changes.append((net.clock, h)),
         rng=lambda: 0.5,  # every interval is 90 ms (100 ms less half the 20% jitter), first probe at 50 ms,
@@ -123,19 +132,22 @@ def test_dead_gateway_is_reported_once_at_the_third_miss() -> None:
 @pytest.mark.parametrize(
     "params",
     [
-        ProbeParams(startup_grace=0),  # the defaults: a fast probe 27 ms after the last one
-        ProbeParams(fast_interval=0.02, startup_grace=0),
-        ProbeParams(interval=0.08, fast_interval=0.02, startup_grace=0),
+        ProbeParams(startup_grace=0),  # the defaults: every 30 ms (the budget), 20 ms in transition
+        classic(startup_grace=0),  # a fast probe 27 ms after the last one
+        classic(fast_interval=0.02, startup_grace=0),
+        classic(interval=0.08, fast_interval=0.02, startup_grace=0),
+        classic(interval=0.03, fast_interval=0.02, startup_grace=0),
+        classic(interval=0.025, fast_interval=0.025, startup_grace=0),
     ],
-    ids=["defaults", "fast-20ms", "interval-80ms-fast-20ms"],
+    ids=["defaults", "classic", "fast-20ms", "interval-80ms-fast-20ms", "interval-30ms-fast-20ms", "interval-25ms"],
 )
 def test_a_sudden_50ms_queue_costs_misses_not_a_failover(params: ProbeParams) -> None:
     """From 0.52 s every reply of e-gw1 waits 50 ms in a queue (a saturated link: tbf's bound in the lab). Its
     first probes miss, and the fast ones are sent while the first one's reply is still queued. That late reply
     arrives before the third miss and teaches the deadline the queue (SRTT + 4 x deviation), so the next probe
     succeeds: e-gw1 never goes down, and on_change never fires. A late reply counts as an RTT sample even when a
-    newer probe was sent meanwhile, and extends that probe's deadline. (An interval whose jittered length is below
-    the queue, 60 ms here, cannot tolerate it: a deadline never passes the next probe.)"""
+    newer probe was sent meanwhile, and extends that probe's deadline, also past the next interval when the interval
+    is shorter than the queue (30 and 25 ms here): the next probe waits for that one's outcome."""
     net = FakeNet()
     changes: list[tuple[float, Health]] = []
     mon = monitor("e-w1", net, changes, params)
@@ -167,10 +179,10 @@ def test_the_first_miss_of_an_up_peer_is_logged_once_where_a_failover_starts() -
     ("params", "down_at"),
     [
         # fast_interval = interval: probes at 0.59, 0.68, 0.77 miss; down at 0.79 (20 ms timeout).
-        (ProbeParams(fast_interval=0.1, startup_grace=0), 0.79),
+        (classic(fast_interval=0.1, startup_grace=0), 0.79),
         # An 80 ms timeout: a probe in flight is never replaced by a fast one. The probe at 0.59 misses at 0.67;
         # the next goes out then (not at 0.617) and misses at 0.75, the third at 0.83: each had its timeout.
-        (ProbeParams(timeout=0.08, startup_grace=0), 0.83),
+        (classic(timeout=0.08, startup_grace=0), 0.83),
     ],
     ids=["no-acceleration", "slow-peer-waited-for"],
 )
@@ -262,7 +274,7 @@ def test_unseen_peer_is_not_taken_down_during_the_startup_grace() -> None:
     could fail as usual."""
     net = FakeNet(silent={(GW1, ALIVE_ID), (GW1, WEST_ID)})
     changes: list[tuple[float, Health]] = []
-    mon = monitor("e-w1", net, changes, ProbeParams(startup_grace=1.0))
+    mon = monitor("e-w1", net, changes, classic(startup_grace=1.0))
     advance(mon, net, 1.0)
     assert mon.health.down == frozenset()
     assert mon.states()[(GW1, ALIVE_ID)].misses == 11
@@ -352,7 +364,7 @@ def test_liveness_waits_for_a_sync_of_the_current_role() -> None:
     Endpoint published succeeded; a failed sync does not count. Becoming a standby (or taking over) changes
     nothing: a node taking over keeps answering while it builds its tunnel. Re-publication needs a new sync."""
     net = FakeNet()
-    mon = HealthMonitor("e-gw1", probe=ProbeParams(), liveness=LivenessParams(), rng=lambda: 0.5,
+    mon = HealthMonitor("e-gw1", probe=classic(), liveness=LivenessParams(), rng=lambda: 0.5,
                         clock=lambda: net.clock, sockets=net.socket, require_sync=True)  # type: ignore[arg-type]  # fmt: skip
     snap = seed_east()
     mon.update(snap)

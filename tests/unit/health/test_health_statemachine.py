@@ -30,11 +30,14 @@ def run(
 
 
 def test_defaults_are_the_documented_ones() -> None:
-    """100 ms interval (30 ms in transition), 20 ms reply timeout, down after 3 misses, up after 3 successes,
-    20% jitter; 1 s liveness timeout. A shorter interval than 30 ms also shortens the fast interval to it."""
-    assert (P.interval, P.fast_interval, P.timeout, P.down_after, P.up_after, P.jitter) == (0.1, 0.03, 0.02, 3, 3, 0.2)
+    """At most 100 ms between probes, as little as 30 ms within a budget of 1,000 probes/s (20 ms in transition),
+    20 ms reply timeout, down after 3 misses, up after 3 successes, 20% jitter; 1 s liveness timeout. A shorter
+    interval than 30 ms (20 ms) also shortens the min interval (the fast interval) to it."""
+    assert (P.interval, P.min_interval, P.budget, P.fast_interval) == (0.1, 0.03, 1000.0, 0.02)
+    assert (P.timeout, P.down_after, P.up_after, P.jitter) == (0.02, 3, 3, 0.2)
     assert P.startup_grace == 3.0
-    assert ProbeParams(interval=0.02, timeout=0.01).fast_interval == 0.02
+    assert ProbeParams(interval=0.02, timeout=0.01).min_interval == 0.02
+    assert ProbeParams(interval=0.015, timeout=0.01).fast_interval == 0.015
     assert ProbeParams(interval=1.0, fast_interval=0.5).fast_interval == 0.5
     assert (LivenessParams().timeout, LivenessParams().refresh) == (1.0, 0.25)
 

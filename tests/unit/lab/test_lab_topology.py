@@ -44,7 +44,7 @@ def test_topology_document_round_trips() -> None:
             "multi_active": False,
             "wan_rate": "50mbit",
             "underlay_mtu": 1400,
-            "probe": {"interval": 0.08, "fast_interval": 0.02, "down_after": 2},
+            "probe": {"interval": 0.08, "min_interval": 0.04, "budget": 500, "fast_interval": 0.02, "down_after": 2},
             "clusters": [
                 {"id": "a", "gateways": 1, "workers": 0, "pods_per_node": 1},
                 {"id": "b", "services": [{"name": "web", "port": 80, "backends": ["gw1-p2", "w1-p1"]}]},
@@ -69,7 +69,8 @@ def test_topology_document_round_trips() -> None:
         ({"clusters": [{"id": "e"}], "probe": {"interval": 0.05, "timeout": 0.045}},
          "t.yaml: probe: probe timeout: must be <= the shortest jittered interval 0.04, got 0.045"),
         ({"clusters": [{"id": "e"}], "probe": {"every": 1}},
-         "t.yaml: probe.every: unknown key (expected one of: down_after, fast_interval, interval, timeout)"),
+         "t.yaml: probe.every: unknown key (expected one of: budget, down_after, fast_interval, interval, "
+         "min_interval, timeout)"),
         ({"clusters": []}, "t.yaml: clusters: must have 1 to 8 items, got 0"),
         ({"clusters": [{"gateways": 1}]}, "t.yaml: clusters[0].id: is required"),
         ({"clusters": [{"id": "East"}]},
@@ -288,3 +289,7 @@ def test_the_probe_section_becomes_the_route_agents_flags() -> None:
     assert topo.probe is not None
     assert topo.probe.flags() == ("--probe-interval", "0.08", "--probe-timeout", "0.02", "--down-after", "2")
     assert parse_topology({"clusters": [{"id": "e"}]}).probe is None
+    budget = parse_topology({"clusters": [{"id": "e"}], "probe": {"budget": 0, "min_interval": 0.05}}).probe
+    assert budget is not None
+    assert budget.flags() == ("--probe-min-interval", "0.05", "--probe-budget", "0")
+    assert parse_topology({"clusters": [{"id": "e"}], "probe": budget.to_doc()}).probe == budget
