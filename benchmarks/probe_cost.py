@@ -1,13 +1,15 @@
 """Benchmark: what probing costs a gateway node with many remote gateways, per probe set, side by side.
 
 Usage (root): ``.venv/bin/python benchmarks/probe_cost.py [--remote-gateways 100] [--seconds 10]
-[--set 0.1,0.03,0.02 --set 0.08,0.015,0.015 ...]``
+[--set 0.1,0.03,0.02 --set 0.03,0.02,0.02,0 ...]``
 
 The local gateway ``gw1`` of ``benchmarks/bigsnap.py``'s snapshot (remote clusters with two gateways each: half as
 many clusters as ``--remote-gateways``) runs magw's real ``HealthMonitor`` in a network namespace made here, with
 its real ping sockets and its real liveness set (libnftables). Every remote gateway's VTEP address is on that
 namespace's loopback, so the kernel answers each probe at once: what is measured is the prober's own cost, not a
-path's. For each ``--set`` (interval, fast interval, timeout in seconds) it runs ``--seconds`` and prints the
+path's. For each ``--set`` (interval, fast interval, timeout in seconds, and optionally the budget in probes per
+second: the route agent's ``--probe-budget``, default 1000, 0: none) it runs ``--seconds`` and prints the interval
+the monitor probes at (``every``: the budget's, between the 30 ms min interval and the interval), the
 probes sent and replies read per second, and the CPU time the whole process used (the event loop and the
 liveness thread), as a share of one core and per probe. Every figure comes from this run; the sets run one after
 the other in the same namespace, so the machine's load is the same for all of them. The namespace is removed in
@@ -89,6 +91,8 @@ async def measure(ns: str, params: ProbeParams, seconds: float, text: str) -> di
         "interval": params.interval,
         "fast_interval": params.fast_interval,
         "timeout": params.timeout,
+        "budget": params.budget,
+        "every": mon.interval,
         "targets": targets,
         "probes_per_s": round(sent / wall, 1),
         "replies_per_s": round(replies / wall, 1),
@@ -109,7 +113,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--remote-gateways", type=int, default=100, help="remote gateways (two per cluster; default 100)")
     p.add_argument("--seconds", type=float, default=10.0, help="seconds measured per set (default 10)")
-    p.add_argument("--set", action="append", metavar="I,F,T", help="interval,fast interval,timeout (repeatable)")
+    p.add_argument("--set", action="append", metavar="I,F,T[,B]",
+                   help="interval,fast interval,timeout[,budget] (repeatable)")  # fmt: skip
     args = p.parse_args()
     if os.geteuid() != 0:
         p.error("needs root (a network namespace)")
@@ -118,9 +123,11 @@ def main() -> int:
     if not 1 <= args.seconds <= 120:
         p.error("--seconds: 1..120")
     try:
-        keys = ("interval", "fast_interval", "timeout")
-        sets = [ProbeParams(**dict(zip(keys, map(float, s.split(",")), strict=True)))
-                for s in (args.set or ["0.1,0.03,0.02"])]  # fmt: skip
+        keys = ("interval", "fast_interval", "timeout", "budget")
+        sets = [ProbeParams(**dict(zip(keys, map(float, s.split(",")), strict=False)))
+                for s in (args.set or ["0.1,0.02,0.02"])]  # fmt: skip
+        if any(not 3 <= len(s.split(",")) <= 4 for s in args.set or ()):
+            raise ValueError("each is I,F,T or I,F,T,B")
     except ValueError as exc:
         p.error(f"--set: {exc}")
     configure_logging("console", "warning")
@@ -135,11 +142,12 @@ def main() -> int:
         enable_ping_sockets(ns)
         print(f"{args.remote_gateways} remote gateways ({clusters} clusters), {args.seconds:g} s per set, "
               f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-        print(f"{'interval':>8} {'fast':>6} {'timeout':>7} {'probes/s':>9} {'replies/s':>9} {'CPU':>7} "
-              f"{'us/probe':>8} {'down':>5}")  # fmt: skip
+        print(f"{'interval':>8} {'fast':>6} {'timeout':>7} {'budget':>6} {'every':>6} {'probes/s':>9} "
+              f"{'replies/s':>9} {'CPU':>7} {'us/probe':>8} {'down':>5}")  # fmt: skip
         for params in sets:
             r = asyncio.run(measure(ns, params, args.seconds, text))
-            print(f"{r['interval']:>8g} {r['fast_interval']:>6g} {r['timeout']:>7g} {r['probes_per_s']:>9.0f} "
+            print(f"{r['interval']:>8g} {r['fast_interval']:>6g} {r['timeout']:>7g} {r['budget']:>6g} "
+                  f"{r['every']:>6.3f} {r['probes_per_s']:>9.0f} "
                   f"{r['replies_per_s']:>9.0f} {r['cpu_share']:>7.1%} {r['cpu_us_per_probe']:>8.1f} "
                   f"{len(r['down']):>5}", flush=True)  # fmt: skip
     finally:

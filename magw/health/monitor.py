@@ -128,6 +128,11 @@ class HealthMonitor:
         return self._health
 
     @property
+    def interval(self) -> float:
+        """The probe interval for the current targets (``ProbeParams.interval_for``: the budget's)."""
+        return self._interval
+
+    @property
     def plan(self) -> ProbePlan:
         return self._plan
 

@@ -57,7 +57,8 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("magw_nexthop_group_replaces_total", "counter", (), "route-agent",
            "Nexthop groups created or replaced in the kernel."),
     Metric("magw_nexthop_group_sync_seconds", "histogram", ("mode",), "route-agent",
-           "Time of each sync (plan, diff, apply) that changed nexthop groups: an event's way to the kernel."),
+           "Time of each sync (plan, diff, apply) that changed nexthop groups: an event's way to the kernel "
+           "(`mode`: `partial`, `full`, or `shortcut` for a dead gateway's replaces applied before the sync)."),
     Metric("magw_gateway_flows", "gauge", ("remote_cluster",), "route-agent",
            "On a gateway: tracked connections with an end in the remote cluster's CIDRs (the flows it carries)."),
     Metric("magw_reconciler_sync_duration_seconds", "histogram", ("reconciler", "mode"), "route-agent",

@@ -150,12 +150,15 @@ class Reconciler:
                 return
         self._mark(reason, urgent=urgent)
 
-    def apply_now(self, make: Callable[[DesiredState], tuple[Op, ...]]) -> ApplyResult | None:
+    def apply_now(
+        self, make: Callable[[DesiredState], tuple[Op, ...]], *, driver: Driver | None = None
+    ) -> ApplyResult | None:
         """Apply ``make(known)`` through the driver at once, on the loop's thread, ahead of the sync an event
         asked for (a dead gateway's group replaces: magw.reconcile.shortcut). None, with nothing done, while a
         sync runs in the worker thread (it owns the driver then) or while the known state is in doubt: the sync
         does it all. What is applied becomes known, so the sync's diff starts from it; a failure throws the
-        known state away (the next sync observes)."""
+        known state away (the next sync observes). ``driver``: one that applies to what the reconciler's driver
+        wraps, without the wrapper's own work (the route agent's WireGuard cable check)."""
         known = self._known
         if self._phase == "syncing" or known is None or not self._partial_possible():
             return None
@@ -163,9 +166,10 @@ class Reconciler:
         if not ops:
             return None
         self._generation += 1  # an audit that observed before this is stale
+        started = time.perf_counter()
         try:
             with self.gate.busy():
-                result = self._driver.apply(ChangeSet(ops=ops))
+                result = (driver or self._driver).apply(ChangeSet(ops=ops))
         except Exception as exc:  # the driver raised: what it did is unknown; the sync observes and does it all
             self._known, self._need_full = None, True
             log.error("reconciler.apply_now_failed", name=self.name, error=repr(exc))
@@ -174,6 +178,7 @@ class Reconciler:
             self._known, self._need_full = None, True
         else:
             self._known = carry_out(known, result.applied)
+        self._metrics.record_apply_now(result, seconds=time.perf_counter() - started)
         return result
 
     def _mark(self, reason: str, *, urgent: bool = False) -> None:

@@ -127,6 +127,18 @@ class ReconcilerMetrics:
             self._f.objects.labels(reconciler=self.name, kind=kind).set(len(state.of_kind(kind)))
         self._f.objects.labels(reconciler=self.name, kind="nft").set(len(state.nft_tables()))
 
+    def record_apply_now(self, result: ApplyResult, *, seconds: float) -> None:
+        """What ``Reconciler.apply_now`` changed: its ops, group replaces and time (``mode="shortcut"``)."""
+        applied = collections.Counter((op.kind, op.verb) for op in result.applied if isinstance(op, Op))
+        for (kind, verb), count in sorted(applied.items()):
+            self.applied(kind, verb, count)
+        groups = applied[("groups", "create")] + applied[("groups", "replace")]
+        if groups:
+            self._f.group_replaces.inc(groups)
+            self._f.group_syncs.labels(mode="shortcut").observe(seconds)
+        for kind, count in sorted(collections.Counter(object_id(f.op)[0] for f in result.failed).items()):
+            self.error(kind, count)
+
     def record_sync(
         self, known: DesiredState, result: ApplyResult, *, full: bool, seconds: float, skipped: int, deferred: int
     ) -> None:

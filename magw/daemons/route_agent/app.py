@@ -109,7 +109,8 @@ class RouteAgent:
         if self.health is not None:  # a health change replans at once: a partial sync, no round trip through the source
             # urgent: flows through a dead gateway are lost until the kernel follows (no 10 ms settle)
             if self.failover_shortcut:
-                self.shortcut = FailoverShortcut(self.node, self.reconciler, self.health, self.source)
+                inner = self.cable.inner if self.cable is not None else None  # not the cable's wg check on the loop
+                self.shortcut = FailoverShortcut(self.node, self.reconciler, self.health, self.source, inner)
             self.health.on_change = self._health_changed
             self.health.on_transition = lambda: self._on_sync(None)  # keep the status file's peer states fresh
             self.source.subscribe(self.health.update)

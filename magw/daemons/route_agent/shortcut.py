@@ -16,6 +16,7 @@ import structlog
 
 from magw.health.monitor import HealthMonitor
 from magw.model import Health
+from magw.reconcile.driver import Driver
 from magw.reconcile.loop import Reconciler
 from magw.reconcile.shortcut import failover_ops
 from magw.sources.base import StateSource
@@ -26,8 +27,16 @@ log = structlog.get_logger(__name__)
 class FailoverShortcut:
     """Remembers which peers were down, and applies the group replaces of those that just went down."""
 
-    def __init__(self, node: str, reconciler: Reconciler, monitor: HealthMonitor, source: StateSource) -> None:
+    def __init__(
+        self,
+        node: str,
+        reconciler: Reconciler,
+        monitor: HealthMonitor,
+        source: StateSource,
+        driver: Driver | None = None,
+    ) -> None:
         self.node = node
+        self._driver = driver  # the driver under the WireGuard cable's: its check may run wg on the event loop
         self._reconciler = reconciler
         self._monitor = monitor
         self._source = source
@@ -57,7 +66,7 @@ class FailoverShortcut:
             return
         doubtful = {a for name in self._doubtful(health) for a in addresses.get(name, ())}
         started = time.perf_counter()
-        result = self._reconciler.apply_now(lambda known: failover_ops(known, dead, doubtful))
+        result = self._reconciler.apply_now(lambda known: failover_ops(known, dead, doubtful), driver=self._driver)
         if result is None:
             return  # a sync is running or the known state is in doubt: the sync just asked for does it
         self.applied += len(result.applied)

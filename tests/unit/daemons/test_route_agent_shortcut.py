@@ -26,7 +26,9 @@ class Reconciler:
     known: DesiredState
     calls: list[tuple[Op, ...]] = attrs.field(factory=list)
 
-    def apply_now(self, make: Callable[[DesiredState], tuple[Op, ...]]) -> ApplyResult | None:
+    def apply_now(
+        self, make: Callable[[DesiredState], tuple[Op, ...]], *, driver: object = None
+    ) -> ApplyResult | None:
         ops = make(self.known)
         self.calls.append(ops)
         return ApplyResult(applied=ops) if ops else None

@@ -84,3 +84,28 @@ async def test_a_failed_replace_makes_the_next_sync_observe() -> None:
     await h.stop()
     assert h.results[1].full is True and driver.observes == observes + 1
     assert group_in_kernel(driver) == ONLY2
+
+
+async def test_a_driver_given_is_used_instead_of_the_wrapper() -> None:
+    """The route agent passes the driver under its WireGuard cable's: the wrapper sees nothing of the replace."""
+    driver = fresh_driver()
+    h = Harness(driver, desired=BEFORE)
+    await h.start()
+    batches = len(driver.applied_batches)
+    result = h.rec.apply_now(gw1_dies, driver=driver.inner)
+    await h.stop()
+    assert result is not None and len(result.applied) == 1
+    assert len(driver.applied_batches) == batches
+    assert group_in_kernel(driver) == ONLY2
+
+
+async def test_the_replace_is_counted_in_the_metrics_as_a_shortcut() -> None:
+    driver = fresh_driver()
+    h = Harness(driver, desired=BEFORE)
+    await h.start()
+    before = h.registry.get_sample_value("magw_nexthop_group_replaces_total") or 0
+    assert h.rec.apply_now(gw1_dies) is not None
+    await h.stop()
+    assert h.registry.get_sample_value("magw_nexthop_group_replaces_total") == before + 1
+    assert h.registry.get_sample_value("magw_nexthop_group_sync_seconds_count", {"mode": "shortcut"}) == 1
+    assert h.sample("magw_reconciler_changes_total", kind="groups", verb="replace") == 1  # the start created it
