@@ -195,7 +195,7 @@ class HealthMonitor:
                     self._states.setdefault((target.address, echo_id), NEW_LATER)
         self._book.forget(keys)
         self.events.forget(set(keys))
-        interval = self.params.interval_for(sum(len(t.echo_ids) for t in plan.targets))
+        interval = self.params.interval_for(plan.probes_per_round, plan.answered_per_round)
         if interval != self._interval:
             log.info("health.interval", node=self.node, interval=round(interval, 4), was=round(self._interval, 4))
             self._interval = interval

@@ -7,6 +7,7 @@ import attrs
 DEFAULT_INTERVAL = 0.1
 DEFAULT_MIN_INTERVAL = 0.03
 DEFAULT_BUDGET = 1000.0  # probes per second a node may spend to probe faster than DEFAULT_INTERVAL
+DEFAULT_GATEWAY_BUDGET = 20_000.0  # echoes per second the nodes of a cluster may make one gateway answer, together
 DEFAULT_FAST_INTERVAL = 0.02
 DEFAULT_STARTUP_GRACE = 3.0
 DEFAULT_TIMEOUT = 0.02
@@ -50,6 +51,10 @@ class ProbeParams:
     and ``interval`` (``interval_for``): a few peers are probed every 30 ms (the
     wait for the next probe is most of a failover), a hundred no faster than the
     budget of 1,000 probes per second allows. ``budget`` 0: always ``interval``.
+    ``gateway_budget``: and no faster than keeps what one target answers from
+    every node probing it the same way (a worker's cluster) within this many
+    echoes per second: 1,000 workers with 4 ids each probe every 200 ms (so
+    ``interval``), not every 30 ms (133,000 echoes/s per gateway). 0: no bound.
     Default ``min_interval``: 30 ms, or ``interval`` if that is shorter.
     ``timeout``: a probe whose reply has not arrived ``timeout`` seconds after it
     was sent is a miss; for a peer whose smoothed round-trip time is larger, 4 x
@@ -72,6 +77,7 @@ class ProbeParams:
         default=attrs.Factory(lambda self: min(DEFAULT_MIN_INTERVAL, self.interval), takes_self=True)
     )
     budget: float = DEFAULT_BUDGET
+    gateway_budget: float = DEFAULT_GATEWAY_BUDGET
     fast_interval: float = attrs.field(
         default=attrs.Factory(lambda self: min(DEFAULT_FAST_INTERVAL, self.interval), takes_self=True)
     )
@@ -91,6 +97,10 @@ class ProbeParams:
             raise ValueError(f"probe min interval: must be <= the probe interval {interval}, got {self.min_interval}")
         if not 0 <= self.budget <= MAX_BUDGET:
             raise ValueError(f"probe budget: must be from 0 to {MAX_BUDGET:g} probes per second, got {self.budget}")
+        if not 0 <= self.gateway_budget <= MAX_BUDGET:
+            raise ValueError(
+                f"probe gateway budget: must be from 0 to {MAX_BUDGET:g} echoes per second, got {self.gateway_budget}"
+            )
         if self.fast_interval > self.interval:
             raise ValueError(
                 f"probe fast interval: must be <= the probe interval {self.interval:g}, got {self.fast_interval}"
@@ -111,12 +121,15 @@ class ProbeParams:
         than the timeout: a probe due while one is in flight waits for it (magw.health.monitor)."""
         return self.interval * (1.0 - self.jitter)
 
-    def interval_for(self, probes_per_round: int) -> float:
-        """The interval of a node that sends ``probes_per_round`` probes each round: ``probes_per_round / budget``,
-        within ``min_interval`` and ``interval``."""
+    def interval_for(self, probes_per_round: int, answered_per_round: int = 0) -> float:
+        """The interval of a node that sends ``probes_per_round`` probes each round, whose busiest target answers
+        ``answered_per_round`` echoes each round from every node probing it this way: the longer of
+        ``probes_per_round / budget`` and ``answered_per_round / gateway_budget``, within ``min_interval`` and
+        ``interval``."""
         if self.budget <= 0:
             return self.interval
-        return min(self.interval, max(self.min_interval, probes_per_round / self.budget))
+        shared = answered_per_round / self.gateway_budget if self.gateway_budget > 0 else 0.0
+        return min(self.interval, max(self.min_interval, probes_per_round / self.budget, shared))
 
     @property
     def max_wait(self) -> float:

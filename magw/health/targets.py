@@ -51,11 +51,24 @@ class ProbePlan:
     mode: Mode
     targets: tuple[ProbeTarget, ...] = ()
     reach: tuple[tuple[str, int], ...] = ()
+    # How many nodes probe each target the way this one does: on a worker, the nodes of its cluster (each probes
+    # every local gateway with the same ids), so a gateway answers about probers x ids per round; else 1.
+    probers: int = 1
 
     @property
     def keys(self) -> frozenset[tuple[IPv4Address, int]]:
         """Every (VTEP, echo id) probed."""
         return frozenset((t.address, i) for t in self.targets for i in t.echo_ids)
+
+    @property
+    def probes_per_round(self) -> int:
+        """The probes this node sends each round (every target's echo ids)."""
+        return sum(len(t.echo_ids) for t in self.targets)
+
+    @property
+    def answered_per_round(self) -> int:
+        """The echoes the busiest target answers each round from every node probing it this way."""
+        return self.probers * max((len(t.echo_ids) for t in self.targets), default=0)
 
     @property
     def echo_ids(self) -> frozenset[int]:
@@ -73,7 +86,7 @@ def probe_plan(snapshot: Snapshot, node: str) -> ProbePlan:
     reach = tuple(sorted(ids.items()))
     if not node_role(snapshot, node).gateway:
         local = _local_targets(snapshot, node, (ALIVE_ID, *sorted(ids.values())))
-        return ProbePlan(mode="worker", targets=local, reach=reach)
+        return ProbePlan(mode="worker", targets=local, reach=reach, probers=max(len(snapshot.nodes), 1))
     remote = tuple(
         _target(snapshot, e, (ALIVE_ID,), inter_cluster=True)
         for c in snapshot.remote_clusters

@@ -122,8 +122,11 @@ class Harness:
                 return
             if self.rec.phase == "settling":
                 self.clock.advance(SETTLE)
-            # A sync waits for its worker thread (planner, diff, driver): give it time rather than spin.
-            await asyncio.sleep(0.001 if self.rec.phase == "syncing" else 0)
+            # A sync waits for its worker thread (planner, diff, driver), an audit for its own: give them time rather
+            # than spin (spinning, a loaded machine ran out of turns before an audit's thread was scheduled).
+            audit = self.rec._audit
+            waiting = self.rec.phase == "syncing" or (audit is not None and audit.busy)
+            await asyncio.sleep(0.001 if waiting else 0)
         raise AssertionError("condition not reached within the safety limit")
 
     async def idle(self) -> None:

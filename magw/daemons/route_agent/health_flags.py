@@ -35,7 +35,7 @@ def _budget(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 <= value <= hp.MAX_BUDGET:
-        raise argparse.ArgumentTypeError(f"must be from 0 to {hp.MAX_BUDGET:g} probes per second, got {text}")
+        raise argparse.ArgumentTypeError(f"must be from 0 to {hp.MAX_BUDGET:g} per second, got {text}")
     return value
 
 
@@ -54,6 +54,8 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
          "peer"),
         ("--probe-budget", _budget, hp.DEFAULT_BUDGET, "PROBES", "probes per second this node may send to probe "
          "faster than --probe-interval, down to --probe-min-interval; 0: always --probe-interval"),
+        ("--probe-gateway-budget", _budget, hp.DEFAULT_GATEWAY_BUDGET, "ECHOES", "and no faster than keeps the "
+         "echoes per second one gateway answers to all the nodes of this cluster within ECHOES; 0: no bound"),
         ("--probe-timeout", _seconds, hp.DEFAULT_TIMEOUT, "SECONDS", "a later reply is a miss; > RTT, <= interval"),
         ("--probe-startup-grace", _seconds_or_off, hp.DEFAULT_STARTUP_GRACE, "SECONDS", "after start, a peer never "
          "seen answering is not taken down for SECONDS (its misses count); 0: no grace"),
@@ -110,6 +112,7 @@ def probe_params(parser: OneLineParser, args: argparse.Namespace) -> ProbeParams
             **{k: v for k, v in optional.items() if v is not None},
             interval=args.probe_interval,
             budget=args.probe_budget,
+            gateway_budget=args.probe_gateway_budget,
             timeout=args.probe_timeout,
             down_after=args.down_after,
             up_after=args.up_after,

@@ -22,6 +22,20 @@ def test_the_interval_is_the_rounds_probes_over_the_budget_within_min_interval_a
     assert ProbeParams().interval_for(probes) == pytest.approx(interval)
 
 
+@pytest.mark.parametrize(
+    ("answered", "interval"),
+    [(6, 0.03), (600, 0.03), (1200, 0.06), (4000, 0.1), (40_000, 0.1)],
+)
+def test_what_one_gateway_answers_to_the_whole_cluster_stays_within_the_gateway_budget(
+    answered: int, interval: float
+) -> None:
+    """4 probes a round (within the budget: 30 ms), but every node of the cluster probes the same gateway: 150
+    workers with 4 ids make it answer 600 echoes a round, 20,000/s at 30 ms; 300 workers, every 60 ms; 1,000
+    workers, every 100 ms at most (the interval), where 30 ms would have been 133,000 echoes/s."""
+    assert ProbeParams().interval_for(4, answered) == pytest.approx(interval)
+    assert ProbeParams(gateway_budget=0).interval_for(4, answered) == pytest.approx(0.03)
+
+
 def test_no_budget_is_always_the_interval_and_bad_values_are_one_line_each() -> None:
     assert ProbeParams(budget=0).interval_for(1) == 0.1
     assert ProbeParams(interval=0.5, min_interval=0.2, budget=10).interval_for(3) == pytest.approx(0.3)
@@ -31,6 +45,8 @@ def test_no_budget_is_always_the_interval_and_bad_values_are_one_line_each() -> 
         ProbeParams(budget=-1)
     with pytest.raises(ValueError, match=r"^probe min interval: must be > 0 seconds, got 0"):
         ProbeParams(min_interval=0)
+    with pytest.raises(ValueError, match=r"^probe gateway budget: must be from 0 to 1e\+06 echoes per second, got -2"):
+        ProbeParams(gateway_budget=-2)
 
 
 def test_a_worker_with_four_probes_per_round_probes_every_30ms_less_jitter() -> None:
@@ -43,6 +59,16 @@ def test_a_worker_with_four_probes_per_round_probes_every_30ms_less_jitter() -> 
     advance(mon, net, 1.0)
     for sock in net.sockets.values():
         assert [sum(1 for a, _ in sock.sent if a == gw) for gw in (GW1, GW2)] == [37, 37]
+
+
+def test_a_worker_counts_every_node_of_its_cluster_against_the_gateway_budget() -> None:
+    """The seed's east has 3 nodes, each probing a gateway with 2 ids: 6 echoes a round per gateway. A gateway budget
+    of 100 echoes/s makes that every 60 ms (54 with the jitter), from 30 ms: 18 probes per gateway in one second."""
+    net = FakeNet()
+    mon = monitor("e-w1", net, [], ProbeParams(gateway_budget=100, startup_grace=0))
+    assert (mon.plan.probers, mon.plan.answered_per_round, mon.interval) == (3, 6, pytest.approx(0.06))
+    advance(mon, net, 1.0)
+    assert [sum(1 for a, _ in net.sockets[ALIVE_ID].sent if a == gw) for gw in (GW1, GW2)] == [18, 18]
 
 
 def test_a_small_budget_slows_probing_to_what_it_allows() -> None:
