@@ -124,10 +124,10 @@ def main() -> int:
         p.error("--seconds: 1..120")
     try:
         keys = ("interval", "fast_interval", "timeout", "budget")
-        sets = [ProbeParams(**dict(zip(keys, map(float, s.split(",")), strict=False)))
-                for s in (args.set or ["0.1,0.02,0.02"])]  # fmt: skip
         if any(not 3 <= len(s.split(",")) <= 4 for s in args.set or ()):
             raise ValueError("each is I,F,T or I,F,T,B")
+        sets = [ProbeParams(**dict(zip(keys, map(float, s.split(",")), strict=False)))
+                for s in (args.set or ["0.1,0.02,0.02"])]  # fmt: skip
     except ValueError as exc:
         p.error(f"--set: {exc}")
     configure_logging("console", "warning")

@@ -129,21 +129,20 @@ class ReconcilerMetrics:
 
     def record_apply_now(self, result: ApplyResult, *, seconds: float) -> None:
         """What ``Reconciler.apply_now`` changed: its ops, group replaces and time (``mode="shortcut"``)."""
-        applied = collections.Counter((op.kind, op.verb) for op in result.applied if isinstance(op, Op))
-        for (kind, verb), count in sorted(applied.items()):
-            self.applied(kind, verb, count)
-        groups = applied[("groups", "create")] + applied[("groups", "replace")]
-        if groups:
-            self._f.group_replaces.inc(groups)
-            self._f.group_syncs.labels(mode="shortcut").observe(seconds)
-        for kind, count in sorted(collections.Counter(object_id(f.op)[0] for f in result.failed).items()):
-            self.error(kind, count)
+        self._record_applied(result, mode="shortcut", seconds=seconds)
 
     def record_sync(
         self, known: DesiredState, result: ApplyResult, *, full: bool, seconds: float, skipped: int, deferred: int
     ) -> None:
         """Everything one sync changes in the metrics; ``known`` is what we own after it."""
         self.sync(full=full, seconds=seconds)
+        self._record_applied(result, mode="full" if full else "partial", seconds=seconds)
+        self.skipped("backoff", skipped)
+        self.skipped("prune_deferred", deferred)
+        self.owned(known)
+
+    def _record_applied(self, result: ApplyResult, *, mode: str, seconds: float) -> None:
+        """The applied ops by kind and verb, the group replaces (and ``seconds`` under ``mode``), the failures."""
         # Counted first, then one increment per label set: a 10k-route sync is 1 inc, not 10k (the loop's time).
         applied = collections.Counter(
             (op.kind, op.verb) if isinstance(op, Op) else ("nft", "delete" if op.table is None else "replace")
@@ -154,9 +153,6 @@ class ReconcilerMetrics:
         groups = applied[("groups", "create")] + applied[("groups", "replace")]
         if groups:
             self._f.group_replaces.inc(groups)
-            self._f.group_syncs.labels(mode="full" if full else "partial").observe(seconds)
+            self._f.group_syncs.labels(mode=mode).observe(seconds)
         for kind, count in sorted(collections.Counter(object_id(f.op)[0] for f in result.failed).items()):
             self.error(kind, count)
-        self.skipped("backoff", skipped)
-        self.skipped("prune_deferred", deferred)
-        self.owned(known)

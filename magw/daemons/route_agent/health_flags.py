@@ -30,10 +30,7 @@ def _count(text: str) -> int:
 
 
 def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _fraction(text)
     if not 0 <= value <= hp.MAX_BUDGET:
         raise argparse.ArgumentTypeError(f"must be from 0 to {hp.MAX_BUDGET:g} per second, got {text}")
     return value
