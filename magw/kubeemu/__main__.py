@@ -65,6 +65,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "--socket, on both")  # fmt: skip
     p.add_argument("--crd", action="append", default=[], help="also serve the kinds of this CRD manifest (repeatable)")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
+    p.add_argument("--pod-logs", help="serve pods' logs from the files a lab kubelet writes in this directory")
     p.add_argument("--pidfile", help="write the PID here once serving; removed on exit")
     p.add_argument("--state", help="objects to load at start (YAML/JSON)")
     p.add_argument("--persist", help="keep the state in this file across restarts (loaded at start if it exists)")
@@ -83,7 +84,8 @@ async def serve(args: argparse.Namespace) -> None:
             tokens = parse_token_file(f.read())
     host, port = args.listen or (None, 0)
     emulator = Emulator(
-        socket_path=args.socket, host=host, port=port, bookmark_interval=args.bookmark_interval, tokens=tokens
+        socket_path=args.socket, host=host, port=port, bookmark_interval=args.bookmark_interval, tokens=tokens,
+        pod_logs=args.pod_logs,
     )
     for path in args.crd:
         for doc in _documents(path):

@@ -8,7 +8,8 @@ Paths, as a real API server routes them:
     /apis/<group>/<version>/...                                           the same below a group version
 
 Collections: GET lists (or watches with ``watch=true``/``watch=1``), POST creates. Items: GET, PUT, PATCH,
-DELETE; ``/status`` for types with that subresource: GET, PUT, PATCH. Every error is a ``Status`` object.
+DELETE; ``/status`` for types with that subresource: GET, PUT, PATCH; a Pod's ``/log``: GET
+(``magw.kubeemu.podlogs``). Every error is a ``Status`` object.
 
 Lists ("Resource versions", "Retrieving large results sets in chunks" in API Concepts): the list's
 ``metadata.resourceVersion`` is the store's current one; ``resourceVersion`` with ``resourceVersionMatch=Exact``
@@ -23,12 +24,13 @@ import asyncio
 import base64
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import attrs
 from aiohttp import web
 
-from magw.kubeemu import openapi, protobuf, table
+from magw.kubeemu import openapi, podlogs, protobuf, table
 from magw.kubeemu.discovery import discovery
 from magw.kubeemu.errors import ApiError, bad_request, method_not_allowed, status_object, unsupported_media_type
 from magw.kubeemu.history import Obj, ObjectKey
@@ -92,9 +94,10 @@ def _decode_continue(token: str) -> tuple[int, ObjectKey]:
 
 
 class Api:
-    def __init__(self, store: Store, hub: WatchHub) -> None:
+    def __init__(self, store: Store, hub: WatchHub, *, pod_logs: Path | None = None) -> None:
         self.store = store
         self.hub = hub
+        self.pod_logs = pod_logs  # where a lab kubelet writes containers' logs (magw.kubeemu.podlogs)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -115,6 +118,9 @@ class Api:
             if (spec := openapi.document(self.store.registry, parts[2:])) is None:
                 raise ApiError(404, "NotFound", NOT_FOUND)
             return web.json_response(spec)
+        if request.method == "GET" and len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] \
+                and parts[4] == "pods" and parts[6] == "log":  # fmt: skip
+            return await self._pod_log(request, parts[3], parts[5])
         target = _resolve(self.store, parts)
         if target is None:
             raise ApiError(404, "NotFound", NOT_FOUND)
@@ -140,6 +146,19 @@ class Api:
             meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
             return web.json_response(table.table(target.rt, [obj], meta))
         return _with_warnings(web.json_response(obj), warnings)
+
+    async def _pod_log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        rt = self.store.registry.find("", "v1", "pods")
+        if rt is None:
+            raise ApiError(404, "NotFound", NOT_FOUND)
+        pod = self.store.get(rt, namespace, name)
+        uid = pod["metadata"].get("uid")
+
+        def current() -> Obj | None:
+            found = self.store.objects(rt).get((namespace, name))
+            return found if found is not None and found["metadata"].get("uid") == uid else None
+
+        return await podlogs.serve(request, self.pod_logs, pod, current)
 
     async def _item(self, request: web.Request, target: RequestTarget, name: str, warnings: list[str]) -> Obj:
         rt, namespace = target.rt, target.namespace or ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -41,6 +42,7 @@ class Emulator:
         bookmark_interval: float = 60.0,
         history_limit: int = 100_000,
         tokens: Mapping[str, UserInfo] | None = None,
+        pod_logs: str | os.PathLike[str] | None = None,
     ) -> None:
         if socket_path is None and host is None:
             raise ValueError("Emulator: give socket_path, host or both")
@@ -56,6 +58,8 @@ class Emulator:
             for rt in RBAC:
                 if self.store.registry.find(rt.group, rt.version, rt.plural) is None:
                     self.store.registry.add(rt)
+        # Pods' logs: the files a lab kubelet writes there (magw.kubeemu.podlogs); None: every log "waiting".
+        self.pod_logs = Path(pod_logs) if pod_logs is not None else None
         self._runner: web.AppRunner | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -83,7 +87,7 @@ class Emulator:
         if self.tokens is not None:
             app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
             app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
-        app.router.add_route("*", "/{tail:.*}", Api(self.store, self.hub).handle)
+        app.router.add_route("*", "/{tail:.*}", Api(self.store, self.hub, pod_logs=self.pod_logs).handle)
         runner = web.AppRunner(
             app, handle_signals=False, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
         )

@@ -195,6 +195,10 @@ class Store:
         given = meta.get("resourceVersion")
         if given and given != old_meta["resourceVersion"]:
             raise conflict(rt, name, STALE)
+        uid = meta.get("uid")
+        if uid and uid != old_meta.get("uid"):  # a body for an earlier object of the same name, as a server refuses it
+            raise conflict(rt, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                     f"{old_meta.get('uid')}")  # fmt: skip
         if status_only:
             result = copy.deepcopy(old)
             if "status" in new:

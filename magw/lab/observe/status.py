@@ -174,7 +174,7 @@ def _view(st: LabState, c: ClusterLayout, views: dict[str, ClusterView]) -> Clus
     return views.get(c.id) or ClusterView(cluster=c.id)
 
 
-_NOT_DAEMONS = ("echo", *kube.EMULATOR_KINDS, *lab_ovn.OVN_KINDS, *ovn_nodes.OVS_KINDS)
+_NOT_DAEMONS = ("echo", kube.KUBELET, *kube.EMULATOR_KINDS, *lab_ovn.OVN_KINDS, *ovn_nodes.OVS_KINDS)
 
 
 def status_doc(st: LabState) -> dict[str, Any]:
@@ -227,7 +227,9 @@ def _control_plane_doc(st: LabState) -> dict[str, Any]:
                 "endpoints": sorted(kube_view.objects_of(api, "Endpoint")) if alive else [],
             }
         )
-    return {"kind": "kube", "emulators": emulators}
+    kubelets = [{"cluster": r.owner, "pid": r.pid, "alive": procs.alive(r)} for r in st.processes
+                if r.kind == kube.KUBELET]  # fmt: skip
+    return {"kind": "kube", "emulators": emulators, "kubelets": kubelets}
 
 
 def status_text(doc: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from magw.lab.planes.kube_objects import BROKER_NAMESPACE, NAMESPACE, cluster_ob
 from magw.lab.spec import naming
 from magw.lab.spec.layout import ClusterLayout, LabLayout, NodeLayout
 
+KUBELET = "kubelet"  # a cluster's lab kubelet (magw.lab.kubelet), stopped with the daemons, before the emulators
 EMULATOR_KINDS = procs.STOP_LAST  # "kubeemu" (a cluster's), "kubeemu-broker": stopped after the daemons
 CLUSTER_EMULATOR, BROKER_EMULATOR = EMULATOR_KINDS
 BROKER = "broker"
@@ -55,6 +56,7 @@ class ApiServer:
     kubeconfig: Path
     pidfile: Path
     state_file: Path  # --persist: the objects survive a SIGKILL of the emulator (its restart loads them)
+    pod_logs: Path  # the containers' logs its cluster's lab kubelet writes, served as the pods' logs
 
     @property
     def kind(self) -> str:
@@ -68,7 +70,7 @@ def _api(st: LabState, stem: str, **fields: str) -> ApiServer:
     d = st.kube_dir
     return ApiServer(
         socket=d / f"{stem}.sock", kubeconfig=d / f"{stem}.kubeconfig", pidfile=d / f"{stem}.pid",
-        state_file=d / f"{stem}.state.json", **fields,
+        state_file=d / f"{stem}.state.json", pod_logs=d / "pod-logs" / stem, **fields,
     )  # fmt: skip
 
 
@@ -99,7 +101,7 @@ def emulator_argv(api: ApiServer) -> list[str]:
     restarted with the same command line (the soak's ``kill-apiserver``) comes back with every object, as an API
     server does over etcd, and its clients' watches from older versions get 410 and list again."""
     return [sys.executable, "-m", "magw.kubeemu", "--socket", str(api.socket), "--pidfile", str(api.pidfile),
-            "--persist", str(api.state_file), *crd_flags()]  # fmt: skip
+            "--persist", str(api.state_file), "--pod-logs", str(api.pod_logs), *crd_flags()]  # fmt: skip
 
 
 def source_flags(st: LabState, cluster: str) -> list[str]:
@@ -166,6 +168,28 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
                 raise LabError(f"cluster {c.id}: creating {obj['kind']} {obj['metadata']['name']}: {exc}") from None
             created += 1
     step(f"control plane: {created} objects created (Nodes, Cluster, Submariner, ConfigMap{_gn(lab)})")
+    return start_kubelets(lab, st, step)
+
+
+def kubelet_argv(st: LabState, cluster: str) -> list[str]:
+    api = cluster_api(st, cluster)
+    return [sys.executable, "-m", "magw.lab.kubelet", "--lab", st.name, "--cluster", cluster,
+            "--socket", str(api.socket), "--pod-logs", str(api.pod_logs)]  # fmt: skip
+
+
+def start_kubelets(lab: LabLayout, st: LabState, step: Progress) -> LabState:
+    """A lab kubelet per cluster (``magw.lab.kubelet``): the Pods created through the API run as processes in lab
+    namespaces. Not with ``--cni ovn`` (its pods are ports of OVN's switches, which the kubelet does not wire)."""
+    if st.ovn:
+        step("kubelets: none (--cni ovn: pods created through the API are not run)")
+        return st
+    for c in lab.clusters:
+        api = cluster_api(st, c.id)
+        api.pod_logs.mkdir(parents=True, exist_ok=True)
+        rec = procs.start(kind=KUBELET, owner=c.id, namespace=c.underlay_ns, argv=kubelet_argv(st, c.id),
+                          log_path=st.logs_dir / f"kubelet-{c.id}.log")  # fmt: skip
+        st = state.add_process(st, rec)
+    step(f"kubelets: {len(lab.clusters)} started (pods created through the API run in lab namespaces)")
     return st
 
 
