@@ -17,9 +17,33 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kubeconfig",
         metavar="PATH",
-        help="Kubernetes mode: not available in this build (docs/benchmark.md says why); use --lab",
+        action="append",
+        help="Kubernetes mode: a cluster's kubeconfig (give two or more; the pods are made through the API)",
     )
-    p.add_argument("--from", dest="src", metavar="CLUSTER", help="the client cluster (default: the first)")
+    p.add_argument(
+        "--namespace",
+        default="submariner-operator",
+        help="--kubeconfig: magw's namespace, where the cluster's id is read (default %(default)s)",
+    )
+    p.add_argument(
+        "--pod-namespace",
+        default="magw-verify",
+        help="--kubeconfig: where the benchmark's pods go, created if missing (default %(default)s)",
+    )
+    p.add_argument("--image", default="magw:0.1.0", help="--kubeconfig: the pods' image, magw's (default %(default)s)")
+    p.add_argument(
+        "--pod-timeout",
+        metavar="S",
+        type=float_in(5, 600),
+        default=90.0,
+        help="--kubeconfig: seconds for a pod to run and for a global IP to be given (default 90)",
+    )
+    p.add_argument(
+        "--from",
+        dest="src",
+        metavar="CLUSTER",
+        help="the client cluster (default: the first; with --kubeconfig, the first kubeconfig's)",
+    )
     p.add_argument(
         "--to",
         dest="dst",
@@ -80,12 +104,9 @@ def run(args: argparse.Namespace) -> int:
     from magw.ops.verify.labref import Addressing, open_lab
 
     if args.kubeconfig:
-        raise UsageError(
-            "benchmark: --kubeconfig: Kubernetes mode is not available in this build (it needs "
-            "probe pods on a real cluster, docs/benchmark.md); measure a lab with --lab NAME"
-        )
+        return _run_kube(args)
     if not args.lab:
-        raise UsageError("benchmark: --lab NAME is required (magw lab up --name NAME)")
+        raise UsageError("benchmark: --lab NAME or --kubeconfig (twice or more) is required")
     try:
         lab = open_lab(args.lab, verb="benchmark")
         ids = [c.id for c in lab.layout.clusters]
@@ -102,13 +123,8 @@ def run(args: argparse.Namespace) -> int:
             settings = {"duration": args.duration, "streams": args.streams}
             rows = bench.run_all(pairs, lambda p: bench.throughput(p, duration=args.duration, streams=args.streams))
         else:
-            protos = ("udp", "tcp") if args.proto == "both" else (args.proto,)
-            settings = {
-                "protos": list(protos),
-                "count": args.count,
-                "timeout": args.timeout,
-                "max_seconds": args.max_seconds,
-            }
+            protos = _protos(args)
+            settings = _latency_settings(args)
             rows = [
                 bench.latency(p, proto=proto, count=args.count, timeout=args.timeout, max_seconds=args.max_seconds)
                 for p in pairs
@@ -121,6 +137,48 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         print(json.dumps(render.report_json(args.verb, lab.name, rows, settings), indent=2))
+    else:
+        sys.stdout.write(render.table(args.verb, rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _protos(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("udp", "tcp") if args.proto == "both" else (args.proto,)
+
+
+def _latency_settings(args: argparse.Namespace) -> dict[str, object]:
+    return {"protos": list(_protos(args)), "count": args.count, "timeout": args.timeout,
+            "max_seconds": args.max_seconds}  # fmt: skip
+
+
+def _run_kube(args: argparse.Namespace) -> int:
+    from magw.ops.bench import kube, render
+    from magw.ops.verify.kubepods import KubeRunError, Settings
+    from magw.sources.kube.client import KubeConfigError
+
+    if args.lab:
+        raise UsageError("benchmark: --lab and --kubeconfig: give one of them")
+    if len(args.kubeconfig) < 2:
+        raise UsageError("benchmark: --kubeconfig: give two or more clusters' kubeconfigs (client first)")
+    if args.verb == "throughput":
+        measure = kube.Measure(kind="throughput", duration=args.duration, streams=args.streams)
+        settings: dict[str, object] = {"duration": args.duration, "streams": args.streams}
+    else:
+        measure = kube.Measure(kind="latency", protos=_protos(args), count=args.count, timeout=args.timeout,
+                               max_seconds=args.max_seconds)  # fmt: skip
+        settings = _latency_settings(args)
+    pods = Settings(namespace=args.pod_namespace, magw_namespace=args.namespace, image=args.image,
+                    pod_timeout=args.pod_timeout)  # fmt: skip
+    placements = ("gateways", "pods") if args.between == "both" else (args.between,)
+    try:
+        clusters, rows = kube.run(args.kubeconfig, pods, measure, src=args.src, dsts=args.dst, placements=placements)
+    except KubeRunError as exc:
+        print(f"magw: error: benchmark: {exc}", file=sys.stderr)
+        return 1
+    except KubeConfigError as exc:
+        raise UsageError(f"benchmark: {exc}") from None
+    if args.json:
+        print(json.dumps(render.report_json(args.verb, None, rows, settings, clusters=clusters), indent=2))
     else:
         sys.stdout.write(render.table(args.verb, rows))
     return 0 if all(r.ok for r in rows) else 1

@@ -1,7 +1,8 @@
 """``magw verify --lab NAME [--failover]``: the connectivity suite from inside a lab's pods, every failing pair named
 with the hop where it died; ``--failover`` (disruptive) kills a gateway's datapath under traffic and measures what
-moved. docs/verify.md. Exit 0 when every check passed, 1 when one failed, 2 on bad input (or a refused
-``--failover``)."""
+moved. ``magw verify --kubeconfig A --kubeconfig B``: the suite with pods made through the clusters' API servers
+(``magw.ops.verify.kube``). docs/verify.md. Exit 0 when every check passed, 1 when one failed, 2 on bad input (or
+a refused ``--failover``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
         metavar="PATH",
-        help="Kubernetes mode: not available in this build (docs/verify.md says why); use --lab",
+        action="append",
+        help="Kubernetes mode: a cluster's kubeconfig (give two or more; every ordered pair is checked with pods "
+        "made through the API)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="submariner-operator",
+        help="--kubeconfig: magw's namespace, where the cluster's id is read (default %(default)s)",
+    )
+    parser.add_argument(
+        "--pod-namespace",
+        default="magw-verify",
+        help="--kubeconfig: where the suite's pods go, created if missing (default %(default)s)",
+    )
+    parser.add_argument(
+        "--image", default="magw:0.1.0", help="--kubeconfig: the probe pods' image, magw's (default %(default)s)"
+    )
+    parser.add_argument(
+        "--pod-timeout",
+        metavar="S",
+        type=float_in(5, 600),
+        default=90.0,
+        help="--kubeconfig: seconds for a pod to run and for a global IP to be given (default 90)",
     )
     parser.add_argument(
         "--client",
@@ -85,12 +108,9 @@ def run(args: argparse.Namespace) -> int:
     from magw.ops.verify.labref import open_lab
 
     if args.kubeconfig:
-        raise UsageError(
-            "verify: --kubeconfig: Kubernetes mode is not available in this build (it needs probe "
-            "pods on a real cluster, docs/verify.md); verify a lab with --lab NAME"
-        )
+        return _run_kube(args)
     if not args.lab:
-        raise UsageError("verify: --lab NAME is required (magw lab up --name NAME)")
+        raise UsageError("verify: --lab NAME or --kubeconfig (twice or more) is required")
     if not args.failover and (args.victim or args.yes):
         raise UsageError("verify: --victim and --yes go with --failover")
     if args.failover and not args.yes and not sys.stdin.isatty():
@@ -118,3 +138,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report.table(result, fo))
     return 0 if result.ok and (fo is None or fo.ok) else 1
+
+
+def _run_kube(args: argparse.Namespace) -> int:
+    from magw.ops.verify import kube
+
+    if args.lab:
+        raise UsageError("verify: --lab and --kubeconfig: give one of them")
+    if len(args.kubeconfig) < 2:
+        raise UsageError("verify: --kubeconfig: give two or more clusters' kubeconfigs (every pair is checked)")
+    lab_only = [flag for flag, on in (("--failover", args.failover), ("--client", args.client)) if on]
+    if lab_only:
+        raise UsageError(f"verify: {' and '.join(lab_only)}: only with --lab (it needs the nodes' namespaces)")
+    settings = kube.Settings(namespace=args.pod_namespace, magw_namespace=args.namespace, image=args.image,
+                             pod_timeout=args.pod_timeout)  # fmt: skip
+    try:
+        result = kube.run(args.kubeconfig, settings, timeout=args.timeout)
+    except kube.KubeRunError as exc:
+        print(f"magw: error: verify: {exc}", file=sys.stderr)
+        return 1
+    except kube.KubeConfigError as exc:
+        raise UsageError(f"verify: {exc}") from None
+    if args.json:
+        print(json.dumps(kube.report_json(result), indent=2))
+    else:
+        sys.stdout.write(kube.table(result))
+    return 0 if result.ok else 1

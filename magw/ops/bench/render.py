@@ -1,17 +1,38 @@
-"""Pure: benchmark rows as a table for people and a JSON document for scripts."""
+"""Pure: benchmark rows (a lab's, ``magw.ops.bench.run.Row``, or a Kubernetes run's, ``magw.ops.bench.kube``) as a
+table for people and a JSON document for scripts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from magw.ops.bench.run import Row
+from magw.ops.bench.stats import Latency, Throughput
 
 
-def report_json(kind: str, lab: str, rows: Sequence[Row], settings: dict[str, Any]) -> dict[str, Any]:
+class BenchRow(Protocol):
+    @property
+    def placement(self) -> str: ...
+    @property
+    def throughput(self) -> Throughput | None: ...
+    @property
+    def latency(self) -> Latency | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def skipped(self) -> bool: ...
+    @property
+    def ok(self) -> bool: ...
+    def who(self) -> tuple[str, str, str]: ...
+    def as_json(self) -> dict[str, Any]: ...
+
+
+def report_json(
+    kind: str, lab: str | None, rows: Sequence[BenchRow], settings: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     return {
         "benchmark": kind,
         "lab": lab,
+        **extra,
         "settings": settings,
         "ok": all(r.ok for r in rows),
         "results": [r.as_json() for r in rows],
@@ -26,14 +47,7 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.3f}"
 
 
-def _who(r: Row) -> tuple[str, str, str]:
-    p = r.pair
-    server = p.server.name if p.server else "-"
-    target = f"{p.address.ip} ({p.address.via})" if p.address else "-"
-    return f"{p.client.name}@{p.client.node}", f"{server}@{p.server.node}" if p.server else server, target
-
-
-def table(kind: str, rows: Sequence[Row]) -> str:
+def table(kind: str, rows: Sequence[BenchRow]) -> str:
     if kind == "throughput":
         head = ["between", "client", "server", "target", "Mbit/s", "min..max per s", "retr", "streams"]
     else:
@@ -41,8 +55,8 @@ def table(kind: str, rows: Sequence[Row]) -> str:
     lines = [head]
     errors = []
     for r in rows:
-        client, server, target = _who(r)
-        base = [r.pair.placement, client, server, target]
+        client, server, target = r.who()
+        base = [r.placement, client, server, target]
         if r.throughput is not None:
             t = r.throughput
             retr = "-" if t.retransmits is None else str(t.retransmits)
@@ -71,7 +85,7 @@ def table(kind: str, rows: Sequence[Row]) -> str:
         else:
             verdict = "SKIPPED" if r.skipped else "FAILED"
             lines.append([*base, verdict])
-            errors.append(f"{verdict} {r.pair.placement} {client} -> {server}: {r.error}")
+            errors.append(f"{verdict} {r.placement} {client} -> {server}: {r.error}")
     widths = [max(len(row[i]) for row in lines if i < len(row)) for i in range(len(head))]
     out = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in lines]
     out += errors

@@ -57,6 +57,17 @@ class Row:
     def ok(self) -> bool:
         return self.error is None or self.skipped
 
+    @property
+    def placement(self) -> str:
+        return self.pair.placement
+
+    def who(self) -> tuple[str, str, str]:
+        """client@node, server@node and the target address (with how it was found), for the table."""
+        p = self.pair
+        server = f"{p.server.name}@{p.server.node}" if p.server else "-"
+        target = f"{p.address.ip} ({p.address.via})" if p.address else "-"
+        return f"{p.client.name}@{p.client.node}", server, target
+
     def as_json(self) -> dict[str, Any]:
         p = self.pair
         doc: dict[str, Any] = {
