@@ -1,7 +1,8 @@
 # One image with every magw daemon (magw-route-agent, magw-gateway, magw-globalnet, magw-egress, magw-egress-agent,
 # whose keepalived, conntrackd and conntrack come from Debian) and the magw CLI; the
-# manifests in deploy/ choose the command. Debian 12, as scripts/setup.sh: libnftables' official Python binding
-# python3-nftables is a Debian package (locked to libnftables1's version), not a PyPI one.
+# manifests in deploy/ choose the command (iperf3: the server and client pods of `magw benchmark --kubeconfig`).
+# Debian 12, as scripts/setup.sh: libnftables' official Python binding python3-nftables is a Debian package
+# (locked to libnftables1's version), not a PyPI one.
 #
 #   docker build -t magw:0.1.0 .
 FROM debian:12-slim
@@ -9,7 +10,7 @@ FROM debian:12-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         python3 python3-venv python3-nftables libnftables1 iproute2 nftables ca-certificates \
-        keepalived conntrackd conntrack wireguard-go wireguard-tools \
+        keepalived conntrackd conntrack wireguard-go wireguard-tools iperf3 \
     && rm -rf /var/lib/apt/lists/*
 
 # A virtualenv (Debian 12's pip refuses to install into the system Python, PEP 668) that sees ONE Debian

@@ -76,13 +76,14 @@ async def serve(request: web.Request, root: Path | None, pod: dict[str, Any], cu
         raise bad_request(
             f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to start: ContainerCreating'
         )
-    data = _shape(path.read_bytes(), tail, limit)
+    raw = path.read_bytes()
+    data = _shape(raw, tail, limit)
     if query.get("follow", "").lower() not in ("true", "1"):
         return web.Response(body=data, content_type="text/plain")
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)
     await response.write(data)
-    offset, sent = path.stat().st_size, len(data)
+    offset, sent = len(raw), len(data)  # what was read, not the size now: a write meanwhile comes next
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FOLLOW_LIMIT
     while loop.time() < deadline and (limit is None or sent < limit):

@@ -258,7 +258,8 @@ def test_the_image_holds_every_daemon_on_debian_12() -> None:
     text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert re.search(r"^FROM debian:(12|bookworm)\S*", text, re.M)
     # conntrack: the egress agent's purge of a lost VIP's entries (magw/drivers/conntrackd/purge.py)
-    pkgs = ("python3-nftables", "iproute2", "nftables", "keepalived", "conntrackd", "conntrack")
+    # iperf3: the pods of magw benchmark --kubeconfig (magw/ops/bench/kube.py)
+    pkgs = ("python3-nftables", "iproute2", "nftables", "keepalived", "conntrackd", "conntrack", "iperf3")
     assert all(re.search(rf"\s{pkg}\s", text) for pkg in pkgs), pkgs
     assert re.search(r"pip install .*/src", text)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]

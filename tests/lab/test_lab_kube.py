@@ -148,6 +148,9 @@ def test_status_json_shows_the_control_plane(lab: tuple[LabLayout, LabState], ma
         ("broker", "broker", recorded["broker"], True),
     ]
     assert all(e["endpoints"] == sorted(expected_endpoints(layout_)) for e in cp["emulators"])
+    kubelets = {r.owner: r.pid for r in st.processes if r.kind == kube.KUBELET}
+    assert [(k["cluster"], k["pid"], k["alive"]) for k in cp["kubelets"]] == [
+        ("east", kubelets["east"], True), ("west", kubelets["west"], True)]  # fmt: skip
     assert {d["kind"] for d in doc["daemons"]} == {"route-agent", "gateway"}
 
 

@@ -147,10 +147,14 @@ class Kubelet:
                 slot = sandbox.free_slot(self._slots(node.name), self.last_slot.get(node.name, -1))
                 box = sandbox.create(self.lab, self.marker, node, slot, self.mtu)
                 self.last_slot[node.name] = slot
+        except KubeHttpError:
+            raise  # the API server, not the pod: the pass fails and the next one tries again
         except (podspec.Refused, LabError) as exc:
-            self.refused.add(str(meta.get("uid", "")))
-            log.warning("kubelet.refused", pod=f"{meta.get('namespace')}/{meta.get('name')}", why=str(exc))
-            self._write_status(meta, {"phase": "Failed", "reason": podspec.REFUSED, "message": str(exc)})
+            self._refuse(meta, str(exc))
+            return
+        except Exception as exc:  # a pod this code did not foresee: refused (once), the loop goes on
+            log.exception("kubelet.start_failed", pod=f"{meta.get('namespace')}/{meta.get('name')}")
+            self._refuse(meta, f"the lab kubelet failed on this pod: {type(exc).__name__}: {exc}")
             return
         pod_dir = self.logs / f"{run.namespace}_{run.name}_{run.uid}"
         pod_dir.mkdir(parents=True, exist_ok=True)
@@ -162,6 +166,11 @@ class Kubelet:
         log.info("kubelet.started", pod=f"{run.namespace}/{run.name}", node=node.name, ip=str(box.ip),
                  namespace=box.namespace)  # fmt: skip
         self._report(running)
+
+    def _refuse(self, meta: Mapping[str, Any], why: str) -> None:
+        self.refused.add(str(meta.get("uid", "")))
+        log.warning("kubelet.refused", pod=f"{meta.get('namespace')}/{meta.get('name')}", why=why)
+        self._write_status(meta, {"phase": "Failed", "reason": podspec.REFUSED, "message": why})
 
     def _node(self, run: podspec.PodRun, labels: Mapping[str, Mapping[str, str]]) -> NodeLayout:
         if run.node is None:

@@ -59,16 +59,17 @@ MAX_GRACE = 5.0
 def resolve_argv(command: Sequence[str], args: Sequence[str], python: str) -> tuple[str, ...]:
     """``command + args`` with its program resolved, or ``Refused``."""
     argv = [*command, *args]
+    allowed = ", ".join(("python -m magw.<module>", *PROGRAMS))
     if not command:
-        raise Refused("a container without a command: the lab kubelet does not know an image's entrypoint")
+        raise Refused(f"a container without a command: the lab kubelet does not know an image's entrypoint "
+                      f"(it runs {allowed})")  # fmt: skip
     prog = argv[0].rsplit("/", 1)[-1]
     if prog in PYTHONS:
-        if len(argv) < 3 or argv[1] != "-m" or not MODULE_RE.match(argv[2]):
+        if len(argv) < 3 or argv[1] != "-m" or not MODULE_RE.fullmatch(argv[2]):
             raise Refused(f"{' '.join(argv[:3])}: the lab kubelet runs python only as 'python -m magw.<module>'")
         return (python, *argv[1:])
     if prog in PROGRAMS:
         return (prog, *argv[1:])
-    allowed = ", ".join(("python -m magw.<module>", *PROGRAMS))
     raise Refused(f"{argv[0]}: the lab kubelet runs only what the magw image ships ({allowed})")
 
 
@@ -87,15 +88,20 @@ def _env(value: Any, container: str) -> tuple[tuple[str, str], ...]:
             raise Refused(f"container {container}: an env entry without a name")
         if "valueFrom" in item:
             raise Refused(f"container {container}: env {item['name']}: valueFrom is not supported by the lab kubelet")
-        out.append((item["name"], str(item.get("value", ""))))
+        value = item.get("value")
+        out.append((item["name"], "" if value is None else str(value)))
     return tuple(out)
 
 
 def parse(pod: Mapping[str, Any], python: str) -> PodRun:
     """The run of ``pod``, or ``Refused``."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
+        raise Refused("metadata and spec must be objects")
     containers = []
     for c in spec.get("containers") or ():
+        if not isinstance(c, dict):
+            raise Refused("a container that is not an object")
         name = str(c.get("name", ""))
         argv = resolve_argv(_strings(c.get("command"), f"{name}.command"), _strings(c.get("args"), f"{name}.args"),
                             python)  # fmt: skip
@@ -108,7 +114,11 @@ def parse(pod: Mapping[str, Any], python: str) -> PodRun:
     if policy not in RESTART_POLICIES:
         raise Refused(f"restartPolicy {policy!r}: one of {', '.join(RESTART_POLICIES)}")
     selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, dict):
+        raise Refused("nodeSelector must be an object")
     grace = spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)):
+        grace = MAX_GRACE
     return PodRun(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -117,7 +127,7 @@ def parse(pod: Mapping[str, Any], python: str) -> PodRun:
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
         host_network=bool(spec.get("hostNetwork")),
         restart_policy=policy,
-        grace=min(float(grace), MAX_GRACE) if isinstance(grace, (int, float)) else MAX_GRACE,
+        grace=max(0.0, min(float(grace), MAX_GRACE)),
         containers=tuple(containers),
     )
 

@@ -172,10 +172,12 @@ async def _run(kubeconfigs: Sequence[str], s: Settings, m: Measure, src: str | N
         left: list[str] = []
         try:
             await r.namespace(a)
+            k = 0
             for b in servers:
                 await r.namespace(b)
                 for placement in placements:
-                    rows += await _one(r, m, a, b, placement, len(rows))
+                    rows += await _one(r, m, a, b, placement, k)
+                    k += 1
                     left += await r.cleanup()  # the next pair runs alone
         finally:
             left += await asyncio.shield(r.cleanup())

@@ -25,6 +25,7 @@ from tests.support.kubeemu_fixtures import NAMESPACE
 kube, kube_env = kubeemu_fixtures.kube, kubeemu_fixtures.kube_env  # the fixtures, by name
 
 Kube = tuple[Emulator, Any]
+MERGE = "application/merge-patch+json"
 
 
 def _status(err: ApiException) -> dict[str, Any]:
@@ -134,19 +135,69 @@ async def test_replace_with_stale_resource_version_is_409_conflict(kube: Kube) -
 
 async def test_replace_keeps_uid_and_creation_and_bumps_generation_only_for_spec(kube: Kube) -> None:
     """metadata.generation ("Object Meta"): bumped by changes outside metadata and status; a label change
-    keeps it. uid and creationTimestamp cannot be changed by an update."""
+    keeps it. uid and creationTimestamp cannot be changed by an update (a body without the uid keeps it; one
+    with another uid is a 409, test_update_carrying_another_uid_is_409_precondition_failed)."""
     _, client = kube
     custom = CustomObjectsApi(client)
     args = ("submariner.io", "v1", NAMESPACE, "endpoints")
     ep = await custom.create_namespaced_custom_object(*args, _endpoint("e1"))
-    uid = ep["metadata"]["uid"]
+    uid, created = ep["metadata"]["uid"], ep["metadata"]["creationTimestamp"]
     ep["metadata"]["labels"] = {"a": "b"}
-    ep["metadata"]["uid"] = "forged"
+    del ep["metadata"]["uid"]
+    ep["metadata"]["creationTimestamp"] = "2001-01-01T00:00:00Z"
     ep = await custom.replace_namespaced_custom_object(*args, "e1", ep)
     assert (ep["metadata"]["generation"], ep["metadata"]["uid"]) == (1, uid)
+    assert ep["metadata"]["creationTimestamp"] == created
     ep["spec"]["hostname"] = "other"
     ep = await custom.replace_namespaced_custom_object(*args, "e1", ep)
     assert ep["metadata"]["generation"] == 2
+
+
+async def test_update_carrying_another_uid_is_409_precondition_failed(kube: Kube) -> None:
+    """A PUT or PATCH whose body carries a metadata.uid other than the stored object's is a 409 Conflict, as the
+    API server's generic registry answers (an update meant for an earlier object of the same name); the same
+    uid, or none, passes. Nothing is written by the refused update."""
+    _, client = kube
+    core = CoreV1Api(client)
+    cm = await core.create_namespaced_config_map(NAMESPACE, {"metadata": {"name": "c"}, "data": {"v": "1"}})
+    uid = cm.metadata.uid
+    body = {"metadata": {"name": "c", "uid": "0000-earlier"}, "data": {"v": "2"}}
+    refused = []
+    with pytest.raises(ApiException) as put:
+        await core.replace_namespaced_config_map("c", NAMESPACE, body)
+    refused.append(put.value)
+    with pytest.raises(ApiException) as merge:
+        await core.patch_namespaced_config_map("c", NAMESPACE, body, _content_type=MERGE)
+    refused.append(merge.value)
+    for err in refused:
+        assert err.status == 409 and _status(err)["reason"] == "Conflict"
+        message = _status(err)["message"]
+        assert message.startswith('Operation cannot be fulfilled on configmaps "c": ')
+        assert f"Precondition failed: UID in precondition: 0000-earlier, UID in object meta: {uid}" in message
+    current = await core.read_namespaced_config_map("c", NAMESPACE)
+    assert current.data == {"v": "1"} and current.metadata.resource_version == cm.metadata.resource_version
+    body["metadata"]["uid"] = uid
+    assert (await core.replace_namespaced_config_map("c", NAMESPACE, body)).data == {"v": "2"}
+    body["data"] = {"v": "3"}
+    patched = await core.patch_namespaced_config_map("c", NAMESPACE, body, _content_type=MERGE)
+    assert patched.data == {"v": "3"} and patched.metadata.uid == uid
+
+
+async def test_status_update_carrying_another_uid_is_409(kube: Kube) -> None:
+    """The /status subresource goes through the same check: a merge patch of a Pod's status for another uid."""
+    _, client = kube
+    core = CoreV1Api(client)
+    pod = await core.create_namespaced_pod(NAMESPACE, {"metadata": {"name": "p"}, "spec": {"containers": []}})
+    with pytest.raises(ApiException) as err:
+        await core.patch_namespaced_pod_status(
+            "p", NAMESPACE, {"metadata": {"uid": "0000-earlier"}, "status": {"phase": "Running"}}, _content_type=MERGE
+        )
+    assert err.value.status == 409
+    assert "Precondition failed: UID in precondition" in _status(err.value)["message"]
+    ok = await core.patch_namespaced_pod_status(
+        "p", NAMESPACE, {"metadata": {"uid": pod.metadata.uid}, "status": {"phase": "Running"}}, _content_type=MERGE
+    )
+    assert ok.status.phase == "Running"
 
 
 async def test_unconditional_replace_allowed_for_builtin_refused_for_custom_resources(kube: Kube) -> None:

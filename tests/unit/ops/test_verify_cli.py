@@ -31,7 +31,7 @@ def test_the_lab_is_required_and_must_exist(magw_cli: MagwCli) -> None:
     done = magw_cli("verify", stdin="")
     assert (done.returncode, done.stderr.strip()) == (
         2,
-        "magw: error: verify: --lab NAME is required (magw lab up --name NAME)",
+        "magw: error: verify: --lab NAME or --kubeconfig (twice or more) is required",
     )
     done = magw_cli("benchmark", "latency", "--lab", "tnolab1", stdin="")
     assert done.returncode == 2
@@ -39,11 +39,25 @@ def test_the_lab_is_required_and_must_exist(magw_cli: MagwCli) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_kubernetes_mode_says_it_is_not_available(magw_cli: MagwCli) -> None:
-    for argv in (("verify", "--kubeconfig", "/nonexistent"), ("benchmark", "throughput", "--kubeconfig", "/x")):
-        done = magw_cli(*argv, stdin="")
-        assert done.returncode == 2
-        assert "Kubernetes mode is not available in this build" in done.stderr
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["verify", "--kubeconfig", "/a"], "verify: --kubeconfig: give two or more clusters' kubeconfigs"),
+        (["verify", "--kubeconfig", "/a", "--kubeconfig", "/b", "--lab", "x"], "verify: --lab and --kubeconfig"),
+        (["verify", "--kubeconfig", "/a", "--kubeconfig", "/b", "--failover", "--yes"],
+         "verify: --failover: only with --lab"),
+        (["verify", "--kubeconfig", "/nonexistent/a", "--kubeconfig", "/nonexistent/b"],
+         "verify: kubeconfig /nonexistent/a: no such file"),
+        (["benchmark", "throughput", "--kubeconfig", "/a"], "benchmark: --kubeconfig: give two or more"),
+        (["benchmark", "latency", "--kubeconfig", "/nonexistent/a", "--kubeconfig", "/nonexistent/b"],
+         "benchmark: kubeconfig /nonexistent/a: no such file"),
+    ],
+)  # fmt: skip
+def test_kubernetes_mode_refuses_bad_input_in_one_line(magw_cli: MagwCli, argv: list[str], line: str) -> None:
+    done = magw_cli(*argv, stdin="")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"magw: error: {line}")
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_out_of_range_flags_are_refused(magw_cli: MagwCli) -> None:

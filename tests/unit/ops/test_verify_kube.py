@@ -1,0 +1,79 @@
+"""``magw verify --kubeconfig``: against two API server emulators with no kubelet, no pod ever runs: every check
+fails naming the pod that did not run, and everything the suite made is deleted. The verdict of one probe line.
+(With a kubelet, on kube labs: tests/lab/test_lab_kube_pods.py.)"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from ipaddress import IPv4Network
+from typing import Any
+
+import pytest
+
+from magw.kubeemu.server import Emulator
+from magw.ops.verify import kube
+from magw.ops.verify.kubepods import KubeRunError, Settings
+from tests.support import kube_objects
+from tests.support.kubeemu_fixtures import NAMESPACE, KubeEnv, running_emulator
+
+FAST = Settings(magw_namespace=NAMESPACE, pod_timeout=0.6)
+
+
+def _submariner(cluster_id: str) -> dict[str, Any]:
+    obj = kube_objects.submariner(True)
+    obj["spec"]["clusterID"] = cluster_id
+    return obj
+
+
+@contextlib.asynccontextmanager
+async def two_clusters(east_id: str = "east", west_id: str = "west") -> AsyncIterator[tuple[KubeEnv, KubeEnv]]:
+    async with running_emulator(name="east") as east, running_emulator(name="west") as west:
+        east.emulator.load([_submariner(east_id)])
+        west.emulator.load([_submariner(west_id)])
+        yield east, west
+
+
+def _objects(emulator: Emulator, plural: str) -> list[str]:
+    rt = emulator.store.registry.find("", "v1", plural)
+    assert rt is not None
+    return sorted(f"{ns}/{name}" for ns, name in emulator.store.objects(rt))
+
+
+async def test_pods_that_never_run_fail_every_check_and_are_deleted() -> None:
+    async with two_clusters() as (east, west):
+        result = await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0)
+        assert result.clusters == ("east", "west") and not result.ok and result.left_behind == ()
+        assert len(result.checks) == 4
+        for check in result.checks:
+            assert not check.ok and check.address is None
+            server = check.target.split("/")[1]
+            assert check.detail == f"pod {server} is Pending", check
+        for env in (east, west):
+            assert _objects(env.emulator, "pods") == []
+            assert "/magw-verify" in _objects(env.emulator, "namespaces")
+
+
+async def test_two_kubeconfigs_of_one_cluster_are_refused() -> None:
+    async with two_clusters("east", "east") as (east, west):
+        with pytest.raises(KubeRunError, match="the kubeconfigs name the same cluster twice: east, east"):
+            await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0)
+        assert _objects(east.emulator, "pods") == _objects(west.emulator, "pods") == []
+
+
+@pytest.mark.parametrize(
+    ("doc", "cidr", "ok", "says"),
+    [
+        ({"ok": True, "seen_ip": "10.1.2.200", "server": "s"}, None, True, "saw the pod's own source 10.1.2.200"),
+        ({"ok": True, "seen_ip": "10.1.2.1", "server": "s"}, None, False, "saw source 10.1.2.1, not the client"),
+        ({"ok": True, "seen_ip": "242.1.0.1", "server": "s"}, "242.1.0.0/16", True, "saw the global source"),
+        ({"ok": True, "seen_ip": "10.1.2.200", "server": "s"}, "242.1.0.0/16", False, "not of the global CIDR"),
+        ({"ok": False, "error": "TimeoutError: timed out"}, None, False, "TimeoutError: timed out"),
+        (None, None, False, "no result in the client's log (pod c is Failed)"),
+    ],
+)  # fmt: skip
+def test_a_probe_line_passes_only_with_the_expected_source(
+    doc: dict[str, Any] | None, cidr: str | None, ok: bool, says: str
+) -> None:
+    got = kube.verdict(doc, "10.1.2.200", IPv4Network(cidr) if cidr else None, "pod c is Failed")
+    assert got[0] is ok and says in got[1]
