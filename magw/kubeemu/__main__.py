@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from magw.kubeemu import serviceips
 from magw.kubeemu.errors import ApiError
 from magw.kubeemu.persist import Persister
 from magw.kubeemu.rbac import parse_token_file
@@ -65,6 +66,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "--socket, on both")  # fmt: skip
     p.add_argument("--crd", action="append", default=[], help="also serve the kinds of this CRD manifest (repeatable)")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
+    p.add_argument("--service-ip-range", type=serviceips.parse_range,
+                   help="give a Service created without a clusterIP the first free address of this CIDR")
     p.add_argument("--pod-logs", help="serve pods' logs from the files a lab kubelet writes in this directory")
     p.add_argument("--pidfile", help="write the PID here once serving; removed on exit")
     p.add_argument("--state", help="objects to load at start (YAML/JSON)")
@@ -85,7 +88,7 @@ async def serve(args: argparse.Namespace) -> None:
     host, port = args.listen or (None, 0)
     emulator = Emulator(
         socket_path=args.socket, host=host, port=port, bookmark_interval=args.bookmark_interval, tokens=tokens,
-        pod_logs=args.pod_logs,
+        pod_logs=args.pod_logs, service_ips=args.service_ip_range,
     )
     for path in args.crd:
         for doc in _documents(path):

@@ -24,13 +24,14 @@ import asyncio
 import base64
 import json
 import logging
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
 import attrs
 from aiohttp import web
 
-from magw.kubeemu import openapi, podlogs, protobuf, table
+from magw.kubeemu import openapi, podlogs, protobuf, serviceips, table
 from magw.kubeemu.discovery import discovery
 from magw.kubeemu.errors import ApiError, bad_request, method_not_allowed, status_object, unsupported_media_type
 from magw.kubeemu.history import Obj, ObjectKey
@@ -94,10 +95,13 @@ def _decode_continue(token: str) -> tuple[int, ObjectKey]:
 
 
 class Api:
-    def __init__(self, store: Store, hub: WatchHub, *, pod_logs: Path | None = None) -> None:
+    def __init__(
+        self, store: Store, hub: WatchHub, *, pod_logs: Path | None = None, service_ips: IPv4Network | None = None
+    ) -> None:
         self.store = store
         self.hub = hub
         self.pod_logs = pod_logs  # where a lab kubelet writes containers' logs (magw.kubeemu.podlogs)
+        self.service_ips = service_ips  # ClusterIPs given to Services created without one (magw.kubeemu.serviceips)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -137,6 +141,9 @@ class Api:
             if method == "POST" and target.namespace is not None:
                 body = await _body(request)
                 warned = _validate(target.rt, body, query)  # before creating: Strict refuses
+                if self.service_ips is not None and target.rt.kind == "Service" and not target.rt.group:
+                    serviceips.allocate(body, serviceips.cluster_ips(self.store.objects(target.rt).values()),
+                                        self.service_ips)  # fmt: skip
                 created = self.store.create(target.rt, target.namespace, body)
                 return _with_warnings(web.json_response(created, status=201), warned)
             raise method_not_allowed(f"{method} is not supported on a {target.rt.qualified} collection")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping
+from ipaddress import IPv4Network
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,6 +44,7 @@ class Emulator:
         history_limit: int = 100_000,
         tokens: Mapping[str, UserInfo] | None = None,
         pod_logs: str | os.PathLike[str] | None = None,
+        service_ips: IPv4Network | None = None,
     ) -> None:
         if socket_path is None and host is None:
             raise ValueError("Emulator: give socket_path, host or both")
@@ -60,6 +62,7 @@ class Emulator:
                     self.store.registry.add(rt)
         # Pods' logs: the files a lab kubelet writes there (magw.kubeemu.podlogs); None: every log "waiting".
         self.pod_logs = Path(pod_logs) if pod_logs is not None else None
+        self.service_ips = service_ips  # ClusterIPs for Services created without one; None: none given
         self._runner: web.AppRunner | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -87,7 +90,8 @@ class Emulator:
         if self.tokens is not None:
             app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
             app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
-        app.router.add_route("*", "/{tail:.*}", Api(self.store, self.hub, pod_logs=self.pod_logs).handle)
+        api = Api(self.store, self.hub, pod_logs=self.pod_logs, service_ips=self.service_ips)
+        app.router.add_route("*", "/{tail:.*}", api.handle)
         runner = web.AppRunner(
             app, handle_signals=False, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
         )

@@ -182,20 +182,28 @@ def _verify_pods_left(st: LabState) -> list[str]:
 def test_verify_kube_mode_passes_with_every_pods_own_source(
     plain: tuple[LabLayout, LabState], magw_cli: MagwCli
 ) -> None:
+    """Pod to remote pod by pod IP (the server saw the client pod's own IP) and to a remote Service by the ClusterIP
+    the API server gave it (the lab kubelet's kube-proxy DNATs it to the pod), both ways, TCP and UDP."""
     lab, st = plain
     done = magw_cli("verify", *_kubeconfigs(st), "--json", timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
     assert doc["ok"] and doc["mode"] == "kube" and doc["clusters"] == ["east", "west"] and doc["failing"] == []
     checks = doc["checks"]
-    assert sorted((c["client"].split("/")[0], c["target"].split("/")[0], c["proto"]) for c in checks) == [
-        ("east", "west", "tcp"), ("east", "west", "udp"), ("west", "east", "tcp"), ("west", "east", "udp")]  # fmt: skip
+    assert sorted((c["client"].split("/")[0], c["target"].split("/")[0], c["check"], c["proto"]) for c in checks) == [
+        (a, b, kind, p) for a, b in (("east", "west"), ("west", "east")) for kind in ("pod", "service")
+        for p in ("tcp", "udp")]  # fmt: skip
     for c in checks:
         server_cluster = lab.cluster(c["target"].split("/")[0])
-        assert IPv4Address(c["address"]) in server_cluster.pod_cidr and c["via"] == "pod IP"
-        assert f"saw the pod's own source {c['client_ip']}" in c["detail"]
+        if c["check"] == "pod":
+            assert IPv4Address(c["address"]) in server_cluster.pod_cidr and c["via"] == "pod IP"
+            assert f"saw the pod's own source {c['client_ip']}" in c["detail"]
+        else:
+            assert IPv4Address(c["address"]) in kube.service_ip_range(server_cluster) and c["via"] == "ClusterIP"
+            assert c["detail"].startswith(f"answered by {server_cluster.id}/magw-verify-server-")
     assert poll("verify's pods deleted", lambda: not _verify_pods_left(st))
     assert poll("their sandboxes removed", lambda: not _sandboxes(st))
+    assert not [s for c in ("east", "west") for s in _http(st, c).list("Service", "magw-verify")]
 
 
 def test_benchmark_kube_mode_measures_both_placements(plain: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
@@ -228,7 +236,7 @@ def test_verify_kube_mode_names_the_failing_pairs(plain: tuple[LabLayout, LabSta
         done = magw_cli("verify", *_kubeconfigs(st), "--timeout", "0.5", "--json", timeout=180)
         assert done.returncode == 1, done.stdout + done.stderr
         doc = json.loads(done.stdout)
-        assert not doc["ok"] and len(doc["failing"]) == 4
+        assert not doc["ok"] and len(doc["failing"]) == 8
         for line in doc["failing"]:
             assert line.startswith(("east/", "west/")) and ("-> west/" in line or "-> east/" in line)
             assert "TimeoutError" in line or "refused" in line or "unreachable" in line, line
@@ -243,12 +251,12 @@ def test_verify_and_benchmark_kube_mode_by_global_ip(globalnet: tuple[LabLayout,
     done = magw_cli("verify", *_kubeconfigs(st), "--json", timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
-    assert doc["ok"] and len(doc["checks"]) == 4
+    assert doc["ok"] and len(doc["checks"]) == 8 and {c["check"] for c in doc["checks"]} == {"pod", "service"}
     for c in doc["checks"]:
         client, server = (lab.cluster(x.split("/")[0]) for x in (c["client"], c["target"]))
         assert server.global_cidr is not None and client.global_cidr is not None
         assert c["via"] == "global IP" and IPv4Address(c["address"]) in IPv4Network(server.global_cidr)
-        seen = c["detail"].rsplit(" ", 1)[-1]
+        seen = c["detail"].rstrip(")").rsplit(" ", 1)[-1]
         assert IPv4Address(seen) in IPv4Network(client.global_cidr), c
     done = magw_cli("benchmark", "latency", *_kubeconfigs(st), "--count", "10", "--proto", "udp", "--between",
                     "pods", "--json", timeout=180)  # fmt: skip

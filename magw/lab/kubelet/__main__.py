@@ -57,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs=Path(args.pod_logs),
             mtu=pod_mtu(lab, ovn=False),
             python=sys.executable,
+            static_services=[(svc.namespace, svc.name) for c in lab.clusters if c.id == args.cluster
+                             for svc in c.services],
         )
     except (LabError, state.UnknownLab) as exc:
         print(f"magw lab kubelet: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ Every ``POLL`` seconds it lists the cluster's Pods and:
   (created ``Running``) are not its own and are left alone;
 - **watches** its containers: one that exits is restarted after a back-off when the pod's ``restartPolicy`` says
   so, else recorded ``terminated``; once none runs the pod is ``Succeeded`` (every exit 0) or ``Failed``;
+- **proxies** the Services made through the API to their pods, in every node (``proxy``: table ``lab-kube-api``);
 - **stops** a pod that was deleted (or replaced by a new one of the same name): SIGTERM to each container's
   session, SIGKILL after the pod's grace period (at most 5 s), then removes its sandbox and log.
 
@@ -25,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,9 @@ from typing import Any
 import attrs
 import structlog
 
+from magw.lab.build import netns
 from magw.lab.errors import LabError
-from magw.lab.kubelet import podspec, sandbox
+from magw.lab.kubelet import podspec, proxy, sandbox
 from magw.lab.planes.kube_http import KubeHttp, KubeHttpError
 from magw.lab.spec.layout import NodeLayout
 
@@ -84,6 +86,7 @@ class Kubelet:
         logs: Path,
         mtu: int,
         python: str,
+        static_services: Iterable[tuple[str, str]] = (),
     ) -> None:
         self.http = http
         self.lab = lab
@@ -96,6 +99,8 @@ class Kubelet:
         self.pods: dict[tuple[str, str], Running] = {}
         self.refused: set[str] = set()  # uids refused once (their status says why)
         self.last_slot: dict[str, int] = {}  # per node: the slot given last (the next pod takes the one after)
+        self.static_services = frozenset(static_services)  # (namespace, name): the topology's, in lab-kube already
+        self.proxied = ""  # the lab-kube-api script every node holds
 
     # --- one pass ------------------------------------------------------------------------------------------
 
@@ -123,6 +128,17 @@ class Kubelet:
             self._start(pod, labels)
         for running in self.pods.values():
             self._watch(running)
+        self._proxy(listed)
+
+    def _proxy(self, pods: list[dict[str, Any]]) -> None:
+        """The Services made through the API, DNATed to their pods in every node (``proxy``), when that changed."""
+        text = proxy.script(self.http.list("Service"), pods, self.static_services)
+        if text == self.proxied:
+            return
+        for node in self.nodes.values():
+            netns.nft_load(node.namespace, text)
+        self.proxied = text
+        log.info("kubelet.services_loaded", nodes=len(self.nodes), rules=text.count(" dport "))
 
     def _node_labels(self) -> dict[str, dict[str, str]]:
         out = {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import attrs
@@ -95,13 +96,20 @@ def api_servers(st: LabState) -> tuple[ApiServer, ...]:
     return (*(cluster_api(st, c.id) for c in st.topology.clusters), broker_api(st))
 
 
-def emulator_argv(api: ApiServer) -> list[str]:
+def service_ip_range(c: ClusterLayout) -> IPv4Network:
+    """Where a cluster's emulator allocates the ClusterIPs of Services made through the API: the upper half of its
+    service CIDR (the topology's Services and the load balancers' take addresses near its start)."""
+    return list(c.service_cidr.subnets(prefixlen_diff=1))[1]
+
+
+def emulator_argv(api: ApiServer, service_ips: IPv4Network | None = None) -> list[str]:
     """The daemons' unix socket, the state file and the CRDs' columns and schemas (``up`` adds kubectl's TCP
     listener, inside the emulator's lab namespace: ``kube_kubectl.listen_flags``). With ``--persist`` an emulator
     restarted with the same command line (the soak's ``kill-apiserver``) comes back with every object, as an API
     server does over etcd, and its clients' watches from older versions get 410 and list again."""
     return [sys.executable, "-m", "magw.kubeemu", "--socket", str(api.socket), "--pidfile", str(api.pidfile),
-            "--persist", str(api.state_file), "--pod-logs", str(api.pod_logs), *crd_flags()]  # fmt: skip
+            "--persist", str(api.state_file), "--pod-logs", str(api.pod_logs), *crd_flags(),
+            *(["--service-ip-range", str(service_ips)] if service_ips is not None else [])]  # fmt: skip
 
 
 def source_flags(st: LabState, cluster: str) -> list[str]:
@@ -141,9 +149,11 @@ def start_control_plane(lab: LabLayout, st: LabState, step: Progress) -> LabStat
     st.kube_dir.mkdir(exist_ok=True)
     servers = api_servers(st)
     started = []
+    ranges = {c.id: service_ip_range(c) for c in lab.clusters}
     for api in servers:
         log_path = st.logs_dir / f"kubeemu-{api.name}.log"
-        argv = [*emulator_argv(api), *listen_flags()]  # started inside api.netns: 127.0.0.1 there
+        service_ips = ranges.get(api.name) if api.role != BROKER else None
+        argv = [*emulator_argv(api, service_ips), *listen_flags()]  # started inside api.netns: 127.0.0.1 there
         rec = procs.start(kind=api.kind, owner=api.name, namespace=api.netns, argv=argv, log_path=log_path)
         started.append((api, rec))
         st = attrs.evolve(st, processes=(*st.processes, rec))

@@ -87,7 +87,8 @@ def _pod(p: PodLayout) -> Obj:
         p.short,
         p.kube_namespace,
         spec={"nodeName": p.node, "containers": [{"name": "echo", "image": "magw-lab-echo"}]},
-        status={"phase": "Running", "podIP": str(p.ip), "podIPs": [{"ip": str(p.ip)}]},
+        status={"phase": "Running", "podIP": str(p.ip), "podIPs": [{"ip": str(p.ip)}],
+                "conditions": [{"type": "Ready", "status": "True"}]},
     )
     if meta_labels:
         obj["metadata"]["labels"] = meta_labels

@@ -43,9 +43,10 @@ LISTEN_LIMIT = 15.0
 
 @attrs.frozen(kw_only=True)
 class KubeCheck:
+    kind: str  # "pod" or "service"
     client: str  # cluster/pod
     client_ip: str | None
-    target: str  # cluster/pod
+    target: str  # cluster/pod, or cluster/service
     address: str | None
     via: str
     proto: str
@@ -53,7 +54,7 @@ class KubeCheck:
     detail: str
 
     def as_json(self) -> dict[str, object]:
-        return {"check": "pod", "client": self.client, "client_ip": self.client_ip, "target": self.target,
+        return {"check": self.kind, "client": self.client, "client_ip": self.client_ip, "target": self.target,
                 "address": self.address, "via": self.via, "proto": self.proto, "ok": self.ok, "detail": self.detail,
                 "hop": None}  # fmt: skip
 
@@ -69,58 +70,94 @@ class KubeResult:
         return bool(self.checks) and all(c.ok for c in self.checks) and not self.left_behind
 
 
-@attrs.define
-class Server:
-    name: str
-    ip: IPv4Address | None = None  # what the others reach: the pod IP, or its global IP
+@attrs.frozen(kw_only=True)
+class Target:
+    """One thing of a cluster the others reach: its server pod or the Service over it."""
+
+    kind: str  # "pod" or "service"
+    name: str  # cluster/name
+    server: str  # the server's name in its answers
+    via: str
+    ip: IPv4Address | None = None
     problem: str = ""
 
 
-async def _server(r: Run, c: Cluster) -> Server:
-    name = f"magw-verify-server-{r.id}"
-    argv = [*TRAFFIC, "serve", "--name", f"{c.id}/{name}", "--port", str(ECHO_PORT), "--max-seconds", "3600"]
+async def _targets(r: Run, c: Cluster) -> list[Target]:
+    """Cluster ``c``'s server pod and a ClusterIP Service over it (with Globalnet, both exported: the pod's global
+    IP through a headless Service, the Service's own ``svc-<name>``); what the other clusters reach them by."""
+    name, svc = f"magw-verify-server-{r.id}", f"magw-verify-svc-{r.id}"
+    server = f"{c.id}/{name}"
+    argv = [*TRAFFIC, "serve", "--name", server, "--port", str(ECHO_PORT), "--max-seconds", "3600"]
     await r.create_pod(c, name, "server", argv)
+    ports = [(p, ECHO_PORT) for p in PROTOS]
+    created = await r.service(c, svc, ports, headless=False)
     if c.global_cidr is not None:
-        await r.export(c, name, [(p, ECHO_PORT) for p in PROTOS])
+        await r.export(c, name, ports)
+        await r.export(c, svc, ports, create_service=False)
     ip, problem = await r.address(c, name, await r.pod(c, name, terminal=False))
     if ip is not None and not await r.wait_log(c, name, SERVING, LISTEN_LIMIT):
         ip, problem = None, f"pod {name}: its echo server did not say it listens within {LISTEN_LIMIT:g} s"
-    return Server(name=f"{c.id}/{name}", ip=ip, problem=problem)
+    gn = c.global_cidr is not None
+    pod = Target(kind="pod", name=server, server=server, via="global IP" if gn else "pod IP", ip=ip, problem=problem)
+    if problem:
+        return [pod, Target(kind="service", name=f"{c.id}/{svc}", server=server, via="-", problem=problem)]
+    if gn:
+        sip = await r.global_ip(c, f"svc-{svc}")
+        why = "" if sip else f"no global IP for Service {svc} (GlobalIngressIP svc-{svc}) within {r.s.pod_timeout:g} s"
+    else:
+        raw = (created.get("spec") or {}).get("clusterIP")
+        sip = IPv4Address(raw) if raw not in (None, "", "None") else None
+        why = "" if sip else f"Service {svc} got no ClusterIP"
+    return [pod, Target(kind="service", name=f"{c.id}/{svc}", server=server, via="global IP" if gn else "ClusterIP",
+                        ip=sip, problem=why)]  # fmt: skip
 
 
-async def _pair(r: Run, timeout: float, a: Cluster, b: Cluster, server: Server) -> list[KubeCheck]:
-    via = "global IP" if b.global_cidr is not None else "pod IP"
-    address = str(server.ip) if server.ip is not None else None
+async def _pair(r: Run, timeout: float, a: Cluster, b: Cluster, targets: Sequence[Target]) -> list[KubeCheck]:
+    """One client pod in ``a`` probes each of ``b``'s targets over TCP and UDP."""
     name = f"magw-verify-{r.id}-to-{b.id}"[:63]
     client = f"{a.id}/{name}"
+    reachable = [t for t in targets if t.ip is not None]
+    lines: dict[str, dict[str, Any]] = {}
+    client_ip, state = None, "no probe ran"
+    if reachable:
+        argv = [arg for t in reachable for p in PROTOS for arg in ("--target", f"{p}:{t.ip}:{ECHO_PORT}")]
+        await r.create_pod(a, name, "client", [*TRAFFIC, "probe", *argv, "--timeout", f"{timeout:g}"])
+        pod = await r.pod(a, name, terminal=True)
+        client_ip, state = (pod.get("status") or {}).get("podIP"), why_not_running(pod)
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            lines = _lines(await r.log(a, name))
+    out = []
+    for t in targets:
+        for p in PROTOS:
+            if t.ip is None:
+                ok, detail = False, t.problem or "no address"
+            elif t.kind == "pod":
+                ok, detail = verdict(lines.get(f"{p}:{t.ip}:{ECHO_PORT}"), client_ip, a.global_cidr, state)
+            else:
+                ok, detail = service_verdict(lines.get(f"{p}:{t.ip}:{ECHO_PORT}"), t.server, state)
+            out.append(KubeCheck(kind=t.kind, client=client, client_ip=client_ip, target=t.name,
+                                 address=str(t.ip) if t.ip else None, via=t.via, proto=p, ok=ok,
+                                 detail=detail))  # fmt: skip
+    return out
 
-    def checks(verdicts: Sequence[tuple[bool, str]], client_ip: str | None = None) -> list[KubeCheck]:
-        return [KubeCheck(client=client, client_ip=client_ip, target=server.name, address=address, via=via, proto=p,
-                          ok=ok, detail=detail) for p, (ok, detail) in zip(PROTOS, verdicts, strict=True)]  # fmt: skip
 
-    if server.ip is None:
-        return checks([(False, server.problem or "the server has no address")] * len(PROTOS))
-    targets = [arg for p in PROTOS for arg in ("--target", f"{p}:{server.ip}:{ECHO_PORT}")]
-    await r.create_pod(a, name, "client", [*TRAFFIC, "probe", *targets, "--timeout", f"{timeout:g}"])
-    pod = await r.pod(a, name, terminal=True)
-    client_ip = (pod.get("status") or {}).get("podIP")
-    state = why_not_running(pod)
-    if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-        return checks([(False, state)] * len(PROTOS), client_ip)
-    lines = {}
-    for line in (await r.log(a, name)).splitlines():
+def _lines(text: str) -> dict[str, dict[str, Any]]:
+    """The probe's JSON lines by their target (``tcp:IP:PORT``)."""
+    out = {}
+    for line in text.splitlines():
         try:
             doc = json.loads(line)
         except ValueError:
             continue
         if isinstance(doc, dict) and isinstance(doc.get("target"), str):
-            lines[doc["target"].split(":", 1)[0]] = doc
-    return checks([verdict(lines.get(p), client_ip, a.global_cidr, state) for p in PROTOS], client_ip)
+            out[doc["target"]] = doc
+    return out
 
 
 def verdict(doc: dict[str, Any] | None, client_ip: str | None, global_cidr: IPv4Network | None,
             pod_state: str) -> tuple[bool, str]:  # fmt: skip
-    """Whether one probe line passed, and what to say of it."""
+    """Whether one probe line of a pod target passed (the server saw the client's own IP, or with Globalnet an
+    address of the client cluster's global CIDR), and what to say of it."""
     if doc is None:
         return False, f"no result in the client's log ({pod_state})"
     if not doc.get("ok"):
@@ -139,6 +176,17 @@ def verdict(doc: dict[str, Any] | None, client_ip: str | None, global_cidr: IPv4
     return True, f"answered by {doc.get('server')}, saw the pod's own source {seen}"
 
 
+def service_verdict(doc: dict[str, Any] | None, server: str, pod_state: str) -> tuple[bool, str]:
+    """A Service target passes when its backend answered (the serving cluster may SNAT the source: by design)."""
+    if doc is None:
+        return False, f"no result in the client's log ({pod_state})"
+    if not doc.get("ok"):
+        return False, str(doc.get("error") or "no answer")
+    if doc.get("server") != server:
+        return False, f"answered by {doc.get('server')}, not the Service's pod {server}"
+    return True, f"answered by {server} (source seen: {doc.get('seen_ip')})"
+
+
 async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float) -> KubeResult:
     clusters = await open_clusters(kubeconfigs, s)
     r = Run(s)
@@ -147,9 +195,9 @@ async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float) -> KubeR
         try:
             for c in clusters:
                 await r.namespace(c)
-            servers = await asyncio.gather(*(_server(r, c) for c in clusters))
-            pairs = [(a, b, srv) for a in clusters for b, srv in zip(clusters, servers, strict=True) if a is not b]
-            for found in await asyncio.gather(*(_pair(r, timeout, a, b, srv) for a, b, srv in pairs)):
+            targets = await asyncio.gather(*(_targets(r, c) for c in clusters))
+            pairs = [(a, b, t) for a in clusters for b, t in zip(clusters, targets, strict=True) if a is not b]
+            for found in await asyncio.gather(*(_pair(r, timeout, a, b, t) for a, b, t in pairs)):
                 checks += found
         finally:
             left = await asyncio.shield(r.cleanup())
@@ -176,9 +224,10 @@ def report_json(result: KubeResult) -> dict[str, Any]:
 
 
 def table(result: KubeResult) -> str:
-    rows = [("CLIENT", "TARGET", "VIA", "ADDRESS", "PROTO", "RESULT", "DETAIL")]
+    rows = [("CLIENT", "CHECK", "TARGET", "VIA", "ADDRESS", "PROTO", "RESULT", "DETAIL")]
     for c in result.checks:
-        rows.append((c.client, c.target, c.via, c.address or "-", c.proto, "ok" if c.ok else "FAIL", c.detail))
+        rows.append((c.client, c.kind, c.target, c.via, c.address or "-", c.proto, "ok" if c.ok else "FAIL",
+                     c.detail))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1] for r in rows]
     passed = sum(1 for c in result.checks if c.ok)

@@ -134,9 +134,10 @@ class Run:
             if exc.status != 409:
                 raise
 
-    async def create(self, c: Cluster, kind: str, obj: dict[str, Any]) -> None:
-        await c.api.json("POST", self.path(kind), obj)
+    async def create(self, c: Cluster, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        created = await c.api.json("POST", self.path(kind), obj)
         self.created.append((c, self.path(kind, obj["metadata"]["name"])))
+        return created
 
     async def create_pod(self, c: Cluster, name: str, role: str, argv: Sequence[str], node: str | None = None) -> None:
         """Pod ``name`` running ``argv`` (the magw image's), on ``node`` if given."""
@@ -148,15 +149,25 @@ class Run:
         meta = {"name": name, "namespace": self.s.namespace, "labels": labels}
         await self.create(c, "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 
-    async def export(self, c: Cluster, name: str, ports: Sequence[tuple[str, int]]) -> None:
-        """A headless Service ``name`` over server pod ``name`` (by its labels), exported: Globalnet gives the pod
-        a global IP (``global_ip``)."""
+    async def service(
+        self, c: Cluster, name: str, ports: Sequence[tuple[str, int]], *, headless: bool
+    ) -> dict[str, Any]:
+        """Service ``name`` over the run's server pod (by its labels): headless, or with a ClusterIP the API server
+        gives; the object as created."""
         selector = {"app": APP_LABEL, "role": "server", "run": self.id}
-        svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": self.s.namespace},
-               "spec": {"clusterIP": "None", "selector": selector,
-                        "ports": [{"name": f"{proto}-{port}", "port": port, "protocol": proto.upper()}
-                                  for proto, port in ports]}}  # fmt: skip
-        await self.create(c, "services", svc)
+        spec: dict[str, Any] = {"selector": selector, "ports": [{"name": f"{proto}-{port}", "port": port,
+                                "protocol": proto.upper(), "targetPort": port} for proto, port in ports]}  # fmt: skip
+        if headless:
+            spec["clusterIP"] = "None"
+        meta = {"name": name, "namespace": self.s.namespace}
+        return await self.create(c, "services", {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
+
+    async def export(self, c: Cluster, name: str, ports: Sequence[tuple[str, int]], *, create_service: bool = True
+                     ) -> None:  # fmt: skip
+        """Export Service ``name`` (``ServiceExport``; first a headless one over the server pod, unless
+        ``create_service`` is False): Globalnet gives its pod (headless) or itself a global IP (``global_ip``)."""
+        if create_service:
+            await self.service(c, name, ports, headless=True)
         export = {"apiVersion": f"{MCS_GROUP}/{MCS_VERSION}", "kind": "ServiceExport",
                   "metadata": {"name": name, "namespace": self.s.namespace}}  # fmt: skip
         await self.create(c, "serviceexports", export)
@@ -192,14 +203,14 @@ class Run:
             await asyncio.sleep(0.2)
         return False
 
-    async def global_ip(self, c: Cluster, pod: str) -> IPv4Address | None:
-        """The global IP Globalnet gave exported pod ``pod`` (its GlobalIngressIP ``pod-<name>``), None by the
-        deadline."""
+    async def global_ip(self, c: Cluster, name: str) -> IPv4Address | None:
+        """The global IP Globalnet gave: GlobalIngressIP ``name`` (``pod-<pod>`` for an exported headless Service's
+        pod, ``svc-<service>`` for an exported ClusterIP Service); None by the deadline."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.s.pod_timeout
         while loop.time() < deadline:
             try:
-                gip = await c.api.json("GET", self.path("globalingressips", f"pod-{pod}"))
+                gip = await c.api.json("GET", self.path("globalingressips", name))
                 if ip := (gip.get("status") or {}).get("allocatedIP"):
                     return IPv4Address(ip)
             except KubeCallError as exc:
@@ -215,7 +226,7 @@ class Run:
             return None, why_not_running(pod)
         if c.global_cidr is None:
             return IPv4Address(pod["status"]["podIP"]), ""
-        ip = await self.global_ip(c, name)
+        ip = await self.global_ip(c, f"pod-{name}")
         if ip is None:
             return None, f"no global IP for pod {name} (GlobalIngressIP pod-{name}) within {self.s.pod_timeout:g} s"
         return ip, ""

@@ -44,13 +44,13 @@ async def test_pods_that_never_run_fail_every_check_and_are_deleted() -> None:
     async with two_clusters() as (east, west):
         result = await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0)
         assert result.clusters == ("east", "west") and not result.ok and result.left_behind == ()
-        assert len(result.checks) == 4
+        assert len(result.checks) == 8 and {c.kind for c in result.checks} == {"pod", "service"}
         for check in result.checks:
             assert not check.ok and check.address is None
-            server = check.target.split("/")[1]
+            server = f"magw-verify-server-{check.target.split('-')[-1]}"
             assert check.detail == f"pod {server} is Pending", check
         for env in (east, west):
-            assert _objects(env.emulator, "pods") == []
+            assert _objects(env.emulator, "pods") == _objects(env.emulator, "services") == []
             assert "/magw-verify" in _objects(env.emulator, "namespaces")
 
 
@@ -59,6 +59,17 @@ async def test_two_kubeconfigs_of_one_cluster_are_refused() -> None:
         with pytest.raises(KubeRunError, match="the kubeconfigs name the same cluster twice: east, east"):
             await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0)
         assert _objects(east.emulator, "pods") == _objects(west.emulator, "pods") == []
+
+
+def test_a_service_line_passes_when_its_pod_answered() -> None:
+    server = "west/magw-verify-server-abc"
+    assert kube.service_verdict({"ok": True, "server": server, "seen_ip": "242.1.0.1"}, server, "-") == (
+        True, f"answered by {server} (source seen: 242.1.0.1)")  # fmt: skip
+    ok, why = kube.service_verdict({"ok": True, "server": "west/other", "seen_ip": "x"}, server, "-")
+    assert not ok and why == f"answered by west/other, not the Service's pod {server}"
+    assert kube.service_verdict({"ok": False, "error": "refused"}, server, "-") == (False, "refused")
+    missing = kube.service_verdict(None, server, "pod c is Failed")
+    assert missing == (False, "no result in the client's log (pod c is Failed)")
 
 
 @pytest.mark.parametrize(
