@@ -10,34 +10,12 @@ import sys
 
 from magw.cli import UsageError
 from magw.cli.argtypes import float_in, int_in
+from magw.cli.kubeflags import add_kube_pod_flags
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lab", metavar="NAME", help="the running lab to measure (magw lab up --name NAME)")
-    p.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        action="append",
-        help="Kubernetes mode: a cluster's kubeconfig (give two or more; the pods are made through the API)",
-    )
-    p.add_argument(
-        "--namespace",
-        default="submariner-operator",
-        help="--kubeconfig: magw's namespace, where the cluster's id is read (default %(default)s)",
-    )
-    p.add_argument(
-        "--pod-namespace",
-        default="magw-verify",
-        help="--kubeconfig: where the benchmark's pods go, created if missing (default %(default)s)",
-    )
-    p.add_argument("--image", default="magw:0.1.0", help="--kubeconfig: the pods' image, magw's (default %(default)s)")
-    p.add_argument(
-        "--pod-timeout",
-        metavar="S",
-        type=float_in(5, 600),
-        default=90.0,
-        help="--kubeconfig: seconds for a pod to run and for a global IP to be given (default 90)",
-    )
+    add_kube_pod_flags(p, "the benchmark")
     p.add_argument(
         "--from",
         dest="src",

@@ -12,37 +12,12 @@ import sys
 
 from magw.cli import UsageError
 from magw.cli.argtypes import float_in, int_in
+from magw.cli.kubeflags import add_kube_pod_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lab", metavar="NAME", help="the running lab to verify (magw lab up --name NAME)")
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        action="append",
-        help="Kubernetes mode: a cluster's kubeconfig (give two or more; every ordered pair is checked with pods "
-        "made through the API)",
-    )
-    parser.add_argument(
-        "--namespace",
-        default="submariner-operator",
-        help="--kubeconfig: magw's namespace, where the cluster's id is read (default %(default)s)",
-    )
-    parser.add_argument(
-        "--pod-namespace",
-        default="magw-verify",
-        help="--kubeconfig: where the suite's pods go, created if missing (default %(default)s)",
-    )
-    parser.add_argument(
-        "--image", default="magw:0.1.0", help="--kubeconfig: the probe pods' image, magw's (default %(default)s)"
-    )
-    parser.add_argument(
-        "--pod-timeout",
-        metavar="S",
-        type=float_in(5, 600),
-        default=90.0,
-        help="--kubeconfig: seconds for a pod to run and for a global IP to be given (default 90)",
-    )
+    add_kube_pod_flags(parser, "the suite")
     parser.add_argument(
         "--client",
         metavar="POD",

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import attrs
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -129,3 +130,18 @@ async def until(check: Callable[[], Any], timeout: float = 10.0, what: str = "")
                 await asyncio.sleep(0.02)
     except TimeoutError:
         raise AssertionError(f"not within {timeout} s: {what}") from None
+
+
+@contextlib.asynccontextmanager
+async def http_emulator(**emulator_kwargs: Any) -> AsyncIterator[aiohttp.ClientSession]:
+    """An emulator (``Emulator(**emulator_kwargs)``) on a unix socket in a short temporary directory (a socket path
+    must fit in 108 bytes, whatever the test's name), and a plain aiohttp session to it; all gone after."""
+    directory = Path(tempfile.mkdtemp(prefix="kubeemu-"))
+    socket = directory / "k.sock"
+    try:
+        async with Emulator(socket_path=socket, **emulator_kwargs), aiohttp.ClientSession(
+            connector=aiohttp.UnixConnector(path=str(socket))
+        ) as session:
+            yield session
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

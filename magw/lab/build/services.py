@@ -62,13 +62,13 @@ def _service_chains(svc: ServiceLayout) -> tuple[str, str]:
     return f"{match} goto {svc_chain} {comment}", chains
 
 
-def kube_proxy_script(cluster: ClusterLayout) -> str:
-    """The ``lab-kube`` table of every node of ``cluster``."""
-    pairs = [_service_chains(s) for s in cluster.services if s.cluster_ip is not None]
+def proxy_table(name: str, dispatch: list[str], chains: str) -> str:
+    """A kube-proxy-like nat table: chain ``services`` with the ``dispatch`` rules, the services' ``chains``, and
+    the hooks (prerouting and output jump to ``services``; hairpin traffic masqueraded at postrouting)."""
     return (
-        f"table ip {KUBE_TABLE} {{\n"
-        + _chain("services", [dispatch for dispatch, _ in pairs])
-        + "".join(chains for _, chains in pairs)
+        f"table ip {name} {{\n"
+        + _chain("services", dispatch)
+        + chains
         + _chain("prerouting", ["jump services"], "type nat hook prerouting priority dstnat; policy accept;")
         + _chain("output", ["jump services"], f"type nat hook output priority {_DSTNAT}; policy accept;")
         + _chain(
@@ -78,6 +78,12 @@ def kube_proxy_script(cluster: ClusterLayout) -> str:
         )
         + "}\n"
     )
+
+
+def kube_proxy_script(cluster: ClusterLayout) -> str:
+    """The ``lab-kube`` table of every node of ``cluster``."""
+    pairs = [_service_chains(s) for s in cluster.services if s.cluster_ip is not None]
+    return proxy_table(KUBE_TABLE, [dispatch for dispatch, _ in pairs], "".join(chains for _, chains in pairs))
 
 
 def cni_masquerade_script(cluster: ClusterLayout) -> str:

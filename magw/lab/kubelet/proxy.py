@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from ipaddress import ip_address
 from typing import Any
 
-from magw.lab.build.services import _DSTNAT, MASQ_MARK, _chain
+from magw.lab.build.services import MASQ_MARK, _chain, proxy_table
 
 TABLE = "lab-kube-api"
 PROTOS = ("TCP", "UDP", "SCTP")
@@ -100,17 +100,4 @@ def script(services: Iterable[Mapping[str, Any]], pods: Collection[Mapping[str, 
         rules, more = _rules(svc, pods)
         dispatch += rules
         chains += more
-    return (
-        f"table ip {TABLE} {{}}\ndelete table ip {TABLE}\n"
-        f"table ip {TABLE} {{\n"
-        + _chain("services", dispatch)
-        + chains
-        + _chain("prerouting", ["jump services"], "type nat hook prerouting priority dstnat; policy accept;")
-        + _chain("output", ["jump services"], f"type nat hook output priority {_DSTNAT}; policy accept;")
-        + _chain(
-            "postrouting",
-            [f"meta mark & {MASQ_MARK:#x} == {MASQ_MARK:#x} masquerade"],
-            "type nat hook postrouting priority srcnat; policy accept;",
-        )
-        + "}\n"
-    )
+    return f"table ip {TABLE} {{}}\ndelete table ip {TABLE}\n" + proxy_table(TABLE, dispatch, chains)

@@ -8,7 +8,6 @@ limitBytes, follow, previous) and to its error messages for a pod that has sever
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,18 +16,12 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from magw.kubeemu import Emulator, podlogs
+from magw.kubeemu import podlogs
+from tests.support.kubeemu_fixtures import http_emulator
 
 NS = "verify"
 MERGE = "application/merge-patch+json"
 LOG = b"line 1\nline 2\nline 3\nline 4\n"
-
-
-@contextlib.asynccontextmanager
-async def _serving(socket: Path, pod_logs: Path | None) -> AsyncIterator[aiohttp.ClientSession]:
-    emulator = Emulator(socket_path=socket, pod_logs=pod_logs)
-    async with emulator, aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(socket))) as session:
-        yield session
 
 
 @pytest.fixture
@@ -40,7 +33,7 @@ def logs(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def session(tmp_path: Path, logs: Path) -> AsyncIterator[aiohttp.ClientSession]:
-    async with _serving(tmp_path / "k.sock", logs) as s:
+    async with http_emulator(pod_logs=logs) as s:
         yield s
 
 
@@ -188,7 +181,7 @@ async def test_bad_numbers_are_400(
 
 
 async def test_an_emulator_without_pod_logs_has_every_container_waiting(tmp_path: Path, logs: Path) -> None:
-    async with _serving(tmp_path / "bare.sock", None) as bare:
+    async with http_emulator() as bare:
         pod = await _create(bare, _pod())
         _write(logs, pod, "server", LOG)  # where an emulator with pod_logs would look: not here
         assert "is waiting to start" in await _error(bare, 400)

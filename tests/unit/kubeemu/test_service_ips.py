@@ -5,43 +5,25 @@ range, over HTTP on a unix socket as a client sees it.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from ipaddress import IPv4Network
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from magw.kubeemu import Emulator, serviceips
+from magw.kubeemu import serviceips
 from magw.kubeemu.__main__ import parse_args
 from magw.kubeemu.errors import ApiError
+from tests.support.kubeemu_fixtures import http_emulator
 
 NS = "verify"
 RANGE = IPv4Network("10.96.0.0/24")
 
 
 @pytest.fixture
-def directory() -> Iterator[Path]:
-    """A short directory: the socket path must fit in 108 bytes, whatever the test's name."""
-    path = Path(tempfile.mkdtemp(prefix="svcip-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@contextlib.asynccontextmanager
-async def _serving(socket: Path, service_ips: IPv4Network | None) -> AsyncIterator[aiohttp.ClientSession]:
-    emulator = Emulator(socket_path=socket, service_ips=service_ips)
-    async with emulator, aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(socket))) as session:
-        yield session
-
-
-@pytest.fixture
-async def session(directory: Path) -> AsyncIterator[aiohttp.ClientSession]:
-    async with _serving(directory / "k.sock", RANGE) as s:
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with http_emulator(service_ips=RANGE) as s:
         yield s
 
 
@@ -151,8 +133,8 @@ async def test_other_kinds_get_no_cluster_ip(session: aiohttp.ClientSession) -> 
     assert (await _create(session, _service("web")))["spec"]["clusterIP"] == "10.96.0.1"
 
 
-async def test_without_a_range_nothing_is_allocated(directory: Path) -> None:
-    async with _serving(directory / "k.sock", None) as session:
+async def test_without_a_range_nothing_is_allocated() -> None:
+    async with http_emulator() as session:
         spec = (await _create(session, _service("web")))["spec"]
         assert "clusterIP" not in spec and "clusterIPs" not in spec
         kept = (await _create(session, _service("fixed", clusterIP="10.96.0.9")))["spec"]
@@ -160,9 +142,9 @@ async def test_without_a_range_nothing_is_allocated(directory: Path) -> None:
         assert "clusterIPs" not in kept
 
 
-async def test_a_full_range_answers_an_internal_error(directory: Path) -> None:
+async def test_a_full_range_answers_an_internal_error() -> None:
     pool = IPv4Network("10.96.0.0/30")  # hosts .1 and .2
-    async with _serving(directory / "k.sock", pool) as session:
+    async with http_emulator(service_ips=pool) as session:
         ips = [(await _create(session, _service(name)))["spec"]["clusterIP"] for name in ("a", "b")]
         assert ips == ["10.96.0.1", "10.96.0.2"]
         async with session.post(_url(), json=_service("c")) as r:
