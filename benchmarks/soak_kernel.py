@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.soak_view import SnapshotOf
+from magw.lab.kubelet import proxy
 from magw.snapshot.load import dump_snapshot
 from tests.support.kernel_dump import Baseline, Dump, differences, ours, planned, read
 
 MAGW_PROTO = "157"
-FOREIGN_TABLES = ("lab-kube", "lab-cni", "lab-ovnk", "magw_health", "magw_lab_flows")
+FOREIGN_TABLES = ("lab-kube", proxy.TABLE, "lab-cni", "lab-ovnk", "magw_health", "magw_lab_flows")
 BIN = Path(sys.executable).parent
 PLAN_FLAGS = ("--ovn-mgmt-nexthop",)
 

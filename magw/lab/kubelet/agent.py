@@ -100,7 +100,7 @@ class Kubelet:
         self.refused: set[str] = set()  # uids refused once (their status says why)
         self.last_slot: dict[str, int] = {}  # per node: the slot given last (the next pod takes the one after)
         self.static_services = frozenset(static_services)  # (namespace, name): the topology's, in lab-kube already
-        self.proxied = ""  # the lab-kube-api script every node holds
+        self.proxied: tuple[str, tuple[str, ...]] = ("", ())  # the lab-kube-api script, and the nodes holding it
 
     # --- one pass ------------------------------------------------------------------------------------------
 
@@ -133,11 +133,12 @@ class Kubelet:
     def _proxy(self, pods: list[dict[str, Any]]) -> None:
         """The Services made through the API, DNATed to their pods in every node (``proxy``), when that changed."""
         text = proxy.script(self.http.list("Service"), pods, self.static_services)
-        if text == self.proxied:
-            return
+        wanted = (text, tuple(sorted(self.nodes)))  # a node added to the lab gets the table too
+        if wanted == self.proxied or (not self.proxied[0] and " dport " not in text):
+            return  # unchanged, or no Service yet and no table: a lab nobody made Services in keeps its tables
         for node in self.nodes.values():
             netns.nft_load(node.namespace, text)
-        self.proxied = text
+        self.proxied = wanted
         log.info("kubelet.services_loaded", nodes=len(self.nodes), rules=text.count(" dport "))
 
     def _node_labels(self) -> dict[str, dict[str, str]]:
