@@ -5,14 +5,15 @@ Nothing here enters a node: everything is a pod, created through the API, as an 
 1. Each cluster: its id (the ``Submariner`` object's ``spec.clusterID`` in magw's namespace, else the kubeconfig's
    context) and, from its own ``Cluster`` object, its global CIDR when it runs Globalnet. Ids must differ.
 2. Each cluster: an echo server pod (``python -m magw.lab.payload.traffic serve``, the lab's echo server, in the
-   magw image) in ``--namespace`` (created if missing), labelled with the run's id. With Globalnet, a headless
-   Service over it, exported (``ServiceExport``): Globalnet gives the pod a global IP (its ``GlobalIngressIP``
-   ``pod-<name>``), which is what the other clusters reach.
+   magw image) in ``--pod-namespace`` (created if missing), labelled with the run's id, and a ClusterIP Service
+   over it. With Globalnet both are exported (``ServiceExport``; the pod through a headless Service of its own):
+   Globalnet gives the pod a global IP (``GlobalIngressIP`` ``pod-<name>``) and the Service one (``svc-<name>``),
+   which is what the other clusters reach.
 3. Each ordered pair of clusters: a client pod in the first that sends one TCP request and one UDP datagram to
-   the second's server (``traffic probe``) and exits; its log is one JSON line per protocol.
-4. A check passes when the server answered and saw the client pod's own IP (with Globalnet: an address of the
-   client cluster's global CIDR: its egress IP).
-5. Every pod, Service and ServiceExport made is deleted, also on a failure or Ctrl-C; one left behind is named.
+   the second's server pod and Service (``traffic probe``) and exits; its log is one JSON line per target.
+4. A pod check passes when the server answered and saw the client pod's own IP (with Globalnet: an address of
+   the client cluster's global CIDR: its egress IP); a Service check when the Service's pod answered.
+5. Every pod, Service and ServiceExport made is deleted, also on a failure; one left behind is named.
 
 A failing check says what came back (a timeout, a refused connection, a wrong source, a pod that never ran),
 not the hop where it died: that needs the nodes, which only ``--lab`` mode enters.
