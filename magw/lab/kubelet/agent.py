@@ -157,7 +157,7 @@ class Kubelet:
             run = podspec.parse(pod, self.python)
             node = self._node(run, labels)
             if run.node is None:
-                self._patch(run, {"spec": {"nodeName": node.name}}, status=False)
+                self._bind(run, node.name)
             if run.host_network:
                 box = sandbox.host_network(node)
             else:
@@ -316,9 +316,10 @@ class Kubelet:
         body = {"metadata": {"uid": meta.get("uid")}, "status": status}
         self.http.request("PATCH", path, body, content_type="application/merge-patch+json")
 
-    def _patch(self, run: podspec.PodRun, body: Mapping[str, Any], *, status: bool) -> None:
-        path = f"/api/v1/namespaces/{run.namespace}/pods/{run.name}" + ("/status" if status else "")
-        self.http.request("PATCH", path, dict(body), content_type="application/merge-patch+json")
+    def _bind(self, run: podspec.PodRun, node: str) -> None:
+        """Set the pod's ``nodeName`` (what the scheduler's binding does on a cluster)."""
+        path = f"/api/v1/namespaces/{run.namespace}/pods/{run.name}"
+        self.http.request("PATCH", path, {"spec": {"nodeName": node}}, content_type="application/merge-patch+json")
 
 
 def _container_status(c: Container) -> dict[str, Any]:

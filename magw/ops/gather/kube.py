@@ -22,6 +22,7 @@ import yaml
 
 from magw.ops.gather.archive import Archive
 from magw.ops.gather.redact import kubeconfig_summary
+from magw.ops.verify.kubeapi import request
 from magw.sources.kube.mapping import CONFIG_MAP
 from magw.sources.kube.resources import EGRESSGW_VERSION, GROUP, MCS_GROUP, MCS_VERSION, SUBMARINER_VERSION, VERSION
 
@@ -78,15 +79,7 @@ def _trim(obj: dict[str, Any]) -> dict[str, Any]:
 async def _list(api: Any, kind: Kind, timeout: float) -> Listed:
     started = time.monotonic()
     try:
-        response = await api.call_api(
-            kind.path, "GET", query_params=list(kind.query), header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-        )  # fmt: skip
-        response = response[0] if isinstance(response, tuple) else response
-        try:
-            raw, status = await response.read(), response.status
-        finally:
-            response.release()
+        status, raw = await request(api, "GET", kind.path, query=list(kind.query), timeout=timeout)
     except Exception as exc:  # any failure of one list is recorded, the others still come
         status_code = getattr(exc, "status", None)
         detail = f"{status_code} {getattr(exc, 'reason', '')}".strip() if status_code else " ".join(str(exc).split())

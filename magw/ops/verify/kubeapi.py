@@ -1,5 +1,6 @@
 """The few API calls ``magw verify --kubeconfig`` makes, over the daemons' client (``magw.sources.kube.client``):
-raw REST paths, JSON in and out, every failure one ``KubeCallError`` line with the method, path and status."""
+raw REST paths, JSON in and out, every failure one ``KubeCallError`` line with the method, path and status.
+``request`` is the raw call itself, also ``magw gather --kubeconfig``'s."""
 
 from __future__ import annotations
 
@@ -15,6 +16,24 @@ class KubeCallError(RuntimeError):
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
+
+
+async def request(client: Any, method: str, path: str, body: Any = None, *, query: list[tuple[str, str]],
+                  timeout: float) -> tuple[int, bytes]:  # fmt: skip
+    """One raw call through a kubernetes-asyncio ``ApiClient`` (its kubeconfig's credentials): the status and the
+    body, whatever the status; a failure to get an answer raises what the client raised."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    response = await client.call_api(
+        path, method, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"],
+        _preload_content=False, _request_timeout=timeout,
+    )  # fmt: skip
+    response = response[0] if isinstance(response, tuple) else response
+    try:
+        return int(response.status), bytes(await response.read())
+    finally:
+        response.release()
 
 
 class Api:
@@ -35,26 +54,16 @@ class Api:
 
     async def call(self, method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None,
                    timeout: float = TIMEOUT) -> bytes:  # fmt: skip
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
         try:
-            response = await self.client.call_api(
-                path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
-                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-            )  # fmt: skip
-            response = response[0] if isinstance(response, tuple) else response
-            try:
-                raw, status = await response.read(), response.status
-            finally:
-                response.release()
+            status, raw = await request(self.client, method, path, body, query=list((query or {}).items()),
+                                        timeout=timeout)  # fmt: skip
         except Exception as exc:  # the client raises ApiException, aiohttp's and OS errors: one line each
             status = int(getattr(exc, "status", 0) or 0)
             reason = getattr(exc, "reason", None) or " ".join(str(exc).split()) or type(exc).__name__
             raise KubeCallError(f"{method} {path}: {status or ''} {reason}".replace("  ", " "), status) from None
         if status >= 400:
             raise KubeCallError(f"{method} {path}: {status} {_message(raw)}", status)
-        return bytes(raw)
+        return raw
 
     async def json(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         raw = await self.call(method, path, body)
