@@ -128,7 +128,7 @@ def _run_kube(args: argparse.Namespace) -> int:
     settings = kube.Settings(namespace=args.pod_namespace, magw_namespace=args.namespace, image=args.image,
                              pod_timeout=args.pod_timeout)  # fmt: skip
     try:
-        result = kube.run(args.kubeconfig, settings, timeout=args.timeout)
+        result = kube.run(args.kubeconfig, settings, timeout=args.timeout, flows=args.flows)
     except kube.KubeRunError as exc:
         print(f"magw: error: verify: {exc}", file=sys.stderr)
         return 1

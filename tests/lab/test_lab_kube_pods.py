@@ -1,9 +1,10 @@
 """Kernel test: pods created through a kube lab's API servers run (the lab kubelet), and ``magw verify`` and
 ``magw benchmark`` in Kubernetes mode measure the clusterset with them (docs/verify.md, docs/benchmark.md).
 
-Two labs of two clusters (one gateway and one worker each): a plain one, and a Globalnet one with the same
-CIDRs in both clusters. What a check expects is read from the lab itself (its layout, the emulators' Pod
-statuses, the network namespaces present), not from the code under test.
+Two labs of two clusters: a plain one (east with two gateways, west with one; a worker each), and a Globalnet
+one with the same CIDRs in both clusters (one gateway and one worker each). What a check expects is read from
+the lab itself (its layout, the emulators' Pod statuses, the network namespaces present), not from the code
+under test.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ pytestmark = [
 ]
 
 _NODES = {"gateways": 1, "workers": 1, "pods_per_node": 1}
-PLAIN = {"clusters": [{"id": "east", **_NODES}, {"id": "west", **_NODES}]}
+PLAIN = {"clusters": [{"id": "east", **_NODES, "gateways": 2}, {"id": "west", **_NODES}]}
 _SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16", "cluster_egress_ips": 1, **_NODES}
 GLOBALNET = {"globalnet": True, "clusters": [{"id": "east", **_SAME}, {"id": "west", **_SAME}]}
 TRAFFIC = ["python", "-m", "magw.lab.payload.traffic"]
@@ -189,6 +190,14 @@ def test_verify_kube_mode_passes_with_every_pods_own_source(
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
     assert doc["ok"] and doc["mode"] == "kube" and doc["clusters"] == ["east", "west"] and doc["failing"] == []
+    # Every gateway of both clusters carried some of the 32 traced flows of each pair, both ways, and lost none.
+    rows = doc["gateways"]
+    assert sorted((g["pair"], g["gateway"]) for g in rows) == sorted(
+        (p, g) for p in ("east -> west", "west -> east") for g in ("east-gw1", "east-gw2", "west-gw1"))  # fmt: skip
+    for g in rows:
+        assert g["ok"] and g["flows"] == 32 and g["dead"] == 0 and (g["toward"] or g["back"]), g
+    for p in ("east -> west", "west -> east"):
+        assert sum(g["toward"] for g in rows if g["pair"] == p and g["cluster"] == "east") >= 32
     checks = doc["checks"]
     assert sorted((c["client"].split("/")[0], c["target"].split("/")[0], c["check"], c["proto"]) for c in checks) == [
         (a, b, kind, p) for a, b in (("east", "west"), ("west", "east")) for kind in ("pod", "service")
@@ -236,10 +245,22 @@ def test_verify_kube_mode_names_the_failing_pairs(plain: tuple[LabLayout, LabSta
         done = magw_cli("verify", *_kubeconfigs(st), "--timeout", "0.5", "--json", timeout=180)
         assert done.returncode == 1, done.stdout + done.stderr
         doc = json.loads(done.stdout)
-        assert not doc["ok"] and len(doc["failing"]) == 8
-        for line in doc["failing"]:
-            assert line.startswith(("east/", "west/")) and ("-> west/" in line or "-> east/" in line)
-            assert "TimeoutError" in line or "refused" in line or "unreachable" in line, line
+        assert not doc["ok"] and doc["trace_problem"] is None
+        # West's only gateway is down: every check fails, and its trace ends where west-gw1 should have been, the
+        # first hop after east's gateways one way and after west's worker the other.
+        assert len(doc["checks"]) == 8 and not any(c["ok"] for c in doc["checks"])
+        for c in doc["checks"]:
+            assert "TimeoutError" in c["detail"] or "refused" in c["detail"] or "unreachable" in c["detail"], c
+            before = "east-gw[12]" if c["client"].startswith("east/") else "west-w1"
+            assert re.fullmatch(rf"request died at {before} -> a west gateway \(west-gw1\)", c["hop"] or ""), c
+        # Every gateway row fails: west-gw1 carried nothing, east's carried nothing back (or nothing at all).
+        rows = {(g["pair"], g["gateway"]): g for g in doc["gateways"]}
+        assert sorted(rows) == sorted((p, g) for p in ("east -> west", "west -> east")
+                                      for g in ("east-gw1", "east-gw2", "west-gw1"))  # fmt: skip
+        assert not any(g["ok"] for g in rows.values())
+        assert all(rows[(p, "west-gw1")]["toward"] == rows[(p, "west-gw1")]["back"] == 0 for p in ("east -> west",
+                                                                                                  "west -> east"))
+        assert len(doc["failing"]) == 8 + 6
     finally:
         recovered = magw_cli("lab", "recover", "--name", st.name, "west-gw1")
         assert recovered.returncode == 0, recovered.stderr

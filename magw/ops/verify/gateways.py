@@ -34,6 +34,11 @@ class GatewayRow:
     def ok(self) -> bool:
         return (self.toward or self.back) > 0 and self.dead == 0
 
+    def as_json(self) -> dict[str, object]:
+        return {"gateway": self.gateway, "cluster": self.cluster, "pair": self.pair, "flows": self.flows,
+                "toward": self.toward, "back": self.back, "dead": self.dead, "elsewhere": self.elsewhere,
+                "hops": list(self.hops), "ok": self.ok}  # fmt: skip
+
     def text(self) -> str:
         if not (self.toward or self.back):
             return f"carried none of the {self.flows} flows (down, unpublished, or out of the nexthop groups)"
@@ -78,3 +83,17 @@ def rows(pair: str, gateways: Sequence[tuple[str, str]], flows: Sequence[Flow], 
             )
         )
     return out
+
+
+def hop_verdict(route: Route, flows: Sequence[Flow]) -> str:
+    """Where the traced flows of a failing check died: the commonest break, or why the trace cannot say."""
+    breaks = [b for f in flows if f.dead and (b := find_break(route, set(f.req_seen), set(f.rep_seen)))]
+    if not breaks:
+        lost = sum(f.lost for f in flows)
+        return (
+            f"none found: {len(flows)} traced UDP flows got through every hop ({lost} of "
+            f"{sum(f.sent for f in flows)} datagrams lost); the failure depends on the flow (a Service backend, "
+            "the protocol, a gateway)"
+        )
+    texts = [b.text() for b in breaks]
+    return max(set(texts), key=texts.count)

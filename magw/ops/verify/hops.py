@@ -39,14 +39,16 @@ PORT_HI = 29999
 KEEP_SECONDS = 120
 
 
-def table_text(lo: int = PORT_LO, hi: int = PORT_HI) -> str:
+def table_text(lo: int = PORT_LO, hi: int = PORT_HI, table: str = TABLE) -> str:
+    """The table (``table``: another name, so that runs at once on one node keep apart), replacing one of the
+    same name."""
     sets = "".join(
         f"  set {name} {{ type inet_service; flags dynamic,timeout; timeout {KEEP_SECONDS}s; }}\n"
         for name in ("req", "rep")
     )
     return (
-        f"add table ip {TABLE}\ndelete table ip {TABLE}\n"
-        f"table ip {TABLE} {{\n{sets}"
+        f"add table ip {table}\ndelete table ip {table}\n"
+        f"table ip {table} {{\n{sets}"
         "  chain pre {\n    type filter hook prerouting priority -350; policy accept;\n"
         f"    udp sport {lo}-{hi} update @req {{ udp sport }}\n"
         f"    udp dport {lo}-{hi} update @rep {{ udp dport }}\n  }}\n}}\n"
@@ -143,6 +145,29 @@ def route(
     spod = Stage(label="|".join(servers), members=tuple(servers))
     back = Stage(label=client, members=(client,))
     return Route(client=client, request=(node, lgw, rgw, snode, spod), reply=(snode, rgw, lgw, node, back))
+
+
+def node_route(
+    *,
+    client: str,
+    client_node: str,
+    local_gateways: Sequence[str],
+    remote_gateways: Sequence[str],
+    server: str,
+    server_node: str,
+    local: str,
+    remote: str,
+) -> Route:
+    """The path of ``route`` seen from the nodes only (``magw verify --kubeconfig`` traces no pod's namespace): the
+    server pod's answer is first seen entering ``server_node`` from the pod, the client's replies last on
+    ``client_node``."""
+    node = Stage(label=client_node, members=(client_node,))
+    lgw = Stage(label=f"a {local} gateway ({'|'.join(local_gateways)})", members=tuple(local_gateways))
+    rgw = Stage(label=f"a {remote} gateway ({'|'.join(remote_gateways)})", members=tuple(remote_gateways))
+    snode = Stage(label=server_node, members=(server_node,))
+    answer = Stage(label=f"{server}'s answer (seen on {server_node})", members=(server_node,))
+    back = Stage(label=f"{client_node} (on the way back to {client})", members=(client_node,))
+    return Route(client=client, request=(node, lgw, rgw, snode), reply=(answer, rgw, lgw, back))
 
 
 def find_break(r: Route, req_seen: set[str], rep_seen: set[str]) -> Break | None:

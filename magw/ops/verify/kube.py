@@ -13,10 +13,17 @@ Nothing here enters a node: everything is a pod, created through the API, as an 
    the second's server pod and Service (``traffic probe``) and exits; its log is one JSON line per target.
 4. A pod check passes when the server answered and saw the client pod's own IP (with Globalnet: an address of
    the client cluster's global CIDR: its egress IP); a Service check when the Service's pod answered.
-5. Every pod, Service and ServiceExport made is deleted, also on a failure; one left behind is named.
+5. Every gateway (``--flows N``, not 0): per ordered pair of clusters, a traced stream of N UDP flows from a node
+   of the first (a worker if there is one) to the second's server pod; every gateway of both clusters must carry
+   some and lose none (``gateways.rows``, as ``--lab`` mode).
+6. Every failing check with an address is traced too (4 flows from the same node to its target), and its row
+   names the hop where the packets died (``gateways.hop_verdict``).
+7. Every pod, Service and ServiceExport made is deleted, also on a failure; one left behind is named.
 
-A failing check says what came back (a timeout, a refused connection, a wrong source, a pod that never ran),
-not the hop where it died: that needs the nodes, which only ``--lab`` mode enters.
+Steps 5 and 6 enter the nodes: a privileged hostNetwork tracer pod per node counts, in a table of the run's own,
+which nodes saw each traced flow (``magw.ops.verify.kubetrace``). ``--flows 0`` with every check passing makes
+no such pod. A failing check also says what came back (a timeout, a refused connection, a wrong source, a pod
+that never ran).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from magw.ops.verify import gateways, hops, kubetrace
 from magw.ops.verify.kubeapi import KubeCallError
 from magw.ops.verify.kubepods import Cluster, KubeRunError, Run, Settings, close_all, open_clusters, why_not_running
 from magw.sources.kube.client import KubeConfigError
@@ -40,6 +48,7 @@ PROTOS = ("tcp", "udp")
 TRAFFIC = ("python", "-m", "magw.lab.payload.traffic")
 SERVING = '"traffic.serving"'  # the echo server's first log line, once it listens
 LISTEN_LIMIT = 15.0
+TRACE_FLOWS = 4  # per failing check's target
 
 
 @attrs.frozen(kw_only=True)
@@ -53,11 +62,16 @@ class KubeCheck:
     proto: str
     ok: bool
     detail: str
+    hop: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {"check": self.kind, "client": self.client, "client_ip": self.client_ip, "target": self.target,
                 "address": self.address, "via": self.via, "proto": self.proto, "ok": self.ok, "detail": self.detail,
-                "hop": None}  # fmt: skip
+                "hop": self.hop}  # fmt: skip
+
+    def why(self) -> str:
+        """What the probe saw, then where the trace says the packets died."""
+        return "; ".join(x for x in (self.detail, self.hop) if x)
 
 
 @attrs.frozen(kw_only=True)
@@ -65,10 +79,14 @@ class KubeResult:
     clusters: tuple[str, ...]
     checks: tuple[KubeCheck, ...]
     left_behind: tuple[str, ...]
+    gateways: tuple[gateways.GatewayRow, ...] = ()
+    flows: int = 0  # traced flows per pair for the every-gateway check (0: not run)
+    trace_problem: str = ""  # why the streams could not be traced
 
     @property
     def ok(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks) and not self.left_behind
+        return (bool(self.checks) and all(c.ok for c in self.checks) and all(g.ok for g in self.gateways)
+                and not self.trace_problem and not self.left_behind)  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)
@@ -81,6 +99,7 @@ class Target:
     via: str
     ip: IPv4Address | None = None
     problem: str = ""
+    node: str = ""  # the server pod's
 
 
 async def _targets(r: Run, c: Cluster) -> list[Target]:
@@ -95,13 +114,16 @@ async def _targets(r: Run, c: Cluster) -> list[Target]:
     if c.global_cidr is not None:
         await r.export(c, name, ports)
         await r.export(c, svc, ports, create_service=False)
-    ip, problem = await r.address(c, name, await r.pod(c, name, terminal=False))
+    running = await r.pod(c, name, terminal=False)
+    node = str((running.get("spec") or {}).get("nodeName") or "")
+    ip, problem = await r.address(c, name, running)
     if ip is not None and not await r.wait_log(c, name, SERVING, LISTEN_LIMIT):
         ip, problem = None, f"pod {name}: its echo server did not say it listens within {LISTEN_LIMIT:g} s"
     gn = c.global_cidr is not None
-    pod = Target(kind="pod", name=server, server=server, via="global IP" if gn else "pod IP", ip=ip, problem=problem)
+    pod = Target(kind="pod", name=server, server=server, via="global IP" if gn else "pod IP", ip=ip, problem=problem,
+                 node=node)  # fmt: skip
     if problem:
-        return [pod, Target(kind="service", name=f"{c.id}/{svc}", server=server, via="-", problem=problem)]
+        return [pod, Target(kind="service", name=f"{c.id}/{svc}", server=server, via="-", problem=problem, node=node)]
     if gn:
         sip = await r.global_ip(c, f"svc-{svc}")
         why = "" if sip else f"no global IP for Service {svc} (GlobalIngressIP svc-{svc}) within {r.s.pod_timeout:g} s"
@@ -110,7 +132,7 @@ async def _targets(r: Run, c: Cluster) -> list[Target]:
         sip = IPv4Address(raw) if raw not in (None, "", "None") else None
         why = "" if sip else f"Service {svc} got no ClusterIP"
     return [pod, Target(kind="service", name=f"{c.id}/{svc}", server=server, via="global IP" if gn else "ClusterIP",
-                        ip=sip, problem=why)]  # fmt: skip
+                        ip=sip, problem=why, node=node)]  # fmt: skip
 
 
 async def _pair(r: Run, timeout: float, a: Cluster, b: Cluster, targets: Sequence[Target]) -> list[KubeCheck]:
@@ -188,10 +210,56 @@ def service_verdict(doc: dict[str, Any] | None, server: str, pod_state: str) -> 
     return True, f"answered by {server} (source seen: {doc.get('seen_ip')})"
 
 
-async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float) -> KubeResult:
+def trace_node(c: Cluster) -> str:
+    """Where cluster ``c``'s traced streams start: its first worker, else its first gateway ("" when no node)."""
+    return (*c.workers, *c.gateways, "")[0]
+
+
+def _route(a: Cluster, b: Cluster, t: Target) -> hops.Route:
+    node = trace_node(a)
+    return hops.node_route(client=f"the traced pod on {node}", client_node=node, local_gateways=a.gateways,
+                           remote_gateways=b.gateways, server=t.server, server_node=t.node, local=a.id,
+                           remote=b.id)  # fmt: skip
+
+
+async def _traced(r: Run, pairs: Sequence[tuple[Cluster, Cluster, Sequence[Target]]], checks: Sequence[KubeCheck],
+                  flows: int) -> tuple[list[KubeCheck], list[gateways.GatewayRow], str]:  # fmt: skip
+    """Steps 5 and 6: the every-gateway rows (``flows`` per pair; 0: none) and the failing checks with their hop;
+    or, when the streams could not be traced, why (the checks unchanged)."""
+    failing = {(c.client.split("/", 1)[0], c.target) for c in checks if not c.ok and c.address}
+    plans: list[tuple[Cluster, Cluster, Target, bool]] = []  # (client cluster, server cluster, target, gateways?)
+    for a, b, targets in pairs:
+        if not trace_node(a):
+            continue
+        plans += [(a, b, t, True) for t in targets[:1] if flows and t.ip is not None and t.node]
+        plans += [(a, b, t, False) for t in targets if (a.id, t.name) in failing and t.ip is not None and t.node]
+    if not plans:
+        return list(checks), [], ""
+    streams = [kubetrace.Stream(client=a.id, node=trace_node(a), ip=t.ip, port=ECHO_PORT,  # type: ignore[arg-type]
+                                flows=flows if every else TRACE_FLOWS) for a, b, t, every in plans]  # fmt: skip
+    clusters = list({id(c): c for a, b, _ in pairs for c in (a, b)}.values())
+    try:
+        traced = await kubetrace.run(r, clusters, streams)
+    except kubetrace.TraceError as exc:
+        return list(checks), [], str(exc)
+    rows: list[gateways.GatewayRow] = []
+    hop: dict[tuple[str, str], str] = {}
+    for (a, b, t, every), fl in zip(plans, traced, strict=True):
+        if every:
+            gws = [(n, a.id) for n in a.gateways] + [(n, b.id) for n in b.gateways]
+            rows += gateways.rows(f"{a.id} -> {b.id}", gws, fl, _route(a, b, t))
+        else:
+            hop[(a.id, t.name)] = gateways.hop_verdict(_route(a, b, t), fl)
+    out = [attrs.evolve(c, hop=hop.get((c.client.split("/", 1)[0], c.target))) if not c.ok else c for c in checks]
+    return out, rows, ""
+
+
+async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float, flows: int) -> KubeResult:
     clusters = await open_clusters(kubeconfigs, s)
     r = Run(s)
     checks: list[KubeCheck] = []
+    rows: list[gateways.GatewayRow] = []
+    problem = ""
     try:
         try:
             for c in clusters:
@@ -200,28 +268,35 @@ async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float) -> KubeR
             pairs = [(a, b, t) for a in clusters for b, t in zip(clusters, targets, strict=True) if a is not b]
             for found in await asyncio.gather(*(_pair(r, timeout, a, b, t) for a, b, t in pairs)):
                 checks += found
+            checks, rows, problem = await _traced(r, pairs, checks, flows)
         finally:
             left = await asyncio.shield(r.cleanup())
     except KubeCallError as exc:
         raise KubeRunError(str(exc)) from None
     finally:
         await close_all(clusters)
-    return KubeResult(clusters=tuple(c.id for c in clusters), checks=tuple(checks), left_behind=left)
+    return KubeResult(clusters=tuple(c.id for c in clusters), checks=tuple(checks), left_behind=left,
+                      gateways=tuple(rows), flows=flows if rows else 0, trace_problem=problem)  # fmt: skip
 
 
-def run(kubeconfigs: Sequence[str], settings: Settings, *, timeout: float = 2.0) -> KubeResult:
-    """The suite over ``kubeconfigs`` (two or more clusters), ``timeout`` seconds per probe; ``KubeRunError``
-    when it could not run."""
-    return asyncio.run(_run(kubeconfigs, settings, timeout))
+def run(kubeconfigs: Sequence[str], settings: Settings, *, timeout: float = 2.0, flows: int = 0) -> KubeResult:
+    """The suite over ``kubeconfigs`` (two or more clusters), ``timeout`` seconds per probe, ``flows`` traced flows
+    per pair for the every-gateway check (0: none); ``KubeRunError`` when it could not run."""
+    return asyncio.run(_run(kubeconfigs, settings, timeout, flows))
 
 
 def report_json(result: KubeResult) -> dict[str, Any]:
-    failing = [f"{c.client} -> {c.target} {c.proto} ({c.via} {c.address}): {c.detail}" for c in result.checks
-               if not c.ok]  # fmt: skip
-    failing += [f"left behind: {what}" for what in result.left_behind]
     return {"ok": result.ok, "mode": "kube", "clusters": list(result.clusters),
-            "checks": [c.as_json() for c in result.checks], "failing": failing,
+            "checks": [c.as_json() for c in result.checks], "gateways": [g.as_json() for g in result.gateways],
+            "trace_problem": result.trace_problem or None, "failing": _failing(result),
             "left_behind": list(result.left_behind)}  # fmt: skip
+
+
+def _failing(result: KubeResult) -> list[str]:
+    out = [f"{c.client} -> {c.target} {c.proto} ({c.via} {c.address}): {c.why()}" for c in result.checks if not c.ok]
+    out += [f"gateway {g.gateway} ({g.pair}): {g.text()}" for g in result.gateways if not g.ok]
+    out += [f"trace: {result.trace_problem}"] if result.trace_problem else []
+    return out + [f"left behind: {what}" for what in result.left_behind]
 
 
 def table(result: KubeResult) -> str:
@@ -229,9 +304,20 @@ def table(result: KubeResult) -> str:
     for c in result.checks:
         rows.append((c.client, c.kind, c.target, c.via, c.address or "-", c.proto, "ok" if c.ok else "FAIL",
                      c.detail))  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1] for r in rows]
-    passed = sum(1 for c in result.checks if c.ok)
-    lines.append(f"\n{passed}/{len(result.checks)} checks passed between {', '.join(result.clusters)}")
-    lines += [f"left behind: {what}" for what in result.left_behind]
+    lines = _columns(rows)
+    if result.gateways:
+        grows = [("GATEWAY", "PAIR", "RESULT", f"FLOWS ({result.flows} per pair, traced)")]
+        grows += [(g.gateway, g.pair, "ok" if g.ok else "FAIL", g.text()) for g in result.gateways]
+        lines += ["", *_columns(grows)]
+    passed = sum(1 for c in result.checks if c.ok) + sum(1 for g in result.gateways if g.ok)
+    total = len(result.checks) + len(result.gateways)
+    lines += ["", *(f"FAIL {line}" for line in _failing(result))]
+    verdict = "OK" if result.ok else "FAIL"
+    lines.append(f"{verdict}: {passed}/{total} checks passed between {', '.join(result.clusters)}")
     return "\n".join(lines) + "\n"
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns; the last one (free text) not padded."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(v.ljust(w) for v, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1] for r in rows]

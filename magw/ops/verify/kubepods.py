@@ -139,12 +139,17 @@ class Run:
         self.created.append((c, self.path(kind, obj["metadata"]["name"])))
         return created
 
-    async def create_pod(self, c: Cluster, name: str, role: str, argv: Sequence[str], node: str | None = None) -> None:
-        """Pod ``name`` running ``argv`` (the magw image's), on ``node`` if given."""
-        container = {"name": role, "image": self.s.image, "command": list(argv)}
+    async def create_pod(self, c: Cluster, name: str, role: str, argv: Sequence[str], node: str | None = None, *,
+                         host_network: bool = False) -> None:  # fmt: skip
+        """Pod ``name`` running ``argv`` (the magw image's), on ``node`` if given; ``host_network``: privileged, in
+        the node's own network namespace, tolerating every taint (a node tool: ``nodetrace``)."""
+        container: dict[str, Any] = {"name": role, "image": self.s.image, "command": list(argv)}
         spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [container]}
         if node is not None:
             spec["nodeName"] = node
+        if host_network:
+            spec |= {"hostNetwork": True, "tolerations": [{"operator": "Exists"}]}
+            container["securityContext"] = {"privileged": True}
         labels = {"app": APP_LABEL, "role": role, "run": self.id}
         meta = {"name": name, "namespace": self.s.namespace, "labels": labels}
         await self.create(c, "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})

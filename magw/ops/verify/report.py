@@ -17,21 +17,7 @@ def report_json(lab: str, suite: SuiteResult, failover: FailoverReport | None) -
         "lab": lab,
         "ok": ok,
         "checks": [c.as_json() for c in suite.cells],
-        "gateways": [
-            {
-                "gateway": g.gateway,
-                "cluster": g.cluster,
-                "pair": g.pair,
-                "flows": g.flows,
-                "toward": g.toward,
-                "back": g.back,
-                "dead": g.dead,
-                "elsewhere": g.elsewhere,
-                "hops": list(g.hops),
-                "ok": g.ok,
-            }
-            for g in suite.gateways
-        ],
+        "gateways": [g.as_json() for g in suite.gateways],
         "ovn_checks": [{"ok": c.ok, "how": c.how, "what": c.what, "text": c.text} for c in suite.ovn],
         "failing": [f"{c.client.name} -> {c.target} {c.proto}: {_why(c)}" for c in suite.cells if not c.ok]
         + [f"gateway {g.gateway} ({g.pair}): {g.text()}" for g in suite.gateways if not g.ok]

@@ -277,14 +277,4 @@ def _hop(lab: Lab, cell: Cell, flows: Sequence[trace.Flow]) -> str:
     """The commonest break of the traced flows, or why the trace cannot say."""
     if not cell.servers:
         return "unknown (no server pod known)"
-    r = route_of(lab, cell.client, cell.servers)
-    breaks = [b for f in flows if f.dead and (b := hops.find_break(r, set(f.req_seen), set(f.rep_seen)))]
-    if not breaks:
-        lost = sum(f.lost for f in flows)
-        return (
-            f"none found: {len(flows)} traced UDP flows got through every hop ({lost} of "
-            f"{sum(f.sent for f in flows)} datagrams lost); the failure depends on the flow (a Service backend, "
-            "the protocol, a gateway)"
-        )
-    texts = [b.text() for b in breaks]
-    return max(set(texts), key=texts.count)
+    return gateways.hop_verdict(route_of(lab, cell.client, cell.servers), flows)

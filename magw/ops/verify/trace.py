@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from ipaddress import IPv4Address
+from typing import Any
 
 import attrs
 
@@ -44,15 +45,32 @@ class Flow:
         return self.sent > 0 and self.lost >= self.sent
 
 
-def assign_ports(requests: Sequence[Request]) -> list[Request]:
-    """Consecutive client port ranges from ``hops.PORT_LO``; too many flows for the range is a ``ValueError``."""
+def port_bases(counts: Sequence[int]) -> list[int]:
+    """Consecutive client port ranges from ``hops.PORT_LO``, one per count of flows; too many flows for the range
+    is a ``ValueError``."""
     out, base = [], hops.PORT_LO
-    for r in requests:
-        if base + r.flows - 1 > hops.PORT_HI:
+    for n in counts:
+        if base + n - 1 > hops.PORT_HI:
             raise ValueError(f"traced flows: more than the {hops.PORT_HI - hops.PORT_LO + 1} client ports")
-        out.append(attrs.evolve(r, base=base))
-        base += r.flows
+        out.append(base)
+        base += n
     return out
+
+
+def assign_ports(requests: Sequence[Request]) -> list[Request]:
+    """``requests`` with their ``base`` client ports (``port_bases``)."""
+    bases = port_bases([r.flows for r in requests])
+    return [attrs.evolve(r, base=b) for r, b in zip(requests, bases, strict=True)]
+
+
+def flows_of(doc: dict[str, Any], seen: dict[str, tuple[set[int], set[int]]]) -> list[Flow]:
+    """One stream's flows (``losswatch stream``'s output) with who saw them (``hops.read``'s form)."""
+    flows = []
+    for f in doc["flows"]:
+        req, rep = hops.seen_by(seen, int(f["sport"]))
+        flows.append(Flow(sport=int(f["sport"]), sent=int(f["sent"]), lost=int(f["lost"]), req_seen=frozenset(req),
+                          rep_seen=frozenset(rep)))  # fmt: skip
+    return flows
 
 
 def _stream(r: Request, rate: int, duration: float) -> subprocess.Popen[str]:
@@ -107,19 +125,4 @@ def run(
                 proc.kill()
                 proc.wait(timeout=5)
         hops.remove(names.values())
-    result = []
-    for doc in docs:
-        flows = []
-        for f in doc["flows"]:
-            req, rep = hops.seen_by(seen, int(f["sport"]))
-            flows.append(
-                Flow(
-                    sport=int(f["sport"]),
-                    sent=int(f["sent"]),
-                    lost=int(f["lost"]),
-                    req_seen=frozenset(req),
-                    rep_seen=frozenset(rep),
-                )
-            )
-        result.append(flows)
-    return result
+    return [flows_of(doc, seen) for doc in docs]

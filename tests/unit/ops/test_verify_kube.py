@@ -42,7 +42,7 @@ def _objects(emulator: Emulator, plural: str) -> list[str]:
 
 async def test_pods_that_never_run_fail_every_check_and_are_deleted() -> None:
     async with two_clusters() as (east, west):
-        result = await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0)
+        result = await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0, 0)
         assert result.clusters == ("east", "west") and not result.ok and result.left_behind == ()
         assert len(result.checks) == 8 and {c.kind for c in result.checks} == {"pod", "service"}
         for check in result.checks:
@@ -57,7 +57,7 @@ async def test_pods_that_never_run_fail_every_check_and_are_deleted() -> None:
 async def test_two_kubeconfigs_of_one_cluster_are_refused() -> None:
     async with two_clusters("east", "east") as (east, west):
         with pytest.raises(KubeRunError, match="the kubeconfigs name the same cluster twice: east, east"):
-            await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0)
+            await kube._run([str(east.kubeconfig), str(west.kubeconfig)], FAST, 1.0, 0)
         assert _objects(east.emulator, "pods") == _objects(west.emulator, "pods") == []
 
 
