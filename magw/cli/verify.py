@@ -65,13 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
 
 
-def _confirm(args: argparse.Namespace, victim: str) -> None:
+def _confirm(args: argparse.Namespace, what: str) -> None:
     if args.yes:
         return
-    sys.stderr.write(
-        f"--failover: gateway {victim} of lab {args.lab} loses its links and daemons under traffic, "
-        "then is recovered. Go on? [y/N] "
-    )
+    sys.stderr.write(f"--failover: {what}. Go on? [y/N] ")
     sys.stderr.flush()
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise UsageError("verify: --failover: not confirmed")
@@ -86,17 +83,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_kube(args)
     if not args.lab:
         raise UsageError("verify: --lab NAME or --kubeconfig (twice or more) is required")
-    if not args.failover and (args.victim or args.yes):
-        raise UsageError("verify: --victim and --yes go with --failover")
-    if args.failover and not args.yes and not sys.stdin.isatty():
-        raise UsageError("verify: --failover fails a gateway: without a terminal to ask on, add --yes")
+    _failover_flags(args)
     try:
         lab = open_lab(args.lab, verb="verify")
         clients = [lab.pod(n) for n in args.client] if args.client else lab.first_pods()
         victim = args.victim or lab.layout.gateways[0].name
         if args.failover:
             failover.check_victim(lab, victim)
-            _confirm(args, victim)
+            _confirm(args, f"gateway {victim} of lab {args.lab} loses its links and daemons under traffic, "
+                           "then is recovered")
         result = suite.run(lab, clients=clients, flows=args.flows, timeout=args.timeout)
         fo = None
         if args.failover:
@@ -115,6 +110,13 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.ok and (fo is None or fo.ok) else 1
 
 
+def _failover_flags(args: argparse.Namespace) -> None:
+    if not args.failover and (args.victim or args.yes):
+        raise UsageError("verify: --victim and --yes go with --failover")
+    if args.failover and not args.yes and not sys.stdin.isatty():
+        raise UsageError("verify: --failover fails a gateway: without a terminal to ask on, add --yes")
+
+
 def _run_kube(args: argparse.Namespace) -> int:
     from magw.ops.verify import kube
 
@@ -122,13 +124,22 @@ def _run_kube(args: argparse.Namespace) -> int:
         raise UsageError("verify: --lab and --kubeconfig: give one of them")
     if len(args.kubeconfig) < 2:
         raise UsageError("verify: --kubeconfig: give two or more clusters' kubeconfigs (every pair is checked)")
-    lab_only = [flag for flag, on in (("--failover", args.failover), ("--client", args.client)) if on]
-    if lab_only:
-        raise UsageError(f"verify: {' and '.join(lab_only)}: only with --lab (it needs the nodes' namespaces)")
+    if args.client:
+        raise UsageError("verify: --client: only with --lab (it names a lab pod)")
+    _failover_flags(args)
+    spec = None
+    if args.failover:
+        victim = f"gateway {args.victim}" if args.victim else "the first gateway of a cluster with two or more"
+        _confirm(args, f"{victim} loses its datapath (magw's devices drop every packet) for about "
+                       f"{args.failover_duration + 2:g} s under traffic, then gets it back")  # fmt: skip
+        spec = kube.FailoverSpec(victim=args.victim, flows=args.failover_flows, rate=args.failover_rate,
+                                 duration=args.failover_duration)  # fmt: skip
     settings = kube.Settings(namespace=args.pod_namespace, magw_namespace=args.namespace, image=args.image,
                              pod_timeout=args.pod_timeout)  # fmt: skip
     try:
-        result = kube.run(args.kubeconfig, settings, timeout=args.timeout, flows=args.flows)
+        result = kube.run(args.kubeconfig, settings, timeout=args.timeout, flows=args.flows, failover=spec)
+    except kube.FailoverInputError as exc:
+        raise UsageError(str(exc)) from None
     except kube.KubeRunError as exc:
         print(f"magw: error: verify: {exc}", file=sys.stderr)
         return 1

@@ -237,6 +237,39 @@ def test_benchmark_kube_mode_measures_both_placements(plain: tuple[LabLayout, La
     assert poll("the benchmark's pods deleted", lambda: not _verify_pods_left(st))
 
 
+def _our_tables(lab: LabLayout) -> list[str]:
+    """The verify tables (tracers', the fail pod's) still in any node's namespace."""
+    return [f"{n.name}: {line}" for n in lab.nodes for line in netns.ns_exec(n.namespace, "nft", "list", "tables")
+            .splitlines() if "magw_verify" in line]  # fmt: skip
+
+
+def test_verify_kube_mode_failover_moves_the_victims_flows_and_restores_it(
+    plain: tuple[LabLayout, LabState], magw_cli: MagwCli
+) -> None:
+    """``--failover`` through the API: east has two gateways, so the first of them is the victim; the flows that
+    crossed it run through the other at the end, none stays lost, and the victim's datapath comes back."""
+    lab, st = plain
+    victim = next(c for c in lab.clusters if len(c.gateways) >= 2).gateways[0].name
+    done = magw_cli("verify", *_kubeconfigs(st), "--flows", "0", "--failover", "--yes", "--json", timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    fo = doc["failover"]
+    assert doc["ok"] and doc["failover_problem"] is None and fo["ok"] and fo["victim"] == victim
+    assert fo["summary"]["flows"] == 32 and len(fo["flows"]) == 32
+    crossed = [f for f in fo["flows"] if f["crossed_victim"]]
+    assert crossed, "no flow crossed the victim before it failed"
+    assert all(victim not in f["after"]["toward"] + f["after"]["back"] for f in fo["flows"])
+    assert all(f["moved"] for f in crossed if victim in f["before"]["toward"])
+    assert all(f["after"]["toward"] for f in fo["flows"]), "a flow ran through no east gateway at the end"
+    assert all(f["lost_tail"] == 0 for f in fo["flows"])
+    assert fo["target"].endswith("(pod IP)") and fo["client"].startswith("east/")
+    assert poll("verify's pods deleted", lambda: not _verify_pods_left(st))
+    assert poll("every tracer's and the fail pod's table removed", lambda: not _our_tables(lab))
+    again = magw_cli("verify", *_kubeconfigs(st), "--json", timeout=180)  # the victim carries traffic again
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert all(g["ok"] for g in json.loads(again.stdout)["gateways"] if g["gateway"] == victim)
+
+
 def test_verify_kube_mode_names_the_failing_pairs(plain: tuple[LabLayout, LabState], magw_cli: MagwCli) -> None:
     _, st = plain
     failed = magw_cli("lab", "fail", "--name", st.name, "west-gw1")

@@ -142,6 +142,7 @@ def stream(target: str, n_flows: int, rate: int, duration: float, base_port: int
         poller.register(sock.fileno(), select.EPOLLIN)
     ticks: list[float] = []
     pad = b"\0" * (PAYLOAD - len(MAGIC) - HEADER.size)
+    started_at = time.time()  # wall clock, for a caller on another host (verify --kubeconfig --failover)
     start = time.monotonic()
     stop = start + duration  # a starved sender stops on time with fewer datagrams, it does not run late
     try:
@@ -174,6 +175,7 @@ def stream(target: str, n_flows: int, rate: int, duration: float, base_port: int
         "duration": duration,
         "scheduled": total,
         "sent": len(ticks),
+        "started_at": started_at,
         "flows": [flow_report(base_port + i, got[i], len(ticks), ticks) for i in range(n_flows)],
     }
     print(json.dumps(doc), flush=True)

@@ -254,11 +254,11 @@ def measure_event(
         procs.stop(reflectors, grace=1.0)
         flowwatch.remove(lab.gateways)
     by_port = {int(str(r["sport"])): r for r in reports}
-    outcomes = tuple(_outcome(b, a, by_port[b.sport]) for b, a in zip(paths["before"], paths["after"], strict=True))
+    outcomes = tuple(flow_outcome(b, a, by_port[b.sport]) for b, a in zip(paths["before"], paths["after"], strict=True))
     return FailoverResult(victim=victim, rate=rate, flows=outcomes, failed_at=event_time[0])
 
 
-def _outcome(before: FlowPath, after: FlowPath, report: dict[str, object]) -> FlowOutcome:
+def flow_outcome(before: FlowPath, after: FlowPath, report: dict[str, object]) -> FlowOutcome:
     windows, starts = report["windows_ms"], report.get("window_starts_s", [])
     assert isinstance(windows, list) and isinstance(starts, list)
     return FlowOutcome(

@@ -38,9 +38,9 @@ from magw.lab.scenarios.failover import (
     BASE_PORT,
     REFLECT_PORT,
     FailoverResult,
-    _outcome,
     _start_reflectors,
     _stream,
+    flow_outcome,
 )
 from magw.lab.spec.layout import LabLayout, PodLayout
 
@@ -164,5 +164,5 @@ def measure_pairs(
         procs.stop(reflectors, grace=1.0)
         flowwatch.remove(lab.gateways)
     by_port = {int(str(r["sport"])): r for r in reports}
-    outcomes = tuple(_outcome(b, a, by_port[b.sport]) for b, a in zip(paths["before"], paths["after"], strict=True))
+    outcomes = tuple(flow_outcome(b, a, by_port[b.sport]) for b, a in zip(paths["before"], paths["after"], strict=True))
     return FailoverResult(victim=victim, rate=rate, flows=outcomes, failed_at=failed_at)

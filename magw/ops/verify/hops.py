@@ -39,11 +39,15 @@ PORT_HI = 29999
 KEEP_SECONDS = 120
 
 
-def table_text(lo: int = PORT_LO, hi: int = PORT_HI, table: str = TABLE) -> str:
+def _nft_time(seconds: float) -> str:
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{round(seconds * 1000)}ms"
+
+
+def table_text(lo: int = PORT_LO, hi: int = PORT_HI, table: str = TABLE, keep: float = KEEP_SECONDS) -> str:
     """The table (``table``: another name, so that runs at once on one node keep apart), replacing one of the
-    same name."""
+    same name; a port leaves its set ``keep`` seconds after its last packet."""
     sets = "".join(
-        f"  set {name} {{ type inet_service; flags dynamic,timeout; timeout {KEEP_SECONDS}s; }}\n"
+        f"  set {name} {{ type inet_service; flags dynamic,timeout; timeout {_nft_time(keep)}; }}\n"
         for name in ("req", "rep")
     )
     return (

@@ -36,14 +36,28 @@ from typing import Any
 
 import attrs
 
-from magw.ops.verify import gateways, hops, kubetrace
+from magw.ops.verify import gateways, hops, kubefailover, kubetrace
+from magw.ops.verify.failover import FailoverReport
+from magw.ops.verify.failover import table as failover_table
 from magw.ops.verify.kubeapi import KubeCallError
-from magw.ops.verify.kubepods import Cluster, KubeRunError, Run, Settings, close_all, open_clusters, why_not_running
+from magw.ops.verify.kubepods import (
+    ECHO_PORT,
+    Cluster,
+    KubeRunError,
+    Run,
+    Settings,
+    Target,
+    close_all,
+    open_clusters,
+    why_not_running,
+)
 from magw.sources.kube.client import KubeConfigError
 
-__all__ = ["KubeConfigError", "KubeRunError", "Settings", "report_json", "run", "table"]
+__all__ = ["FailoverInputError", "FailoverSpec", "KubeConfigError", "KubeRunError", "Settings", "report_json", "run",
+           "table"]
+FailoverInputError = kubefailover.FailoverInputError
+FailoverSpec = kubefailover.Spec
 
-ECHO_PORT = 8080
 PROTOS = ("tcp", "udp")
 TRAFFIC = ("python", "-m", "magw.lab.payload.traffic")
 SERVING = '"traffic.serving"'  # the echo server's first log line, once it listens
@@ -82,24 +96,14 @@ class KubeResult:
     gateways: tuple[gateways.GatewayRow, ...] = ()
     flows: int = 0  # traced flows per pair for the every-gateway check (0: not run)
     trace_problem: str = ""  # why the streams could not be traced
+    failover: FailoverReport | None = None
+    failover_problem: str = ""  # why --failover could not measure
 
     @property
     def ok(self) -> bool:
         return (bool(self.checks) and all(c.ok for c in self.checks) and all(g.ok for g in self.gateways)
-                and not self.trace_problem and not self.left_behind)  # fmt: skip
-
-
-@attrs.frozen(kw_only=True)
-class Target:
-    """One thing of a cluster the others reach: its server pod or the Service over it."""
-
-    kind: str  # "pod" or "service"
-    name: str  # cluster/name
-    server: str  # the server's name in its answers
-    via: str
-    ip: IPv4Address | None = None
-    problem: str = ""
-    node: str = ""  # the server pod's
+                and not self.trace_problem and not self.left_behind and not self.failover_problem
+                and (self.failover is None or self.failover.ok))  # fmt: skip
 
 
 async def _targets(r: Run, c: Cluster) -> list[Target]:
@@ -254,9 +258,27 @@ async def _traced(r: Run, pairs: Sequence[tuple[Cluster, Cluster, Sequence[Targe
     return out, rows, ""
 
 
-async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float, flows: int) -> KubeResult:
+async def _failover(r: Run, plan: kubefailover.Plan | None, spec: kubefailover.Spec | None,
+                    targets: dict[str, list[Target]]) -> tuple[FailoverReport | None, str]:  # fmt: skip
+    if plan is None or spec is None:
+        return None, ""
+    try:
+        return await kubefailover.run(r, plan, spec, targets[plan.remote.id][0]), ""
+    except kubetrace.TraceError as exc:
+        return None, str(exc)
+
+
+async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float, flows: int,
+               failover: kubefailover.Spec | None = None) -> KubeResult:  # fmt: skip
     clusters = await open_clusters(kubeconfigs, s)
+    try:
+        plan = kubefailover.choose(clusters, failover.victim) if failover is not None else None
+    except kubefailover.FailoverInputError:
+        await close_all(clusters)
+        raise
     r = Run(s)
+    fo: FailoverReport | None = None
+    fo_problem = ""
     checks: list[KubeCheck] = []
     rows: list[gateways.GatewayRow] = []
     problem = ""
@@ -269,6 +291,8 @@ async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float, flows: i
             for found in await asyncio.gather(*(_pair(r, timeout, a, b, t) for a, b, t in pairs)):
                 checks += found
             checks, rows, problem = await _traced(r, pairs, checks, flows)
+            fo, fo_problem = await _failover(r, plan, failover, {c.id: t for c, t in zip(clusters, targets,
+                                                                                          strict=True)})
         finally:
             left = await asyncio.shield(r.cleanup())
     except KubeCallError as exc:
@@ -276,19 +300,24 @@ async def _run(kubeconfigs: Sequence[str], s: Settings, timeout: float, flows: i
     finally:
         await close_all(clusters)
     return KubeResult(clusters=tuple(c.id for c in clusters), checks=tuple(checks), left_behind=left,
-                      gateways=tuple(rows), flows=flows if rows else 0, trace_problem=problem)  # fmt: skip
+                      gateways=tuple(rows), flows=flows if rows else 0, trace_problem=problem, failover=fo,
+                      failover_problem=fo_problem)  # fmt: skip
 
 
-def run(kubeconfigs: Sequence[str], settings: Settings, *, timeout: float = 2.0, flows: int = 0) -> KubeResult:
+def run(kubeconfigs: Sequence[str], settings: Settings, *, timeout: float = 2.0, flows: int = 0,
+        failover: kubefailover.Spec | None = None) -> KubeResult:  # fmt: skip
     """The suite over ``kubeconfigs`` (two or more clusters), ``timeout`` seconds per probe, ``flows`` traced flows
-    per pair for the every-gateway check (0: none); ``KubeRunError`` when it could not run."""
-    return asyncio.run(_run(kubeconfigs, settings, timeout, flows))
+    per pair for the every-gateway check (0: none), then ``failover`` (DISRUPTIVE) if given; ``KubeRunError`` when
+    it could not run, ``FailoverInputError`` for a victim that is no gateway."""
+    return asyncio.run(_run(kubeconfigs, settings, timeout, flows, failover))
 
 
 def report_json(result: KubeResult) -> dict[str, Any]:
     return {"ok": result.ok, "mode": "kube", "clusters": list(result.clusters),
             "checks": [c.as_json() for c in result.checks], "gateways": [g.as_json() for g in result.gateways],
             "trace_problem": result.trace_problem or None, "failing": _failing(result),
+            "failover": result.failover.as_json() if result.failover else None,
+            "failover_problem": result.failover_problem or None,
             "left_behind": list(result.left_behind)}  # fmt: skip
 
 
@@ -296,6 +325,9 @@ def _failing(result: KubeResult) -> list[str]:
     out = [f"{c.client} -> {c.target} {c.proto} ({c.via} {c.address}): {c.why()}" for c in result.checks if not c.ok]
     out += [f"gateway {g.gateway} ({g.pair}): {g.text()}" for g in result.gateways if not g.ok]
     out += [f"trace: {result.trace_problem}"] if result.trace_problem else []
+    out += [result.failover_problem] if result.failover_problem else []
+    if result.failover is not None and not result.failover.ok:
+        out.append(f"failover of {result.failover.victim}: a flow never came back, or none crossed the victim")
     return out + [f"left behind: {what}" for what in result.left_behind]
 
 
@@ -309,6 +341,8 @@ def table(result: KubeResult) -> str:
         grows = [("GATEWAY", "PAIR", "RESULT", f"FLOWS ({result.flows} per pair, traced)")]
         grows += [(g.gateway, g.pair, "ok" if g.ok else "FAIL", g.text()) for g in result.gateways]
         lines += ["", *_columns(grows)]
+    if result.failover is not None:
+        lines += ["", failover_table(result.failover).rstrip("\n")]
     passed = sum(1 for c in result.checks if c.ok) + sum(1 for g in result.gateways if g.ok)
     total = len(result.checks) + len(result.gateways)
     lines += ["", *(f"FAIL {line}" for line in _failing(result))]

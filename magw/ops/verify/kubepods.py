@@ -21,6 +21,7 @@ from magw.sources.kube.mapping import GATEWAY_LABEL, SUBMARINER
 from magw.sources.kube.resources import GROUP, MCS_GROUP, MCS_VERSION, SUBMARINER_VERSION, VERSION
 
 POLL = 0.5
+ECHO_PORT = 8080  # the server pods' (``traffic serve``)
 APP_LABEL = "magw-verify"
 TERMINAL = ("Succeeded", "Failed")
 
@@ -44,6 +45,19 @@ class Cluster:
     global_cidr: IPv4Network | None = None
     gateways: tuple[str, ...] = ()  # node names, labelled submariner.io/gateway=true
     workers: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Target:
+    """One thing of a cluster the others reach: its server pod or the Service over it."""
+
+    kind: str  # "pod" or "service"
+    name: str  # cluster/name
+    server: str  # the server's name in its answers
+    via: str
+    ip: IPv4Address | None = None
+    problem: str = ""
+    node: str = ""  # the server pod's
 
 
 def _context(path: str) -> str:

@@ -54,17 +54,26 @@ class Stream:
     flows: int
 
 
-def _seen(log: str) -> tuple[set[int], set[int]] | None:
-    """A tracer's last ``seen`` line (None before the first): the client ports of requests and of replies."""
-    out = None
+def seen_lines(log: str) -> list[tuple[float, set[int], set[int]]]:
+    """A tracer's ``seen`` lines, in order: when (its node's wall clock; 0 when not said), the client ports of
+    requests and of replies."""
+    out = []
     for line in log.splitlines():
         try:
             doc = json.loads(line)
         except ValueError:
             continue
         if isinstance(doc, dict) and doc.get("event") == "seen":
-            out = ({int(p) for p in doc.get("req") or ()}, {int(p) for p in doc.get("rep") or ()})
+            at = doc.get("at")
+            out.append((float(at) if isinstance(at, (int, float)) else 0.0, {int(p) for p in doc.get("req") or ()},
+                        {int(p) for p in doc.get("rep") or ()}))  # fmt: skip
     return out
+
+
+def _seen(log: str) -> tuple[set[int], set[int]] | None:
+    """A tracer's last ``seen`` line (None before the first)."""
+    lines = seen_lines(log)
+    return (lines[-1][1], lines[-1][2]) if lines else None
 
 
 def stream_doc(log: str) -> dict[str, Any] | None:
@@ -89,9 +98,10 @@ def _nodes(clusters: Sequence[Cluster]) -> list[tuple[Cluster, str]]:
     return nodes
 
 
-async def _tracer(r: Run, c: Cluster, node: str, name: str) -> None:
-    argv = [*PYTHON, "magw.ops.verify.nodetrace", "--table", f"magw_verify_{r.id}", "--seconds",
-            str(TRACER_SECONDS), "--allow-init-netns"]  # fmt: skip
+async def start_tracer(r: Run, c: Cluster, node: str, name: str, table: str, *extra: str) -> None:
+    """Tracer pod ``name`` on ``node`` (``nodetrace --table TABLE EXTRA...``), once it traces; else ``TraceError``."""
+    argv = [*PYTHON, "magw.ops.verify.nodetrace", "--table", table, "--seconds", str(TRACER_SECONDS),
+            "--allow-init-netns", *extra]  # fmt: skip
     await r.create_pod(c, name, "tracer", argv, node, host_network=True)
     pod = await r.pod(c, name, terminal=False)
     if (pod.get("status") or {}).get("phase") != "Running":
@@ -102,20 +112,28 @@ async def _tracer(r: Run, c: Cluster, node: str, name: str) -> None:
         raise TraceError(f"node {c.id}/{node}: its tracer did not load its table within {TRACER_LIMIT:g} s ({why})")
 
 
-async def _stream(r: Run, c: Cluster, s: Stream, base: int, name: str) -> dict[str, Any]:
-    argv = [*PYTHON, "magw.lab.payload.losswatch", "stream", "--target", f"{s.ip}:{s.port}", "--flows", str(s.flows),
-            "--rate", str(RATE), "--duration", f"{DURATION:g}", "--base-port", str(base), "--drain", "1"]  # fmt: skip
-    await r.create_pod(c, name, "stream", argv, s.node)
-    pod = await r.pod(c, name, terminal=True, limit=r.s.pod_timeout + DURATION + 30)
+def stream_argv(ip: IPv4Address, port: int, flows: int, rate: int, duration: float, base: int) -> list[str]:
+    return [*PYTHON, "magw.lab.payload.losswatch", "stream", "--target", f"{ip}:{port}", "--flows", str(flows),
+            "--rate", str(rate), "--duration", f"{duration:g}", "--base-port", str(base), "--drain", "1"]  # fmt: skip
+
+
+async def stream_result(r: Run, c: Cluster, name: str, what: str, duration: float) -> dict[str, Any]:
+    """Stream pod ``name``'s result once it ended; ``TraceError`` (starting with ``what``) when it has none."""
+    pod = await r.pod(c, name, terminal=True, limit=r.s.pod_timeout + duration + 30)
     if (pod.get("status") or {}).get("phase") != "Succeeded":
-        raise TraceError(f"traced stream from {c.id}/{s.node} to {s.ip}: {why_not_running(pod)}")
+        raise TraceError(f"{what}: {why_not_running(pod)}")
     doc = stream_doc(await r.log(c, name))
     if doc is None:
-        raise TraceError(f"traced stream from {c.id}/{s.node} to {s.ip}: no result in its log")
+        raise TraceError(f"{what}: no result in its log")
     return doc
 
 
-async def _all(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+async def _stream(r: Run, c: Cluster, s: Stream, base: int, name: str) -> dict[str, Any]:
+    await r.create_pod(c, name, "stream", stream_argv(s.ip, s.port, s.flows, RATE, DURATION, base), s.node)
+    return await stream_result(r, c, name, f"traced stream from {c.id}/{s.node} to {s.ip}", DURATION)
+
+
+async def all_of(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
     """Every one's result, once all ended (none left creating pods behind the cleanup); the first error raised."""
     done = await asyncio.gather(*coros, return_exceptions=True)
     for d in done:
@@ -134,8 +152,8 @@ async def run(r: Run, clusters: Sequence[Cluster], streams: Sequence[Stream]) ->
     except ValueError as exc:
         raise TraceError(str(exc)) from None
     tracers = [(c, n, f"magw-verify-{r.id}-nt{i}") for i, (c, n) in enumerate(nodes)]
-    await _all(_tracer(r, c, n, name) for c, n, name in tracers)
-    docs = await _all(_stream(r, by_id[s.client], s, b, f"magw-verify-{r.id}-st{i}")
+    await all_of(start_tracer(r, c, n, name, f"magw_verify_{r.id}") for c, n, name in tracers)
+    docs = await all_of(_stream(r, by_id[s.client], s, b, f"magw-verify-{r.id}-st{i}")
                       for i, (s, b) in enumerate(zip(streams, bases, strict=True)))  # fmt: skip
     await asyncio.sleep(SETTLE)
     seen: dict[str, tuple[set[int], set[int]]] = {}

@@ -5,8 +5,9 @@
 (``magw.ops.verify.hops``: two sets of client ports, requests and replies, filled at prerouting; it accepts every
 packet, it only counts) under a name of the run's own into the node's namespace, prints one JSON line
 ``{"event": "tracing", "table": NAME}``, then every ``--every`` seconds the client ports it has seen, when they
-changed (``{"event": "seen", "req": [...], "rep": [...]}``). At ``--seconds`` (a bound, whatever happens to the
-caller) or on SIGTERM/SIGINT (the pod deleted) it removes the table, prints ``{"event": "done"}`` and exits 0.
+changed (``{"event": "seen", "at": WALL_CLOCK, "req": [...], "rep": [...]}``; a port leaves a set ``--keep``
+seconds after its last packet). At ``--seconds`` (a bound, whatever happens to the caller) or on SIGTERM/SIGINT
+(the pod deleted) it removes the table, prints ``{"event": "done"}`` and exits 0.
 
 It changes the namespace it runs in: like ``magw apply`` it refuses (exit 2, one line on stderr) when that is, or
 may be, the host's initial namespace, unless ``--allow-init-netns``. A hostNetwork pod on a real node runs in the
@@ -32,15 +33,15 @@ TABLE_RE = re.compile(r"^magw_verify[a-z0-9_]{0,40}$")
 NFT_TIMEOUT = 10.0
 
 
-class _Stop(Exception):
+class Stop(Exception):
     """SIGTERM or SIGINT: remove the table and exit."""
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop
+def raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise Stop
 
 
-def _nft(*args: str, stdin: str | None = None) -> str:
+def nft(*args: str, stdin: str | None = None) -> str:
     done = subprocess.run(["nft", *args], input=stdin, capture_output=True, text=True, timeout=NFT_TIMEOUT,
                           check=False)  # fmt: skip
     if done.returncode != 0:
@@ -50,37 +51,42 @@ def _nft(*args: str, stdin: str | None = None) -> str:
 
 def seen(table: str) -> tuple[list[int], list[int]]:
     """The client ports whose requests and replies entered this namespace."""
-    sets = [sorted(hops.elements(json.loads(_nft("-j", "list", "set", "ip", table, s)))) for s in ("req", "rep")]
+    sets = [sorted(hops.elements(json.loads(nft("-j", "list", "set", "ip", table, s)))) for s in ("req", "rep")]
     return sets[0], sets[1]
 
 
-def _say(doc: dict[str, object]) -> None:
+def remove_table(table: str) -> None:
+    """Delete ``ip`` table ``table``; one never loaded is no error."""
+    try:
+        nft("delete", "table", "ip", table)
+    except RuntimeError as exc:
+        if "No such file" not in str(exc):
+            raise
+
+
+def say(doc: dict[str, object]) -> None:
     print(json.dumps(doc), flush=True)
 
 
-def trace(table: str, seconds: float, every: float) -> None:
+def trace(table: str, seconds: float, every: float, keep: float = hops.KEEP_SECONDS) -> None:
     """Load the table, report what it sees until ``seconds`` pass or a signal comes, and remove it (always)."""
     try:
-        _nft("-f", "-", stdin=hops.table_text(table=table))
-        _say({"event": "tracing", "table": table})
+        nft("-f", "-", stdin=hops.table_text(table=table, keep=keep))
+        say({"event": "tracing", "table": table})
         last: tuple[list[int], list[int]] | None = None
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             now = seen(table)
             if now != last:
-                _say({"event": "seen", "req": now[0], "rep": now[1]})
+                say({"event": "seen", "at": time.time(), "req": now[0], "rep": now[1]})
                 last = now
             time.sleep(min(every, max(0.0, deadline - time.monotonic())))
-    except _Stop:
+    except Stop:
         pass
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the removal below is not cut short by a second one
-        try:
-            _nft("delete", "table", "ip", table)
-        except RuntimeError as exc:
-            if "No such file" not in str(exc):  # never loaded: nothing to remove
-                raise
-        _say({"event": "done"})
+        remove_table(table)
+        say({"event": "done"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,21 +94,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--table", default=hops.TABLE, help=f"the table's name, magw_verify... (default {hops.TABLE})")
     parser.add_argument("--seconds", type=float, default=300.0, help="remove the table and exit after this long")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between looks at the sets (default 0.5)")
+    parser.add_argument("--keep", type=float, default=float(hops.KEEP_SECONDS),
+                        help="seconds a port stays in a set after its last packet (default 120; the failover "
+                        "measurement's tracers: 0.4, to see where flows are now)")  # fmt: skip
     parser.add_argument(ALLOW_FLAG, action="store_true", dest="allow_init",
                         help="allow the host's initial namespace (a hostNetwork pod on a real node)")  # fmt: skip
     args = parser.parse_args(argv)
     if not TABLE_RE.match(args.table):
         parser.error(f"--table: {args.table!r} is not magw_verify followed by up to 40 of [a-z0-9_]")
-    if not 0 < args.seconds <= 3600 or not 0.05 <= args.every <= 10:
-        parser.error("--seconds: 0..3600; --every: 0.05..10")
+    if not 0 < args.seconds <= 3600 or not 0.05 <= args.every <= 10 or not 0.1 <= args.keep <= 3600:
+        parser.error("--seconds: 0..3600; --every: 0.05..10; --keep: 0.1..3600")
     refused = current_netns_refusal("add a trace table to", allow=args.allow_init, instead="run it in a node's pod")
     if refused is not None:
         print(f"nodetrace: {refused}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, raise_stop)
+    signal.signal(signal.SIGINT, raise_stop)
     try:
-        trace(args.table, args.seconds, args.every)
+        trace(args.table, args.seconds, args.every, args.keep)
     except (RuntimeError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"nodetrace: {exc}", file=sys.stderr)
         return 1

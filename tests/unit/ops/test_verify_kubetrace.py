@@ -89,7 +89,7 @@ def test_the_node_tracer_refuses_the_hosts_namespace_and_loads_nothing(
     def no_nft(*args: str, stdin: str | None = None) -> str:
         raise AssertionError(f"nft {args} ran after a refusal")
 
-    monkeypatch.setattr(nodetrace, "_nft", no_nft)
+    monkeypatch.setattr(nodetrace, "nft", no_nft)
     for initial in (True, None):
         monkeypatch.setattr(netns_mod, "initial_netns", lambda initial=initial: netns_mod.InitialNetns(
             initial=initial, reason="a test says so"))  # fmt: skip
