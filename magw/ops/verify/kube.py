@@ -112,7 +112,7 @@ async def _targets(r: Run, c: Cluster) -> list[Target]:
     name, svc = f"magw-verify-server-{r.id}", f"magw-verify-svc-{r.id}"
     server = f"{c.id}/{name}"
     argv = [*TRAFFIC, "serve", "--name", server, "--port", str(ECHO_PORT), "--max-seconds", "3600"]
-    await r.create_pod(c, name, "server", argv)
+    await r.create_pod(c, name, "server", argv, trace_node(c) or None)  # a worker first: through a gateway both ways
     ports = [(p, ECHO_PORT) for p in PROTOS]
     created = await r.service(c, svc, ports, headless=False)
     if c.global_cidr is not None:

@@ -3,6 +3,8 @@ verify report names each failing pair and the hop where it died."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Address
 from types import SimpleNamespace
@@ -17,6 +19,7 @@ from magw.ops.verify import report, suite
 from magw.ops.verify.gateways import GatewayRow
 from magw.ops.verify.suite import Cell, SuiteResult, probe_cells
 from tests.support.cli import MagwCli
+from tests.support.paths import REPO
 
 
 def test_failover_without_a_tty_and_without_yes_is_refused(magw_cli: MagwCli) -> None:
@@ -25,6 +28,23 @@ def test_failover_without_a_tty_and_without_yes_is_refused(magw_cli: MagwCli) ->
     assert done.stderr.strip() == (
         "magw: error: verify: --failover fails a gateway: without a terminal to ask on, add --yes"
     )
+
+
+def test_kube_failover_asks_first_on_a_terminal_before_any_cluster_is_read() -> None:
+    """The kubeconfigs do not exist: had anything been read, the error would be about them."""
+    primary, secondary = os.openpty()
+    try:
+        os.write(primary, b"n\n")
+        done = subprocess.run([*MagwCli().argv, "verify", "--kubeconfig", "/nonexistent/a", "--kubeconfig",
+                               "/nonexistent/b", "--failover", "--victim", "gw2", "--failover-duration", "4"],
+                              stdin=secondary, capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert done.returncode == 2, done.stderr
+    assert "--failover: gateway gw2 loses its datapath (magw's devices drop every packet) for about 6 s" in done.stderr
+    assert done.stderr.strip().endswith("magw: error: verify: --failover: not confirmed")
+    assert done.stdout == ""
 
 
 def test_the_lab_is_required_and_must_exist(magw_cli: MagwCli) -> None:

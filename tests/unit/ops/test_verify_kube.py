@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from ipaddress import IPv4Network
 from typing import Any
 
+import attrs
 import pytest
 
 from magw.kubeemu.server import Emulator
@@ -88,3 +89,34 @@ def test_a_probe_line_passes_only_with_the_expected_source(
 ) -> None:
     got = kube.verdict(doc, "10.1.2.200", IPv4Network(cidr) if cidr else None, "pod c is Failed")
     assert got[0] is ok and says in got[1]
+
+
+def _check(ok: bool) -> kube.KubeCheck:
+    return kube.KubeCheck(kind="pod", client="east/c", client_ip="10.1.0.5", target="west/s", address="10.2.0.5",
+                          via="pod IP", proto="udp", ok=ok, detail="answered" if ok else "TimeoutError: timed out",
+                          hop=None if ok else "request died at e-gw1 -> a west gateway (w-gw1)")  # fmt: skip
+
+
+def test_a_dead_gateway_row_or_an_untraceable_run_fails_the_suite_and_is_named() -> None:
+    from magw.ops.verify.gateways import GatewayRow
+
+    good = GatewayRow(gateway="e-gw1", cluster="east", pair="east -> west", flows=4, toward=2, back=2, dead=0)
+    dead = GatewayRow(gateway="e-gw2", cluster="east", pair="east -> west", flows=4, toward=2, back=0, dead=2,
+                      hops=("request died at e-gw2 -> a west gateway (w-gw1) (2)",))  # fmt: skip
+    base = kube.KubeResult(clusters=("east", "west"), checks=(_check(True),), left_behind=(), gateways=(good,),
+                           flows=4)  # fmt: skip
+    assert base.ok and kube.table(base).endswith("OK: 2/2 checks passed between east, west\n")
+    for bad, line in (
+        ({"gateways": (good, dead)}, "gateway e-gw2 (east -> west): 2/4 flows toward, 0/4 back, 2 dead: request "
+                                     "died at e-gw2 -> a west gateway (w-gw1) (2)"),
+        ({"trace_problem": "node east/e-gw2: its tracer did not run (pod x is Pending)"},
+         "trace: node east/e-gw2: its tracer did not run (pod x is Pending)"),
+        ({"failover_problem": "failover: e-gw1's datapath was not cut (pod y is Failed)"},
+         "failover: e-gw1's datapath was not cut (pod y is Failed)"),
+        ({"checks": (_check(False),)}, "east/c -> west/s udp (pod IP 10.2.0.5): TimeoutError: timed out; request "
+                                      "died at e-gw1 -> a west gateway (w-gw1)"),
+    ):  # fmt: skip
+        result = attrs.evolve(base, **bad)
+        doc = kube.report_json(result)
+        assert not result.ok and not doc["ok"] and doc["failing"] == [line]
+        assert f"FAIL {line}\n" in kube.table(result) and kube.table(result).splitlines()[-1].startswith("FAIL: ")
