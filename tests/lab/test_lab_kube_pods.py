@@ -1,8 +1,8 @@
 """Kernel test: pods created through a kube lab's API servers run (the lab kubelet), and ``magw verify`` and
 ``magw benchmark`` in Kubernetes mode measure the clusterset with them (docs/verify.md, docs/benchmark.md).
 
-Two labs of two clusters: a plain one (east with two gateways, west with one; a worker each), and a Globalnet
-one with the same CIDRs in both clusters (one gateway and one worker each). What a check expects is read from
+Two labs of two clusters, east with two gateways, west with one, a worker each: a plain one, and a Globalnet one
+with the same CIDRs in both clusters. What a check expects is read from
 the lab itself (its layout, the emulators' Pod statuses, the network namespaces present), not from the code
 under test.
 """
@@ -35,7 +35,7 @@ pytestmark = [
 _NODES = {"gateways": 1, "workers": 1, "pods_per_node": 1}
 PLAIN = {"clusters": [{"id": "east", **_NODES, "gateways": 2}, {"id": "west", **_NODES}]}
 _SAME = {"pod_cidr": "10.0.0.0/16", "service_cidr": "100.0.0.0/16", "cluster_egress_ips": 1, **_NODES}
-GLOBALNET = {"globalnet": True, "clusters": [{"id": "east", **_SAME}, {"id": "west", **_SAME}]}
+GLOBALNET = {"globalnet": True, "clusters": [{"id": "east", **_SAME, "gateways": 2}, {"id": "west", **_SAME}]}
 TRAFFIC = ["python", "-m", "magw.lab.payload.traffic"]
 
 
@@ -312,6 +312,18 @@ def test_verify_and_benchmark_kube_mode_by_global_ip(globalnet: tuple[LabLayout,
         assert c["via"] == "global IP" and IPv4Address(c["address"]) in IPv4Network(server.global_cidr)
         seen = c["detail"].rstrip(")").rsplit(" ", 1)[-1]
         assert IPv4Address(seen) in IPv4Network(client.global_cidr), c
+    # A second run within conntrack's timeouts, with --failover: its new stream pods are SNATed to the same egress
+    # IP as the first run's, yet every flow is seen under its own client port on west's gateway too.
+    done = magw_cli("verify", *_kubeconfigs(st), "--failover", "--yes", "--json", timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    fo = doc["failover"]
+    assert doc["ok"] and fo["ok"] and fo["victim"] == "east-gw1" and fo["target"].endswith("(global IP)")
+    assert all(g["ok"] for g in doc["gateways"]) and len(doc["gateways"]) == 6
+    assert all("west-gw1" in f["before"]["toward"] and "west-gw1" in f["after"]["toward"] for f in fo["flows"])
+    crossed = [f for f in fo["flows"] if f["crossed_victim"]]
+    assert crossed and all("east-gw1" not in f["after"]["toward"] + f["after"]["back"] for f in fo["flows"])
+    assert all(f["lost_tail"] == 0 for f in fo["flows"])
     done = magw_cli("benchmark", "latency", *_kubeconfigs(st), "--count", "10", "--proto", "udp", "--between",
                     "pods", "--json", timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,6 +1,7 @@
 """``magw verify --kubeconfig A --kubeconfig B ...``: the connectivity suite through the clusters' API servers.
 
-Nothing here enters a node: everything is a pod, created through the API, as an operator's own workload would be.
+Everything is a pod, created through the API: the checks' as an operator's own workload would be, the traces'
+and ``--failover``'s privileged hostNetwork pods on the nodes (``kubetrace``, ``kubefailover``).
 
 1. Each cluster: its id (the ``Submariner`` object's ``spec.clusterID`` in magw's namespace, else the kubeconfig's
    context) and, from its own ``Cluster`` object, its global CIDR when it runs Globalnet. Ids must differ.
@@ -18,7 +19,9 @@ Nothing here enters a node: everything is a pod, created through the API, as an 
    some and lose none (``gateways.rows``, as ``--lab`` mode).
 6. Every failing check with an address is traced too (4 flows from the same node to its target), and its row
    names the hop where the packets died (``gateways.hop_verdict``).
-7. Every pod, Service and ServiceExport made is deleted, also on a failure; one left behind is named.
+7. ``--failover`` (DISRUPTIVE, asked for): one gateway's datapath cut under traffic, what moved
+   (``kubefailover``).
+8. Every pod, Service and ServiceExport made is deleted, also on a failure; one left behind is named.
 
 Steps 5 and 6 enter the nodes: a privileged hostNetwork tracer pod per node counts, in a table of the run's own,
 which nodes saw each traced flow (``magw.ops.verify.kubetrace``). ``--flows 0`` with every check passing makes

@@ -28,10 +28,18 @@ import attrs
 
 from magw.lab.observe.flowwatch import FlowPath
 from magw.lab.scenarios.failover import FailoverResult, flow_outcome
-from magw.ops.verify import hops
 from magw.ops.verify.failover import FailoverReport
 from magw.ops.verify.kubepods import ECHO_PORT, Cluster, Run, Target, why_not_running
-from magw.ops.verify.kubetrace import TraceError, all_of, seen_lines, start_tracer, stream_argv, stream_result
+from magw.ops.verify.kubetrace import (
+    FAILOVER_PORTS,
+    TraceError,
+    all_of,
+    ports_of_run,
+    seen_lines,
+    start_tracer,
+    stream_argv,
+    stream_result,
+)
 
 KEEP = 0.4
 EVERY = 0.1
@@ -138,7 +146,7 @@ async def run(r: Run, plan: Plan, spec: Spec, target: Target) -> FailoverReport:
     tracers = {g: (c, f"magw-verify-{r.id}-fo{i}") for i, (c, g) in enumerate(gws)}
     await all_of(start_tracer(r, c, g, name, f"magw_verify_fo_{r.id}", "--keep", f"{KEEP:g}", "--every", f"{EVERY:g}")
                  for g, (c, name) in tracers.items())  # fmt: skip
-    base = hops.PORT_LO
+    base = ports_of_run(spec.flows, FAILOVER_PORTS)[0]
     sports = list(range(base, base + spec.flows))
     stream = f"magw-verify-{r.id}-fo-stream"
     await r.create_pod(plan.local, stream, "stream", stream_argv(target.ip, ECHO_PORT, spec.flows, spec.rate,

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Iterable, Sequence
+import secrets
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from ipaddress import IPv4Address
 from typing import Any, TypeVar
 
 import attrs
 
+from magw.ops.verify import hops
 from magw.ops.verify.kubeapi import KubeCallError
 from magw.ops.verify.kubepods import Cluster, Run, why_not_running
 from magw.ops.verify.trace import Flow, flows_of, port_bases
@@ -34,6 +36,9 @@ PYTHON = ("python", "-m")
 TRACING = '"event": "tracing"'
 TRACER_LIMIT = 15.0  # seconds for a running tracer to load its table
 TRACER_SECONDS = 600  # a tracer's own bound
+_HALF = hops.PORT_LO + (hops.PORT_HI - hops.PORT_LO + 1) // 2
+TRACE_PORTS = (hops.PORT_LO, _HALF - 1)  # the suite's traced streams; --failover's: the other half
+FAILOVER_PORTS = (_HALF, hops.PORT_HI)
 SETTLE = 1.2
 RATE = 20
 DURATION = 2.0
@@ -52,6 +57,19 @@ class Stream:
     ip: IPv4Address
     port: int
     flows: int
+
+
+def ports_of_run(total: int, span: tuple[int, int], pick: Callable[[int], int] = secrets.randbelow
+                 ) -> tuple[int, int]:  # fmt: skip
+    """Where in ``span`` (lo, hi) this run's ``total`` client ports start, at random, and ``span``'s end.
+
+    Each run's stream pods are new pods with new IPs. With Globalnet a gateway SNATs them to the same egress IP,
+    and a port an earlier run's flow (a conntrack entry lives 30-120 s) holds for that IP would be rewritten:
+    the remote nodes would not see the flow under its port. Runs starting at random places rarely share one."""
+    lo, hi = span
+    if total > hi - lo + 1:
+        return lo, hi  # port_bases says it does not fit
+    return lo + pick(hi - lo + 2 - total), hi
 
 
 def seen_lines(log: str) -> list[tuple[float, set[int], set[int]]]:
@@ -148,7 +166,7 @@ async def run(r: Run, clusters: Sequence[Cluster], streams: Sequence[Stream]) ->
     by_id = {c.id: c for c in clusters}
     nodes = _nodes(clusters)
     try:
-        bases = port_bases([s.flows for s in streams])
+        bases = port_bases([s.flows for s in streams], *ports_of_run(sum(s.flows for s in streams), TRACE_PORTS))
     except ValueError as exc:
         raise TraceError(str(exc)) from None
     tracers = [(c, n, f"magw-verify-{r.id}-nt{i}") for i, (c, n) in enumerate(nodes)]

@@ -45,13 +45,13 @@ class Flow:
         return self.sent > 0 and self.lost >= self.sent
 
 
-def port_bases(counts: Sequence[int]) -> list[int]:
-    """Consecutive client port ranges from ``hops.PORT_LO``, one per count of flows; too many flows for the range
-    is a ``ValueError``."""
-    out, base = [], hops.PORT_LO
+def port_bases(counts: Sequence[int], lo: int = hops.PORT_LO, hi: int = hops.PORT_HI) -> list[int]:
+    """Consecutive client port ranges from ``lo``, one per count of flows; more flows than ``lo``..``hi`` holds is
+    a ``ValueError``."""
+    out, base = [], lo
     for n in counts:
-        if base + n - 1 > hops.PORT_HI:
-            raise ValueError(f"traced flows: more than the {hops.PORT_HI - hops.PORT_LO + 1} client ports")
+        if base + n - 1 > hi:
+            raise ValueError(f"traced flows: more than the {hi - lo + 1} client ports")
         out.append(base)
         base += n
     return out

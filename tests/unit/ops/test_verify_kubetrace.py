@@ -34,8 +34,21 @@ def test_the_streams_result_is_its_last_object_with_flows() -> None:
 
 def test_port_ranges_follow_each_other_and_too_many_flows_are_refused() -> None:
     assert port_bases([32, 4, 4]) == [hops.PORT_LO, hops.PORT_LO + 32, hops.PORT_LO + 36]
+    assert port_bases([32, 4], 25000, 25035) == [25000, 25032]
     with pytest.raises(ValueError, match="client ports"):
         port_bases([hops.PORT_HI - hops.PORT_LO, 2])
+    with pytest.raises(ValueError, match="more than the 36 client ports"):
+        port_bases([32, 5], 25000, 25035)
+
+
+def test_a_runs_ports_start_anywhere_they_fit_in_its_half() -> None:
+    lo, hi = kubetrace.TRACE_PORTS
+    assert (hi + 1, hops.PORT_HI) == kubetrace.FAILOVER_PORTS and lo == hops.PORT_LO
+    assert kubetrace.ports_of_run(40, (100, 199), lambda n: 0) == (100, 199)
+    assert kubetrace.ports_of_run(40, (100, 199), lambda n: n - 1) == (160, 199)  # 160..199: the last 40 ports
+    starts = {kubetrace.ports_of_run(40, (100, 199))[0] for _ in range(300)}
+    assert min(starts) >= 100 and max(starts) <= 160 and len(starts) > 20
+    assert kubetrace.ports_of_run(101, (100, 199)) == (100, 199)  # too many: port_bases refuses it
 
 
 def test_node_names_repeating_across_clusters_are_refused() -> None:
