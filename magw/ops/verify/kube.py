@@ -32,7 +32,6 @@ that never ran).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from ipaddress import IPv4Address, IPv4Network, ip_address
 from typing import Any
@@ -51,6 +50,7 @@ from magw.ops.verify.kubepods import (
     Settings,
     Target,
     close_all,
+    json_objects,
     open_clusters,
     why_not_running,
 )
@@ -173,15 +173,7 @@ async def _pair(r: Run, timeout: float, a: Cluster, b: Cluster, targets: Sequenc
 
 def _lines(text: str) -> dict[str, dict[str, Any]]:
     """The probe's JSON lines by their target (``tcp:IP:PORT``)."""
-    out = {}
-    for line in text.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("target"), str):
-            out[doc["target"]] = doc
-    return out
+    return {doc["target"]: doc for doc in json_objects(text) if isinstance(doc.get("target"), str)}
 
 
 def verdict(doc: dict[str, Any] | None, client_ip: str | None, global_cidr: IPv4Network | None,

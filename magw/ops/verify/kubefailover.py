@@ -20,7 +20,6 @@ times are not read (no node's files are entered): the loss windows are what the 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,7 +28,7 @@ import attrs
 from magw.lab.observe.flowwatch import FlowPath
 from magw.lab.scenarios.failover import FailoverResult, flow_outcome
 from magw.ops.verify.failover import FailoverReport
-from magw.ops.verify.kubepods import ECHO_PORT, Cluster, Run, Target, why_not_running
+from magw.ops.verify.kubepods import ECHO_PORT, Cluster, Run, Target, json_objects, why_not_running
 from magw.ops.verify.kubetrace import (
     FAILOVER_PORTS,
     TraceError,
@@ -108,14 +107,7 @@ def paths(sports: Sequence[int], tracers: Mapping[str, Sequence[tuple[float, set
 
 
 def _event(log: str, name: str) -> dict[str, Any] | None:
-    for line in log.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and doc.get("event") == name:
-            return doc
-    return None
+    return next((doc for doc in json_objects(log) if doc.get("event") == name), None)
 
 
 async def _wait_event(r: Run, c: Cluster, pod: str, name: str, limit: float) -> dict[str, Any] | None:

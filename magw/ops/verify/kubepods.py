@@ -8,8 +8,9 @@ labelled ``app=magw-verify`` with its role and the run's id, so what a run left 
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
@@ -113,6 +114,17 @@ async def open_clusters(kubeconfigs: Sequence[str], s: Settings) -> list[Cluster
 async def close_all(clusters: Sequence[Cluster]) -> None:
     for c in clusters:
         await c.api.close()
+
+
+def json_objects(log: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a pod's log, one per line, in order; other lines skipped."""
+    for line in log.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            yield doc
 
 
 def why_not_running(pod: dict[str, Any]) -> str:

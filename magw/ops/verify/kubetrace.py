@@ -18,7 +18,6 @@ itself at ``--seconds``, whatever happens to verify.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from ipaddress import IPv4Address
@@ -28,7 +27,7 @@ import attrs
 
 from magw.ops.verify import hops
 from magw.ops.verify.kubeapi import KubeCallError
-from magw.ops.verify.kubepods import Cluster, Run, why_not_running
+from magw.ops.verify.kubepods import Cluster, Run, json_objects, why_not_running
 from magw.ops.verify.trace import Flow, flows_of, port_bases
 
 T = TypeVar("T")
@@ -76,12 +75,8 @@ def seen_lines(log: str) -> list[tuple[float, set[int], set[int]]]:
     """A tracer's ``seen`` lines, in order: when (its node's wall clock; 0 when not said), the client ports of
     requests and of replies."""
     out = []
-    for line in log.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and doc.get("event") == "seen":
+    for doc in json_objects(log):
+        if doc.get("event") == "seen":
             at = doc.get("at")
             out.append((float(at) if isinstance(at, (int, float)) else 0.0, {int(p) for p in doc.get("req") or ()},
                         {int(p) for p in doc.get("rep") or ()}))  # fmt: skip
@@ -97,12 +92,8 @@ def _seen(log: str) -> tuple[set[int], set[int]] | None:
 def stream_doc(log: str) -> dict[str, Any] | None:
     """The stream's result: the last JSON object of its log with ``flows``."""
     found = None
-    for line in log.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("flows"), list):
+    for doc in json_objects(log):
+        if isinstance(doc.get("flows"), list):
             found = doc
     return found
 
