@@ -18,6 +18,7 @@ import pytest
 from magw.drivers.netns import run_in_netns
 from magw.lab.build import netns
 from tests.support.netns import NsFactory, veth_between
+from tests.support.subproc import finish
 
 pytestmark = pytest.mark.kernel
 TABLE = "magw_verify_fail_t1"
@@ -75,15 +76,6 @@ def _wait_failed(proc: subprocess.Popen[str]) -> dict[str, object]:
     return dict(json.loads(line))
 
 
-def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 @pytest.mark.parametrize("end", ["hold", "sigterm"])
 def test_it_cuts_only_magws_devices_and_restores_them(ns_factory: NsFactory, end: str) -> None:
     gw, peer = _pair(ns_factory)
@@ -97,7 +89,7 @@ def test_it_cuts_only_magws_devices_and_restores_them(ns_factory: NsFactory, end
         assert _udp_gets_through(peer, gw, "10.9.1.1"), "the node's other device was cut too"
         if end == "sigterm":
             proc.send_signal(signal.SIGTERM)
-        out, err = _finish(proc)
+        out, err = finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -113,7 +105,7 @@ def test_it_cuts_only_magws_devices_and_restores_them(ns_factory: NsFactory, end
 
 def test_a_namespace_without_magws_devices_is_refused(ns: str) -> None:
     proc = _start(ns, "1")
-    out, err = _finish(proc)
+    out, err = finish(proc)
     assert proc.returncode == 1 and out == ""
     assert err.startswith("nodefail: none of magw's datapath devices (vx-submariner, vxlan-tunnel, magw-wg)"), err
     assert TABLE not in netns.ns_exec(ns, "nft", "list", "tables")

@@ -17,6 +17,7 @@ import pytest
 from magw.drivers.netns import run_in_netns
 from magw.lab.build import netns
 from magw.ops.verify import hops
+from tests.support.subproc import finish
 
 pytestmark = pytest.mark.kernel
 TABLE = "magw_verify_t1"
@@ -45,16 +46,6 @@ def _send(ns: str, sport: int, dport: int) -> None:
     run_in_netns(ns, send)
 
 
-def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    """Its output once it ended (killed after 15 s)."""
-    try:
-        return proc.communicate(timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 def _lines(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -68,7 +59,7 @@ def test_it_reports_the_traced_ports_and_removes_its_table_at_the_deadline(ns: s
         _send(ns, 9, hops.PORT_LO + 7)  # a reply to flow LO+7
         _send(ns, 40000, 40001)  # outside the range: neither
     finally:
-        out, err = _finish(proc)
+        out, err = finish(proc)
     assert proc.returncode == 0, err
     lines = _lines(out)
     assert lines[0] == {"event": "tracing", "table": TABLE} and lines[-1] == {"event": "done"}
@@ -85,7 +76,7 @@ def test_sigterm_removes_the_table(ns: str) -> None:
         _wait_table(ns, True)
         proc.send_signal(signal.SIGTERM)
     finally:
-        out, err = _finish(proc)
+        out, err = finish(proc)
     assert proc.returncode == 0, err
     assert _lines(out)[-1] == {"event": "done"}
     _wait_table(ns, False, limit=0.5)
