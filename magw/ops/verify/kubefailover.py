@@ -38,6 +38,7 @@ from magw.ops.verify.kubetrace import (
     start_tracer,
     stream_argv,
     stream_result,
+    tracer_log,
 )
 
 KEEP = 0.4
@@ -165,7 +166,7 @@ async def run(r: Run, plan: Plan, spec: Spec, target: Target) -> FailoverReport:
     recovered = await _wait_event(r, plan.local, fail, "recovered", hold + r.s.pod_timeout)
     if recovered is None:
         raise TraceError(f"failover: {plan.victim} did not say it restored its datapath; its pod is deleted now")
-    lines = {g: seen_lines(await r.log(c, name)) for g, (c, name) in tracers.items()}
+    lines = {g: seen_lines(await tracer_log(r, c, g, name)) for g, (c, name) in tracers.items()}
     before = paths(sports, lines, failed_at - 0.05)
     after = paths(sports, lines, started + spec.duration - AFTER)
     by_port = {int(f["sport"]): {"scheduled": doc.get("scheduled", 0), **f} for f in doc["flows"]}

@@ -121,6 +121,17 @@ async def start_tracer(r: Run, c: Cluster, node: str, name: str, table: str, *ex
         raise TraceError(f"node {c.id}/{node}: its tracer did not load its table within {TRACER_LIMIT:g} s ({why})")
 
 
+async def tracer_log(r: Run, c: Cluster, node: str, name: str) -> str:
+    """Tracer pod ``name``'s log, once it is known to trace still (a tracer that ended saw nothing since)."""
+    try:
+        pod = await r.pod(c, name, terminal=False, limit=0)
+        if (pod.get("status") or {}).get("phase") != "Running":
+            raise TraceError(f"node {c.id}/{node}: its tracer stopped ({why_not_running(pod)})")
+        return await r.log(c, name)
+    except KubeCallError as exc:
+        raise TraceError(f"node {c.id}/{node}: its tracer's log: {exc}") from None
+
+
 def stream_argv(ip: IPv4Address, port: int, flows: int, rate: int, duration: float, base: int) -> list[str]:
     return [*PYTHON, "magw.lab.payload.losswatch", "stream", "--target", f"{ip}:{port}", "--flows", str(flows),
             "--rate", str(rate), "--duration", f"{duration:g}", "--base-port", str(base), "--drain", "1"]  # fmt: skip
@@ -167,9 +178,6 @@ async def run(r: Run, clusters: Sequence[Cluster], streams: Sequence[Stream]) ->
     await asyncio.sleep(SETTLE)
     seen: dict[str, tuple[set[int], set[int]]] = {}
     for c, node, name in tracers:
-        try:
-            got = _seen(await r.log(c, name))
-        except KubeCallError as exc:
-            raise TraceError(f"node {c.id}/{node}: its tracer's log: {exc}") from None
+        got = _seen(await tracer_log(r, c, node, name))
         seen[node] = got if got is not None else (set(), set())
     return [flows_of(doc, seen) for doc in docs]

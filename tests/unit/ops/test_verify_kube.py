@@ -120,3 +120,40 @@ def test_a_dead_gateway_row_or_an_untraceable_run_fails_the_suite_and_is_named()
         doc = kube.report_json(result)
         assert not result.ok and not doc["ok"] and doc["failing"] == [line]
         assert f"FAIL {line}\n" in kube.table(result) and kube.table(result).splitlines()[-1].startswith("FAIL: ")
+
+
+async def test_a_tracer_that_never_runs_stops_the_trace_and_every_pod_made_goes() -> None:
+    """No kubelet: the tracer pods stay Pending. The trace stops naming the first node, after every tracer was
+    asked for (none is created behind the cleanup), and the pods were node tools: privileged, hostNetwork, pinned,
+    tolerating every taint, with the run's own table and the host-namespace override."""
+    from ipaddress import IPv4Address
+
+    from magw.ops.verify import kubetrace
+    from magw.ops.verify.kubepods import Run, close_all, open_clusters
+
+    async with two_clusters() as (east, west):
+        clusters = await open_clusters([str(east.kubeconfig), str(west.kubeconfig)], FAST)
+        r = Run(FAST)
+        try:
+            clusters[0].gateways, clusters[1].gateways = ("e-gw1",), ("w-gw1",)
+            for c in clusters:
+                await r.namespace(c)
+            stream = kubetrace.Stream(client="east", node="e-gw1", ip=IPv4Address("10.2.0.5"), port=8080, flows=4)
+            with pytest.raises(kubetrace.TraceError, match=rf"^node east/e-gw1: its tracer did not run \(pod "
+                               rf"magw-verify-{r.id}-nt0 is Pending\)$"):  # fmt: skip
+                await kubetrace.run(r, clusters, [stream])
+            pods = [p for c in clusters for p in (await c.api.json("GET", r.path("pods"))).get("items") or ()]
+            assert sorted(p["spec"]["nodeName"] for p in pods) == ["e-gw1", "w-gw1"]
+            for p in pods:
+                spec = p["spec"]
+                assert spec["hostNetwork"] is True and spec["tolerations"] == [{"operator": "Exists"}]
+                (container,) = spec["containers"]
+                assert container["securityContext"] == {"privileged": True}
+                argv = container["command"]
+                assert argv[:3] == ["python", "-m", "magw.ops.verify.nodetrace"] and "--allow-init-netns" in argv
+                assert argv[argv.index("--table") + 1] == f"magw_verify_{r.id}"
+        finally:
+            left = await r.cleanup()
+            await close_all(clusters)
+        assert left == ()
+        assert _objects(east.emulator, "pods") == _objects(west.emulator, "pods") == []
