@@ -129,6 +129,11 @@ class Route:
     reply: tuple[Stage, ...]
 
 
+def _gateways(cluster: str, names: Sequence[str]) -> Stage:
+    """The stage any gateway of ``cluster`` may pass a flow at."""
+    return Stage(label=f"a {cluster} gateway ({'|'.join(names)})", members=tuple(names))
+
+
 def route(
     *,
     client: str,
@@ -143,8 +148,7 @@ def route(
     """The expected path of a flow from pod ``client`` (on ``client_node``, in cluster ``local``) to one of
     ``servers`` (on ``server_nodes``, in cluster ``remote``)."""
     node = Stage(label=client_node, members=(client_node,))
-    lgw = Stage(label=f"a {local} gateway ({'|'.join(local_gateways)})", members=tuple(local_gateways))
-    rgw = Stage(label=f"a {remote} gateway ({'|'.join(remote_gateways)})", members=tuple(remote_gateways))
+    lgw, rgw = _gateways(local, local_gateways), _gateways(remote, remote_gateways)
     snode = Stage(label="|".join(server_nodes), members=tuple(server_nodes))
     spod = Stage(label="|".join(servers), members=tuple(servers))
     back = Stage(label=client, members=(client,))
@@ -166,8 +170,7 @@ def node_route(
     server pod's answer is first seen entering ``server_node`` from the pod, the client's replies last on
     ``client_node``."""
     node = Stage(label=client_node, members=(client_node,))
-    lgw = Stage(label=f"a {local} gateway ({'|'.join(local_gateways)})", members=tuple(local_gateways))
-    rgw = Stage(label=f"a {remote} gateway ({'|'.join(remote_gateways)})", members=tuple(remote_gateways))
+    lgw, rgw = _gateways(local, local_gateways), _gateways(remote, remote_gateways)
     snode = Stage(label=server_node, members=(server_node,))
     answer = Stage(label=f"{server}'s answer (seen on {server_node})", members=(server_node,))
     back = Stage(label=f"{client_node} (on the way back to {client})", members=(client_node,))

@@ -55,16 +55,10 @@ def fail(table: str, hold: float) -> None:
     devices = present()
     if not devices:
         raise RuntimeError(f"none of magw's datapath devices ({', '.join(DEVICES)}) is here: not a magw gateway")
-    try:
-        nodetrace.nft("-f", "-", stdin=table_text(table, devices))
+    with nodetrace.table_held(table, table_text(table, devices),
+                              lambda: nodetrace.say({"event": "recovered", "at": time.time()})):  # fmt: skip
         nodetrace.say({"event": "failed", "at": time.time(), "devices": devices})
         time.sleep(hold)
-    except nodetrace.Stop:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        nodetrace.remove_table(table)
-        nodetrace.say({"event": "recovered", "at": time.time()})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,13 +17,14 @@ host's namespace on purpose; verify passes the flag there (the lab kubelet runs 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 from magw.drivers.netns import ALLOW_FLAG, current_netns_refusal
@@ -68,10 +69,25 @@ def say(doc: dict[str, object]) -> None:
     print(json.dumps(doc), flush=True)
 
 
+@contextlib.contextmanager
+def table_held(table: str, text: str, then: Callable[[], None]) -> Iterator[None]:
+    """Table ``table`` loaded from ``text`` (nft) for the block, removed afterwards whatever ends it, then
+    ``then()``. SIGTERM or SIGINT (``Stop``) ends the block quietly; a second one does not cut the removal short.
+    ``nodefail`` too."""
+    try:
+        nft("-f", "-", stdin=text)
+        yield
+    except Stop:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        remove_table(table)
+        then()
+
+
 def trace(table: str, seconds: float, every: float, keep: float = hops.KEEP_SECONDS) -> None:
     """Load the table, report what it sees until ``seconds`` pass or a signal comes, and remove it (always)."""
-    try:
-        nft("-f", "-", stdin=hops.table_text(table=table, keep=keep))
+    with table_held(table, hops.table_text(table=table, keep=keep), lambda: say({"event": "done"})):
         say({"event": "tracing", "table": table})
         last: tuple[list[int], list[int]] | None = None
         deadline = time.monotonic() + seconds
@@ -81,12 +97,6 @@ def trace(table: str, seconds: float, every: float, keep: float = hops.KEEP_SECO
                 say({"event": "seen", "at": time.time(), "req": now[0], "rep": now[1]})
                 last = now
             time.sleep(min(every, max(0.0, deadline - time.monotonic())))
-    except Stop:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the removal below is not cut short by a second one
-        remove_table(table)
-        say({"event": "done"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
